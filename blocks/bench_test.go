@@ -1,0 +1,208 @@
+package blocks
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/blocks/seqfile"
+)
+
+const benchFiles = 16
+
+// benchLogger logs builds with -v.
+func benchLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return nil
+}
+
+// benchKey is the i-th key of a bench dataset: 16 bytes, random-looking.
+func benchKey(dst []byte, i uint64) []byte {
+	dst = binary.BigEndian.AppendUint64(dst[:0], i*0x9E3779B97F4A7C15)
+	return binary.BigEndian.AppendUint64(dst, i^0xD6E8FEB86659FD93)
+}
+
+// writeBenchDataset writes records records over benchFiles uncompressed
+// SequenceFiles in dir, 16-byte keys and ~100-byte values (random, or
+// JSON-like when repetitive), streaming: it keeps nothing in memory.
+func writeBenchDataset(tb testing.TB, dir string, records int, repetitive bool) []string {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	var names []string
+	key, val := []byte(nil), make([]byte, 0, 128)
+	for f := range benchFiles {
+		name := fmt.Sprintf("part-%05d", f)
+		names = append(names, name)
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bw := bufio.NewWriterSize(fh, 1<<20)
+		w, err := seqfile.NewWriter(bw, seqfile.WriterOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for i := f; i < records; i += benchFiles {
+			key = benchKey(key, uint64(i))
+			if repetitive {
+				id := r.IntN(1e8)
+				val = fmt.Appendf(val[:0], `{"id":%d,"name":"user-%d","city":"%s","color":"%s","score":%d}`,
+					id, id, []string{"berlin", "paris", "tokyo", "lima"}[r.IntN(4)],
+					[]string{"red", "green", "blue"}[r.IntN(3)], r.IntN(1000))
+			} else {
+				val = val[:112]
+				for j := 0; j < len(val); j += 8 {
+					binary.LittleEndian.PutUint64(val[j:], r.Uint64())
+				}
+				val = val[:90+r.IntN(21)]
+			}
+			if err := w.Append(key, val); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := bw.Flush(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return names
+}
+
+func BenchmarkBuild(b *testing.B) {
+	root := b.TempDir()
+	datasets := map[string][]string{}
+	for _, bc := range []struct {
+		records int
+		comp    Compression
+		tx      bool
+	}{
+		{100_000, CompressionNone, false},
+		{100_000, CompressionNone, true},
+		{100_000, CompressionS2, false},
+		{100_000, CompressionZstd, false},
+		{1_000_000, CompressionNone, false},
+		{1_000_000, CompressionS2, false},
+		{1_000_000, CompressionZstd, false},
+		{2_000_000, CompressionNone, false},
+	} {
+		name := fmt.Sprintf("records=%d/%s", bc.records, bc.comp)
+		if bc.tx {
+			name += "/tx"
+		}
+		b.Run(name, func(b *testing.B) {
+			repetitive := bc.comp != CompressionNone
+			id := fmt.Sprintf("%d-%v", bc.records, repetitive)
+			dir := filepath.Join(root, id)
+			if datasets[id] == nil {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				datasets[id] = writeBenchDataset(b, dir, bc.records, repetitive)
+			}
+			files := sourceFiles(b, dir, datasets[id])
+			s, err := OpenStore(b.TempDir(), Options{TxWrites: bc.tx, Logger: benchLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var stored int64
+			var cpu time.Duration
+			i := 0
+			b.ResetTimer()
+			for b.Loop() {
+				i++
+				c0 := cpuTime()
+				v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: fmt.Sprint("v", i),
+					Files: files, Partitioner: sequinsPartitioner{}, Compression: bc.comp})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cpu += cpuTime() - c0
+				stored = v.Manifest().StoredBytes
+				v.Close()
+				if err := s.Remove("db", fmt.Sprint("v", i)); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(bc.records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(stored)/float64(bc.records), "stored-B/record")
+			// The machine may be shared: CPU time is the steadier figure.
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	const records = 1_000_000
+	dir := b.TempDir()
+	names := writeBenchDataset(b, dir, records, true)
+	for _, comp := range []Compression{CompressionNone, CompressionZstd, CompressionS2} {
+		b.Run(string(comp), func(b *testing.B) {
+			s, err := OpenStore(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: "v1",
+				Files: sourceFiles(b, dir, names), Partitioner: sequinsPartitioner{}, Compression: comp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer v.Close()
+			get := func(r *rand.Rand, key, buf []byte) ([]byte, []byte) {
+				key = benchKey(key, r.Uint64N(records))
+				p, _, _ := (sequinsPartitioner{}).Partition(key, benchFiles)
+				buf, err := v.GetAppend(buf[:0], p, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return key, buf
+			}
+			b.Run("serial", func(b *testing.B) {
+				r := rand.New(rand.NewPCG(3, 4))
+				var key, buf []byte
+				for b.Loop() {
+					key, buf = get(r, key, buf)
+				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				var seed atomic.Uint64
+				b.RunParallel(func(pb *testing.PB) {
+					r := rand.New(rand.NewPCG(seed.Add(1), 5))
+					var key, buf []byte
+					for pb.Next() {
+						key, buf = get(r, key, buf)
+					}
+				})
+			})
+			b.Run("serial-alloc", func(b *testing.B) {
+				r := rand.New(rand.NewPCG(3, 4))
+				var key []byte
+				for b.Loop() {
+					key = benchKey(key, r.Uint64N(records))
+					p, _, _ := (sequinsPartitioner{}).Partition(key, benchFiles)
+					if _, err := v.Get(p, key); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

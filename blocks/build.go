@@ -1,0 +1,344 @@
+package blocks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Partitioner is what blocks needs from a partitioner.
+type Partitioner interface {
+	// Partition returns the key's partition in [0,n) and its alternate
+	// partition (equal to p except for sequins' pathological keys). An
+	// error (a plugin failure) fails the build. Build calls it from several
+	// goroutines at once; it must not retain key.
+	Partition(key []byte, n int) (p, alt int, err error)
+}
+
+// SourceFile is one data file of a version.
+type SourceFile struct {
+	Name string // file name, for errors and the manifest
+	Size int64  // -1 if unknown
+	// Open opens the file for reading from its start. A build may call it
+	// more than once (presharded input), from several goroutines, and
+	// closes what it returns.
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// BuildSpec says what to build.
+type BuildSpec struct {
+	DB, Version string
+	// Files are the version's data files in name order: N = len(Files)
+	// partitions. Build uses the order given; it decides which of duplicate
+	// keys wins (the last).
+	Files []SourceFile
+	// Partitioner maps keys to partitions. Required unless Files is empty.
+	Partitioner Partitioner
+	// PartitionerID identifies the partitioner in the manifest
+	// ("sequins", "murmur3", "wasm:sha256:…").
+	PartitionerID string
+	// Partitions lists the partitions to hold, in any order. nil means all;
+	// an empty slice none (the version then holds no partition file).
+	Partitions []int
+	// Compression of stored values. "" means none.
+	Compression Compression
+	// Presharded input: each file holds exactly one partition, that of its
+	// first record, not necessarily the file's index. Only the files of
+	// held partitions are read beyond their first records, and every key
+	// is verified.
+	Presharded bool
+	// Progress, if not nil, is called from one goroutine of the build at
+	// most every 250 ms while it runs and once when it ends. It must not
+	// block for long.
+	Progress func(BuildProgress)
+}
+
+// BuildProgress reports how far a build got.
+type BuildProgress struct {
+	FilesDone, FilesTotal int // files read in full, of those to read
+	// BytesRead and BytesTotal count source bytes; BytesTotal is -1 when a
+	// size is unknown.
+	BytesRead, BytesTotal int64
+	Records               int64 // records read
+}
+
+// Limits on records, as bbolt enforces them.
+const (
+	maxKeySize   = 32768
+	maxValueSize = (1 << 31) - 2
+)
+
+const progressInterval = 250 * time.Millisecond
+
+// builder is the state of one Build.
+type builder struct {
+	spec BuildSpec
+	opts Options
+	log  *slog.Logger
+	dir  string
+	n    int         // partitions
+	comp Compression // normalized
+	held []int       // partitions held, increasing
+	slot []int32     // by partition: index into held and parts, -1 if not held
+
+	parts     []*partBuf
+	mem       *memory
+	chunkSize int
+	spills    []*os.File // written by the spiller (one at a time), closed by cleanup
+
+	// Sampling for dictionaries: values and bytes kept per partition.
+	sampleWant, sampleBytes int
+
+	files []FileInfo // by file; each written by the goroutine reading it
+
+	loadTime, writeTime, syncTime time.Duration // for the log
+
+	// Progress counters.
+	filesDone  atomic.Int64
+	filesTotal atomic.Int64
+	bytesRead  atomic.Int64
+	bytesTotal atomic.Int64
+	records    atomic.Int64
+}
+
+// Build reads spec.Files, keeps the records of the partitions held, writes
+// p-%05d.bolt per held partition with keys sorted, then manifest.json, last
+// and atomically, and returns the version opened.
+//
+// Duplicate keys: the last one read wins, files in name order (spec.Files
+// order), records in file order. Corrupt input fails the build with the
+// seqfile error naming file and offset (errors.As *seqfile.Error);
+// unstorable or misplaced records with ErrBadInput; a partitioner error,
+// a cancelled ctx, a closed Store or a disk error fail it too. On failure
+// the partial version directory is removed; other versions are not
+// touched. A version already complete on disk is ErrExists (Open it), one
+// being built ErrBuilding.
+func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
+	start := time.Now()
+	b, err := s.newBuilder(spec)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.beginBuild(spec.DB, spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel) // Store.Close cancels builds
+	defer stop()
+
+	wrap := func(err error) error { return fmt.Errorf("blocks: build %s/%s: %w", spec.DB, spec.Version, err) }
+	switch _, err := readManifest(b.dir, spec.DB, spec.Version); {
+	case err == nil || errors.Is(err, errFutureFormat):
+		return nil, fmt.Errorf("%w: %s/%s", ErrExists, spec.DB, spec.Version)
+	case !errors.Is(err, fs.ErrNotExist):
+		s.log.Info("blocks: replacing incomplete version", "db", spec.DB, "version", spec.Version, "reason", err)
+	}
+	if err := os.RemoveAll(b.dir); err != nil { // what a failed build left
+		return nil, wrap(err)
+	}
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return nil, wrap(err)
+	}
+
+	if spec.Progress != nil {
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		wg.Go(func() {
+			t := time.NewTicker(progressInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					spec.Progress(b.progress())
+				case <-done:
+					return
+				}
+			}
+		})
+		defer func() {
+			close(done)
+			wg.Wait()
+			spec.Progress(b.progress())
+		}()
+	}
+
+	m, err := b.run(ctx)
+	b.cleanup()
+	if err == nil {
+		m.BuiltAt = time.Now().UTC()
+		m.BuildSeconds = time.Since(start).Seconds()
+		err = writeManifest(b.dir, m)
+	}
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		if rerr := removeVersionDir(b.dir); rerr != nil {
+			s.log.Error("blocks: removing failed build", "db", spec.DB, "version", spec.Version, "err", rerr)
+		}
+		s.log.Warn("blocks: build failed", "db", spec.DB, "version", spec.Version, "err", err)
+		return nil, wrap(err)
+	}
+	s.log.Info("blocks: built", "db", spec.DB, "version", spec.Version,
+		"partitions", len(m.Partitions), "records", m.Records, "bytes", m.Bytes,
+		"stored_bytes", m.StoredBytes, "spills", len(b.spills), "seconds", m.BuildSeconds,
+		"load_seconds", b.loadTime.Seconds(), "write_seconds", b.writeTime.Seconds(), "sync_wait_seconds", b.syncTime.Seconds())
+	v, err := openVersion(b.dir, m)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// newBuilder validates spec.
+func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
+	if err := checkNames(spec.DB, spec.Version); err != nil {
+		return nil, err
+	}
+	n := len(spec.Files)
+	if n >= maxFiles {
+		return nil, fmt.Errorf("%w: %d files, at most %d", ErrInvalidSpec, n, maxFiles-1)
+	}
+	if n > 0 && spec.Partitioner == nil {
+		return nil, fmt.Errorf("%w: no partitioner", ErrInvalidSpec)
+	}
+	for i, f := range spec.Files {
+		if f.Open == nil {
+			return nil, fmt.Errorf("%w: file %d (%q) has no Open", ErrInvalidSpec, i, f.Name)
+		}
+	}
+	comp, err := spec.Compression.normalize()
+	if err != nil {
+		return nil, err
+	}
+	var held []int
+	if spec.Partitions == nil {
+		held = make([]int, n)
+		for i := range held {
+			held[i] = i
+		}
+	} else {
+		held = slices.Clone(spec.Partitions)
+		slices.Sort(held)
+		held = slices.Compact(held)
+		for _, p := range held {
+			if p < 0 || p >= n {
+				return nil, fmt.Errorf("%w: partition %d not in [0,%d)", ErrInvalidSpec, p, n)
+			}
+		}
+	}
+	b := &builder{
+		spec: spec,
+		opts: s.opts,
+		log:  s.log,
+		dir:  s.versionDir(spec.DB, spec.Version),
+		n:    n,
+		comp: comp,
+		held: held,
+		slot: make([]int32, n),
+	}
+	for i := range b.slot {
+		b.slot[i] = -1
+	}
+	b.parts = make([]*partBuf, len(held))
+	for i, p := range held {
+		b.slot[p] = int32(i)
+		b.parts[i] = &partBuf{p: p}
+	}
+	b.mem = newMemory(s.opts.MemoryBudget, b.spill)
+	// Chunks being filled (loaders × partitions) take at most a quarter of
+	// the budget, within [4 KiB, 1 MiB].
+	loads := max(min(s.opts.MaxParallelLoads, n), 1)
+	b.chunkSize = int(min(max(s.opts.MemoryBudget/int64(4*loads*max(len(held), 1)), 4<<10), 1<<20))
+	if comp != CompressionNone {
+		b.sampleWant = dictMaxSamples
+		b.sampleBytes = int(min(max(s.opts.MemoryBudget/int64(16*max(len(held), 1)), 16<<10), 256<<10))
+	}
+	b.files = make([]FileInfo, n)
+	for i, f := range spec.Files {
+		b.files[i] = FileInfo{Name: f.Name, Size: f.Size, Records: -1, Partition: -1}
+	}
+	return b, nil
+}
+
+// run loads and writes; it returns the manifest, without build times.
+func (b *builder) run(ctx context.Context) (*Manifest, error) {
+	var err error
+	start := time.Now()
+	if b.spec.Presharded {
+		err = b.loadPresharded(ctx)
+	} else {
+		err = b.load(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.loadTime = time.Since(start)
+	infos, err := b.write(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.writeTime = time.Since(start) - b.loadTime
+	if err := syncDir(b.dir); err != nil {
+		return nil, err
+	}
+	m := &Manifest{
+		Format:        ManifestFormat,
+		DB:            b.spec.DB,
+		Version:       b.spec.Version,
+		NumPartitions: b.n,
+		Partitioner:   b.spec.PartitionerID,
+		Presharded:    b.spec.Presharded,
+		Partitions:    b.held,
+		PartitionInfo: infos,
+		Compression:   b.comp,
+		Files:         b.files,
+	}
+	if m.Partitions == nil {
+		m.Partitions = []int{}
+	}
+	for _, pi := range infos {
+		m.Records += pi.Records
+		m.Bytes += pi.Bytes
+		m.StoredBytes += pi.StoredBytes
+	}
+	return m, nil
+}
+
+// cleanup closes and removes the spill files.
+func (b *builder) cleanup() {
+	for _, f := range b.spills {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}
+}
+
+func (b *builder) progress() BuildProgress {
+	return BuildProgress{
+		FilesDone:  int(b.filesDone.Load()),
+		FilesTotal: int(b.filesTotal.Load()),
+		BytesRead:  b.bytesRead.Load(),
+		BytesTotal: b.bytesTotal.Load(),
+		Records:    b.records.Load(),
+	}
+}
+
+// sample keeps values of s to train pb's dictionary, if the compression
+// needs one.
+func (b *builder) sample(pb *partBuf, s *sortedRecs) {
+	if b.sampleWant == 0 {
+		return
+	}
+	pb.samples = s.sample(pb.samples, &pb.sampleSize, b.sampleWant-len(pb.samples), b.sampleBytes)
+}

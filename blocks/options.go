@@ -1,0 +1,90 @@
+package blocks
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+)
+
+// Options configure a Store. The zero value of every field means its
+// default; DefaultOptions returns them filled in.
+type Options struct {
+	// Logger receives build and clean-up events. Default (nil): discard.
+	Logger *slog.Logger
+
+	// MemoryBudget is how many bytes of records (keys, values and a few
+	// bytes of framing each) a build keeps in memory before it spills
+	// sorted runs to temporary files in the version directory and merges
+	// them at the end. Default 256 MiB. Memory in use can exceed it by the
+	// chunks being filled (at most a quarter of it with the default chunk
+	// sizing) and by the sort index of the partitions being written (48
+	// bytes per record: the index and a radix buffer).
+	MemoryBudget int64
+
+	// MaxParallelLoads is how many source files a build reads at once.
+	// Default 4: enough to keep two cores busy parsing local files, and to
+	// overlap latency on remote ones.
+	MaxParallelLoads int
+
+	// MaxParallelWrites is how many partitions a build sorts and writes at
+	// once. Default GOMAXPROCS, at most 4.
+	MaxParallelWrites int
+
+	// TxWrites writes partitions through bbolt transactions of BatchSize
+	// keys (FillPercent 1.0, NoSync, one fsync at the end) instead of
+	// laying out the pages directly. Both give the same bbolt files
+	// logically; transactions cost about 0.9 µs per key, the direct writer
+	// about 0.25 µs. Default false.
+	TxWrites bool
+
+	// BatchSize is the number of keys per bbolt transaction when TxWrites
+	// is set. Default 10000 (measured: 5k–10k is the optimum; larger
+	// transactions get slower).
+	BatchSize int
+}
+
+// Defaults, see Options.
+const (
+	DefaultMemoryBudget     = 256 << 20
+	DefaultMaxParallelLoads = 4
+	DefaultBatchSize        = 10000
+)
+
+// DefaultOptions returns the defaults, with a discarding logger.
+func DefaultOptions() Options {
+	return Options{}.withDefaults()
+}
+
+// Validate reports fields out of range. Zero values are valid (defaults).
+func (o Options) Validate() error {
+	switch {
+	case o.MemoryBudget < 0:
+		return fmt.Errorf("%w: negative MemoryBudget %d", ErrInvalidSpec, o.MemoryBudget)
+	case o.MaxParallelLoads < 0:
+		return fmt.Errorf("%w: negative MaxParallelLoads %d", ErrInvalidSpec, o.MaxParallelLoads)
+	case o.MaxParallelWrites < 0:
+		return fmt.Errorf("%w: negative MaxParallelWrites %d", ErrInvalidSpec, o.MaxParallelWrites)
+	case o.BatchSize < 0:
+		return fmt.Errorf("%w: negative BatchSize %d", ErrInvalidSpec, o.BatchSize)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MemoryBudget == 0 {
+		o.MemoryBudget = DefaultMemoryBudget
+	}
+	if o.MaxParallelLoads == 0 {
+		o.MaxParallelLoads = DefaultMaxParallelLoads
+	}
+	if o.MaxParallelWrites == 0 {
+		o.MaxParallelWrites = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	return o
+}

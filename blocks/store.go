@@ -1,0 +1,359 @@
+package blocks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+const (
+	lockName  = "spangle.lock"
+	dbsName   = "dbs"
+	tmpSuffix = ".tmp" // temporary files: a manifest being written, spilled runs
+)
+
+// Store is a data dir holding versions of dbs:
+//
+//	<dir>/spangle.lock                       exclusive flock while open
+//	<dir>/dbs/<db>/<version>/p-00007.bolt    one bbolt file per held partition
+//	<dir>/dbs/<db>/<version>/manifest.json   written last: the version is complete
+//
+// A Store is safe for concurrent use.
+type Store struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	// ctx is cancelled by Close, to stop builds under way.
+	ctx    context.Context
+	cancel context.CancelFunc
+	builds sync.WaitGroup // builds under way
+
+	mu       sync.Mutex      // guards lock, building
+	lock     *os.File        // nil once closed
+	building map[string]bool // "<db>/<version>" of builds under way
+}
+
+// OpenStore opens the data dir dir, creating it if needed:
+//
+//  1. it takes an exclusive lock (flock on <dir>/spangle.lock) and fails
+//     fast with ErrLocked, naming dir, if another process (or another
+//     Store in this process) holds it;
+//  2. it deletes incomplete versions (directories without a valid
+//     manifest: builds interrupted by a crash) and stray temporary files.
+//
+// Versions with a manifest of a newer format are left alone and not listed.
+func OpenStore(dir string, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(filepath.Join(dir, dbsName), 0o755); err != nil {
+		return nil, fmt.Errorf("blocks: open store: %w", err)
+	}
+	lock, err := lockFile(filepath.Join(dir, lockName))
+	if err != nil {
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("blocks: open store %s: %w", dir, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		dir:      dir,
+		opts:     opts,
+		log:      opts.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		lock:     lock,
+		building: map[string]bool{},
+	}
+	if err := s.cleanup(); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("blocks: open store %s: clean up: %w", dir, err)
+	}
+	return s, nil
+}
+
+// Dir returns the data dir.
+func (s *Store) Dir() string { return s.dir }
+
+// Close stops the store. It is idempotent.
+//
+//  1. Builds under way are cancelled; Close waits for them to remove their
+//     partial versions.
+//  2. The data dir's lock is released.
+//
+// Versions opened from the store stay usable until they are closed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.lock == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	lock := s.lock
+	s.lock = nil
+	s.mu.Unlock()
+
+	s.cancel()
+	s.builds.Wait()
+	return lock.Close()
+}
+
+func (s *Store) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lock == nil
+}
+
+func (s *Store) dbDir(db string) string { return filepath.Join(s.dir, dbsName, db) }
+
+func (s *Store) versionDir(db, version string) string {
+	return filepath.Join(s.dir, dbsName, db, version)
+}
+
+// Versions lists the complete versions on disk, by db then version, in
+// byte-wise order. The manifests are the caller's.
+func (s *Store) Versions() ([]*Manifest, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	dbs, err := readDirNames(filepath.Join(s.dir, dbsName))
+	if err != nil {
+		return nil, fmt.Errorf("blocks: list versions: %w", err)
+	}
+	var out []*Manifest
+	for _, db := range dbs {
+		versions, err := readDirNames(s.dbDir(db))
+		if err != nil {
+			return nil, fmt.Errorf("blocks: list versions: %w", err)
+		}
+		for _, v := range versions {
+			if m, err := readManifest(s.versionDir(db, v), db, v); err == nil {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Open opens a complete version for reading. ErrNoVersion if there is none
+// of that name.
+func (s *Store) Open(db, version string) (*Version, error) {
+	if err := checkNames(db, version); err != nil {
+		return nil, err
+	}
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	dir := s.versionDir(db, version)
+	m, err := readManifest(dir, db, version)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNoVersion, db, version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blocks: open %s/%s: %w", db, version, err)
+	}
+	return openVersion(dir, m)
+}
+
+// Remove deletes a version from disk: its manifest first, so that a crash
+// half-way leaves an incomplete version that OpenStore finishes deleting.
+// It closes nothing: close Versions opened from it first. ErrBuilding if it
+// is being built; removing a version that does not exist is not an error.
+func (s *Store) Remove(db, version string) error {
+	if err := checkNames(db, version); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return ErrClosed
+	}
+	if s.building[db+"/"+version] {
+		return fmt.Errorf("%w: %s/%s", ErrBuilding, db, version)
+	}
+	if err := removeVersionDir(s.versionDir(db, version)); err != nil {
+		return fmt.Errorf("blocks: remove %s/%s: %w", db, version, err)
+	}
+	return nil
+}
+
+// RemoveDB deletes every version of db, as Remove does, and the db's
+// directory. ErrBuilding if one of its versions is being built.
+func (s *Store) RemoveDB(db string) error {
+	if err := checkNames(db, "v"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return ErrClosed
+	}
+	for k := range s.building {
+		if strings.HasPrefix(k, db+"/") {
+			return fmt.Errorf("%w: %s", ErrBuilding, k)
+		}
+	}
+	dir := s.dbDir(db)
+	versions, err := readDirNames(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("blocks: remove db %s: %w", db, err)
+	}
+	for _, v := range versions {
+		if err := removeVersionDir(filepath.Join(dir, v)); err != nil {
+			return fmt.Errorf("blocks: remove db %s: %w", db, err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("blocks: remove db %s: %w", db, err)
+	}
+	return syncDir(filepath.Join(s.dir, dbsName))
+}
+
+func removeVersionDir(dir string) error {
+	if err := os.Remove(filepath.Join(dir, manifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// beginBuild registers a build of db/version, which must not be under way.
+// The returned func unregisters it.
+func (s *Store) beginBuild(db, version string) (func(), error) {
+	key := db + "/" + version
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return nil, ErrClosed
+	}
+	if s.building[key] {
+		return nil, fmt.Errorf("%w: %s", ErrBuilding, key)
+	}
+	s.building[key] = true
+	s.builds.Add(1)
+	return func() {
+		s.mu.Lock()
+		delete(s.building, key)
+		s.mu.Unlock()
+		s.builds.Done()
+	}, nil
+}
+
+// cleanup deletes incomplete versions, stray temporary files and empty db
+// directories. Only names this package creates are touched.
+func (s *Store) cleanup() error {
+	root := filepath.Join(s.dir, dbsName)
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		path := filepath.Join(root, e.Name())
+		if !e.IsDir() {
+			if strings.HasSuffix(e.Name(), tmpSuffix) {
+				s.log.Info("blocks: removing stray file", "path", path)
+				if err := os.Remove(path); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if !validName.MatchString(e.Name()) {
+			continue
+		}
+		if err := s.cleanupDB(e.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) cleanupDB(db string) error {
+	dir := s.dbDir(db)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	kept := 0
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case !e.IsDir():
+			if strings.HasSuffix(e.Name(), tmpSuffix) {
+				s.log.Info("blocks: removing stray file", "path", path)
+				if err := os.Remove(path); err != nil {
+					return err
+				}
+				continue
+			}
+		case validName.MatchString(e.Name()):
+			_, err := readManifest(path, db, e.Name())
+			switch {
+			case err == nil:
+				if err := removeTemps(path); err != nil {
+					return err
+				}
+			case errors.Is(err, errFutureFormat):
+				s.log.Warn("blocks: keeping a version of a newer format", "db", db, "version", e.Name(), "err", err)
+			default:
+				s.log.Info("blocks: removing incomplete version", "db", db, "version", e.Name(), "reason", err)
+				if err := removeVersionDir(path); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		kept++
+	}
+	if kept == 0 {
+		return os.Remove(dir)
+	}
+	return nil
+}
+
+// removeTemps deletes temporary files in a complete version's directory.
+func removeTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readDirNames lists the valid db or version names of the directories in
+// dir, sorted.
+func readDirNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && validName.MatchString(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}

@@ -1,0 +1,206 @@
+package blocks
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sync/errgroup"
+)
+
+// checksum computes PartitionInfo.Checksum. Records are gathered in a
+// buffer and hashed in blocks: many small writes to the digest cost more.
+type checksum struct {
+	h   *xxhash.Digest
+	buf []byte
+}
+
+func newChecksum() *checksum { return &checksum{h: xxhash.New(), buf: make([]byte, 0, 64<<10)} }
+
+func (c *checksum) add(k, v []byte) {
+	if len(c.buf)+2*binary.MaxVarintLen64+len(k)+len(v) > cap(c.buf) {
+		_, _ = c.h.Write(c.buf)
+		c.buf = c.buf[:0]
+	}
+	if 2*binary.MaxVarintLen64+len(k)+len(v) > cap(c.buf) {
+		c.buf = binary.AppendUvarint(c.buf, uint64(len(k)))
+		_, _ = c.h.Write(c.buf)
+		_, _ = c.h.Write(k)
+		c.buf = binary.AppendUvarint(c.buf[:0], uint64(len(v)))
+		_, _ = c.h.Write(c.buf)
+		_, _ = c.h.Write(v)
+		c.buf = c.buf[:0]
+		return
+	}
+	c.buf = binary.AppendUvarint(c.buf, uint64(len(k)))
+	c.buf = append(c.buf, k...)
+	c.buf = binary.AppendUvarint(c.buf, uint64(len(v)))
+	c.buf = append(c.buf, v...)
+}
+
+func (c *checksum) String() string {
+	_, _ = c.h.Write(c.buf)
+	c.buf = c.buf[:0]
+	return fmt.Sprintf("xxh64:%016x", c.h.Sum64())
+}
+
+// syncWorkers is how many partition files are fsynced at once.
+const syncWorkers = 4
+
+// partWriter writes one partition's bbolt file: the data bucket's keys in
+// increasing order, then the meta bucket.
+type partWriter interface {
+	// put stores a key and its stored value; it does not retain them.
+	put(k, v []byte) error
+	// finish writes the meta bucket and completes the file, unsynced.
+	finish(meta map[string][]byte) error
+	// syncClose fsyncs and closes the file; size is its size.
+	syncClose() (size int64, err error)
+	// abort closes the file after a failure.
+	abort()
+}
+
+// write sorts and writes every held partition, MaxParallelWrites at a time,
+// largest first. Files are fsynced in the background while the next
+// partitions are written.
+func (b *builder) write(ctx context.Context) ([]PartitionInfo, error) {
+	order := make([]int, len(b.parts))
+	sizes := make([]int64, len(b.parts))
+	for i, pb := range b.parts {
+		order[i] = i
+		sizes[i] = pb.bytes
+		for _, r := range pb.runs {
+			sizes[i] += r.size
+		}
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(sizes[y], sizes[x]) })
+
+	// Written files queue for fsync; the queue holds every partition, so
+	// writers never wait for the disk.
+	type written struct {
+		slot int
+		w    partWriter
+		info PartitionInfo
+	}
+	infos := make([]PartitionInfo, len(b.parts))
+	queue := make(chan written, len(b.parts))
+	var syncs errgroup.Group
+	for range min(syncWorkers, len(b.parts)) {
+		syncs.Go(func() error {
+			var first error
+			for wr := range queue {
+				size, err := wr.w.syncClose()
+				if err != nil && first == nil {
+					first = fmt.Errorf("partition %d: %w", wr.info.Partition, err)
+				}
+				wr.info.StoredBytes = size
+				infos[wr.slot] = wr.info
+			}
+			return first
+		})
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(b.opts.MaxParallelWrites)
+	for _, slot := range order {
+		g.Go(func() error {
+			w, info, err := b.writePartition(ctx, slot)
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", b.parts[slot].p, err)
+			}
+			queue <- written{slot, w, info}
+			return nil
+		})
+	}
+	err := g.Wait()
+	close(queue)
+	start := time.Now()
+	if serr := syncs.Wait(); err == nil {
+		err = serr
+	}
+	b.syncTime = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+// writePartition merges the partition's runs and in-memory records into its
+// file and returns the unsynced writer.
+func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, PartitionInfo, error) {
+	pb := b.parts[slot]
+	info := PartitionInfo{Partition: pb.p}
+	chunks, memBytes := pb.take()
+	mem := sortChunks(chunks)
+	b.sample(pb, mem)
+	defer func() {
+		// Free the chunks as soon as the partition is written.
+		mem.chunks, mem.entries = nil, nil
+		b.mem.release(memBytes, true)
+	}()
+
+	var it recordIter = &memIter{s: mem}
+	var expect int64 = memBytes
+	if len(pb.runs) > 0 {
+		its := []recordIter{it}
+		for _, r := range pb.runs {
+			its = append(its, newRunIter(r))
+			expect += r.size
+		}
+		it = newMergeIter(its)
+	}
+
+	enc, meta, err := newValueEncoder(b.comp, pb.p, pb.samples)
+	if err != nil {
+		return nil, info, err
+	}
+	defer enc.close()
+	pb.samples = nil
+
+	path := filepath.Join(b.dir, partitionFile(pb.p))
+	var w partWriter
+	if b.opts.TxWrites {
+		w, err = newTxWriter(path, b.opts.BatchSize, expect)
+	} else {
+		w, err = newPackWriter(path)
+	}
+	if err != nil {
+		return nil, info, err
+	}
+	sum := newChecksum()
+	for it.next() {
+		k, v := it.key(), it.value()
+		if info.Records%(16*checkEvery) == 0 {
+			if err := ctx.Err(); err != nil {
+				w.abort()
+				return nil, info, err
+			}
+		}
+		sum.add(k, v)
+		if err := w.put(k, enc.encode(v)); err != nil {
+			w.abort()
+			return nil, info, err
+		}
+		info.Records++
+		info.Bytes += int64(len(k) + len(v))
+	}
+	if err := it.err(); err != nil {
+		w.abort()
+		return nil, info, err
+	}
+	info.Checksum = sum.String()
+	meta[metaFormat] = []byte(strconv.Itoa(partitionFormat))
+	meta[metaPartition] = []byte(strconv.Itoa(pb.p))
+	meta[metaRecords] = []byte(strconv.FormatInt(info.Records, 10))
+	meta[metaChecksum] = []byte(info.Checksum)
+	if err := w.finish(meta); err != nil {
+		w.abort()
+		return nil, info, err
+	}
+	return w, info, nil
+}

@@ -1,0 +1,402 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/plugins"
+)
+
+// db is one database's version lifecycle on this node. One goroutine (loop)
+// owns discovery, builds and switches; the read path only loads active.
+type db struct {
+	name        string
+	cfg         DBConfig
+	node        *Node
+	partitioner plugins.Partitioner
+	compression blocks.Compression
+
+	// active is the version lookups use; nil until one is built.
+	active atomic.Pointer[version]
+
+	mu sync.Mutex // guards versions and failed
+	// versions holds the status of every version this node knows of for
+	// the db: active, building, failed.
+	versions map[string]*versionState
+	// failed holds versions whose build failed; they are not tried again
+	// until a forced refresh.
+	failed map[string]bool
+
+	kickCh chan kick
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when loop returns
+}
+
+type kick struct {
+	force bool
+	done  chan struct{} // closed once the kick has been handled
+}
+
+// version is an immutable, readable version of a db.
+type version struct {
+	name        string
+	n           int // partitions
+	data        *blocks.Version
+	partitioner plugins.Partitioner
+	modified    time.Time
+	state       *versionState
+}
+
+// versionState is what the status shows of a version; guarded by db.mu.
+type versionState struct {
+	name       string
+	path       string
+	state      string
+	createdAt  time.Time
+	activeAt   time.Time
+	partitions []int
+	n          int
+	err        string
+	progress   *BuildProgress
+}
+
+func (n *Node) newDB(name string) (*db, error) {
+	cfg := n.cfg.dbConfig(name)
+	p, err := plugins.Builtin(cfg.Partitioner)
+	if err != nil {
+		return nil, err
+	}
+	c, err := blocks.ParseCompression(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	return &db{
+		name:        name,
+		cfg:         cfg,
+		node:        n,
+		partitioner: p,
+		compression: c,
+		versions:    map[string]*versionState{},
+		failed:      map[string]bool{},
+		kickCh:      make(chan kick, 1),
+		ctx:         ctx,
+		cancel:      cancel,
+		done:        make(chan struct{}),
+	}, nil
+}
+
+// kick asks the db to look for a new version. The returned channel is
+// closed once it has (for the first kick: once the version is built, reused
+// or failed). A kick while one is pending is merged into it.
+func (d *db) kick(force bool) chan struct{} {
+	k := kick{force: force, done: make(chan struct{})}
+	select {
+	case d.kickCh <- k:
+		return k.done
+	default:
+		// One is pending; it will run soon enough. Return a closed channel
+		// only if the pending one is not the first (not awaited).
+		closed := make(chan struct{})
+		close(closed)
+		return closed
+	}
+}
+
+func (d *db) loop() {
+	defer close(d.done)
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case k := <-d.kickCh:
+			d.update(k.force)
+			close(k.done)
+		}
+	}
+}
+
+// shutdown stops the db's loop (cancelling a build), waits for it, and
+// closes its versions.
+func (d *db) shutdown() {
+	d.cancel()
+	<-d.done
+	d.closeVersions()
+}
+
+// closeVersions closes the active version; lookups that race with it see
+// ErrUnknownDB or ErrNoVersion afterwards.
+func (d *db) closeVersions() {
+	if v := d.active.Swap(nil); v != nil {
+		v.data.Close()
+	}
+}
+
+// update builds and activates the newest version of the source if it is
+// newer than the active one. Never goes back to an older version.
+func (d *db) update(force bool) {
+	log := d.node.log.With("db", d.name)
+	versions, err := d.node.source.ListVersions(d.ctx, d.name, d.node.cfg.RequireSuccessFile)
+	if err != nil {
+		log.Error("cannot list versions; serving what we have", "err", err)
+		d.node.metrics.refreshErrors.Inc()
+		return
+	}
+	if len(versions) == 0 {
+		return
+	}
+	latest := versions[len(versions)-1]
+	cur := d.active.Load()
+	if cur != nil && latest <= cur.name {
+		return // never downgrade; nothing new
+	}
+	d.mu.Lock()
+	if force {
+		clear(d.failed)
+	}
+	failed := d.failed[latest]
+	d.mu.Unlock()
+	if failed {
+		return
+	}
+	if err := d.build(latest); err != nil {
+		if d.ctx.Err() != nil {
+			log.Info("build cancelled", "version", latest)
+			return
+		}
+		log.Error("version failed to build; previous version keeps serving", "version", latest, "err", err)
+		d.mu.Lock()
+		d.failed[latest] = true
+		d.mu.Unlock()
+	}
+}
+
+func (d *db) newVersionState(name, path string) *versionState {
+	s := &versionState{name: name, path: path, state: StateBuilding, createdAt: time.Now()}
+	d.mu.Lock()
+	d.versions[name] = s
+	d.mu.Unlock()
+	return s
+}
+
+// build builds version name and switches to it.
+func (d *db) build(name string) error {
+	n := d.node
+	log := n.log.With("db", d.name, "version", name)
+	state := d.newVersionState(name, n.source.Path(d.name, name))
+	fail := func(err error) error {
+		d.mu.Lock()
+		if d.ctx.Err() != nil {
+			delete(d.versions, name)
+		} else {
+			state.state = StateError
+			state.err = err.Error()
+		}
+		d.mu.Unlock()
+		n.metrics.builds.WithLabelValues(d.name, "error").Inc()
+		return err
+	}
+
+	files, err := n.source.ListFiles(d.ctx, d.name, name)
+	if err != nil {
+		return fail(err)
+	}
+	spec := blocks.BuildSpec{
+		DB:            d.name,
+		Version:       name,
+		Partitioner:   d.partitioner,
+		PartitionerID: d.partitioner.Identity(),
+		Compression:   d.compression,
+		Presharded:    d.cfg.Presharded,
+	}
+	var total int64
+	for _, f := range files {
+		total += max(f.Size, 0)
+		spec.Files = append(spec.Files, blocks.SourceFile{
+			Name: f.Name,
+			Size: f.Size,
+			Open: func(ctx context.Context) (io.ReadCloser, error) {
+				return n.source.Open(ctx, d.name, name, f.Name)
+			},
+		})
+	}
+	all := make([]int, len(files))
+	for i := range all {
+		all[i] = i
+	}
+	started := time.Now()
+	d.mu.Lock()
+	state.n = len(files)
+	state.partitions = all
+	state.progress = &BuildProgress{FilesTotal: len(files), BytesTotal: total, StartedAt: started}
+	d.mu.Unlock()
+	log.Info("building version", "files", len(files), "bytes", total)
+
+	lastLog := started
+	spec.Progress = func(p blocks.BuildProgress) {
+		bp := BuildProgress{
+			FilesDone: p.FilesDone, FilesTotal: p.FilesTotal,
+			BytesRead: p.BytesRead, BytesTotal: p.BytesTotal,
+			Records: p.Records, StartedAt: started,
+		}
+		if p.BytesTotal > 0 {
+			bp.Percent = 100 * float64(p.BytesRead) / float64(p.BytesTotal)
+		}
+		d.mu.Lock()
+		state.progress = &bp
+		d.mu.Unlock()
+		n.metrics.buildProgress.WithLabelValues(d.name).Set(bp.Percent / 100)
+		n.metrics.buildRecords.WithLabelValues(d.name).Set(float64(p.Records))
+		if time.Since(lastLog) >= 2*time.Second {
+			lastLog = time.Now()
+			log.Info("build progress", "percent", fmt.Sprintf("%.1f", bp.Percent), "records", p.Records,
+				"bytes", p.BytesRead, "files_done", p.FilesDone, "files", p.FilesTotal)
+		}
+	}
+
+	bv, err := n.store.Build(d.ctx, spec)
+	if err != nil {
+		return fail(err)
+	}
+	elapsed := time.Since(started)
+	m := bv.Manifest()
+	d.mu.Lock()
+	state.progress = &BuildProgress{
+		FilesDone: len(files), FilesTotal: len(files), BytesRead: total, BytesTotal: total,
+		Records: m.Records, Percent: 100, StartedAt: started, DurationSec: elapsed.Seconds(),
+	}
+	d.mu.Unlock()
+	n.metrics.builds.WithLabelValues(d.name, "ok").Inc()
+	n.metrics.buildDuration.WithLabelValues(d.name).Set(elapsed.Seconds())
+	n.metrics.buildProgress.WithLabelValues(d.name).Set(1)
+	log.Info("version built", "records", m.Records, "bytes", m.Bytes, "seconds", elapsed.Seconds(),
+		"records_per_second", int64(float64(m.Records)/max(elapsed.Seconds(), 1e-9)))
+	d.activate(state, bv)
+	return nil
+}
+
+// activate switches lookups to bv, then retires the previous version:
+// lookups that still hold it finish (Close waits for them) or retry on the
+// new one, so no request fails or sees an older version.
+func (d *db) activate(state *versionState, bv *blocks.Version) {
+	m := bv.Manifest()
+	now := time.Now()
+	v := &version{
+		name:        state.name,
+		n:           m.NumPartitions,
+		data:        bv,
+		partitioner: d.partitioner,
+		modified:    now.Truncate(time.Second),
+		state:       state,
+	}
+	d.mu.Lock()
+	state.state = StateActive
+	state.activeAt = now
+	state.n = m.NumPartitions
+	state.partitions = append([]int(nil), m.Partitions...)
+	d.mu.Unlock()
+
+	old := d.active.Swap(v)
+	d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
+	d.node.log.Info("version active", "db", d.name, "version", v.name)
+	if old == nil {
+		return
+	}
+	d.mu.Lock()
+	old.state.state = StateRemoving
+	d.mu.Unlock()
+	if err := old.data.Close(); err != nil {
+		d.node.log.Warn("closing old version", "db", d.name, "version", old.name, "err", err)
+	}
+	d.node.removeVersionFiles(d.name, old.name)
+	d.mu.Lock()
+	delete(d.versions, old.name)
+	// Failed versions older than the active one will never be built: drop them.
+	for name, s := range d.versions {
+		if name < v.name && s.state == StateError {
+			delete(d.versions, name)
+			delete(d.failed, name)
+		}
+	}
+	d.mu.Unlock()
+	d.node.log.Info("old version removed", "db", d.name, "version", old.name)
+}
+
+// status returns the db's status; self is this node's name.
+func (d *db) status(self string, target int) DBStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.active.Load()
+	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions))}
+	for name, s := range d.versions {
+		nv := NodeVersionStatus{
+			Name:       self,
+			CreatedAt:  s.createdAt,
+			Current:    cur != nil && cur.name == name,
+			State:      s.state,
+			Partitions: append([]int{}, s.partitions...),
+			Error:      s.err,
+		}
+		if !s.activeAt.IsZero() {
+			at := s.activeAt
+			nv.ActiveAt = &at
+		}
+		vs := VersionStatus{
+			Path:          s.path,
+			NumPartitions: s.n,
+			Partitioner:   d.partitioner.Identity(),
+			Nodes:         map[string]NodeVersionStatus{self: nv},
+		}
+		if s.progress != nil {
+			p := *s.progress
+			vs.Build = &p
+		}
+		// A single node's replica counts: one for each partition it holds
+		// once the version is readable.
+		var held []int
+		if s.state == StateActive || s.state == StateRemoving {
+			held = s.partitions
+		}
+		vs.replication(map[string][]int{self: held}, target)
+		out.Versions[name] = vs
+	}
+	return out
+}
+
+// replication fills in the replica counters from the partitions each node
+// holds, counting partitions with no replica as missing (sequins did not).
+func (vs *VersionStatus) replication(held map[string][]int, target int) {
+	counts := make([]int, vs.NumPartitions)
+	for _, ps := range held {
+		for _, p := range ps {
+			if p >= 0 && p < len(counts) {
+				counts[p]++
+			}
+		}
+	}
+	vs.TargetReplication = target
+	vs.ReplicationHistogram = map[int]int{}
+	total := 0
+	for _, c := range counts {
+		vs.ReplicationHistogram[c]++
+		total += c
+		switch {
+		case c == 0:
+			vs.MissingPartitions++
+			vs.UnderreplicatedPartitions++
+		case c < target:
+			vs.UnderreplicatedPartitions++
+		case c > target:
+			vs.OverreplicatedPartitions++
+		}
+	}
+	if len(counts) > 0 {
+		vs.AverageReplication = float64(total) / float64(len(counts))
+	}
+}

@@ -1,0 +1,80 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the node's Prometheus metrics.
+type metrics struct {
+	builds        *prometheus.CounterVec // db, result
+	buildProgress *prometheus.GaugeVec   // db
+	buildRecords  *prometheus.GaugeVec   // db
+	buildDuration *prometheus.GaugeVec   // db
+	records       *prometheus.GaugeVec   // db
+	bytes         *prometheus.GaugeVec   // db
+	active        *prometheus.GaugeVec   // db, version
+	refreshErrors prometheus.Counter
+
+	mu             sync.Mutex        // guards activeVersions
+	activeVersions map[string]string // db → version labelled in active
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		builds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_builds_total", Help: "Version builds finished, by db and result (ok, error).",
+		}, []string{"db", "result"}),
+		buildProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_build_progress_ratio", Help: "Progress of the db's current or last build, 0 to 1 (bytes read of bytes total).",
+		}, []string{"db"}),
+		buildRecords: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_build_records", Help: "Records read by the db's current or last build.",
+		}, []string{"db"}),
+		buildDuration: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_build_duration_seconds", Help: "Duration of the db's last successful build.",
+		}, []string{"db"}),
+		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_version_records", Help: "Records held locally in the db's active version.",
+		}, []string{"db"}),
+		bytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_version_bytes", Help: "Bytes of keys and values held locally in the db's active version.",
+		}, []string{"db"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_active_version", Help: "1 for the db's active version.",
+		}, []string{"db", "version"}),
+		refreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spangle_source_errors_total", Help: "Failed listings of the source.",
+		}),
+		activeVersions: map[string]string{},
+	}
+	if reg != nil {
+		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors)
+	}
+	return m
+}
+
+func (m *metrics) activeVersion(db, version string, records, bytes int64) {
+	m.records.WithLabelValues(db).Set(float64(records))
+	m.bytes.WithLabelValues(db).Set(float64(bytes))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.activeVersions[db]; ok {
+		m.active.DeleteLabelValues(db, old)
+	}
+	m.activeVersions[db] = version
+	m.active.WithLabelValues(db, version).Set(1)
+}
+
+func (m *metrics) forgetDB(db string) {
+	for _, v := range []*prometheus.GaugeVec{m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes} {
+		v.DeleteLabelValues(db)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.activeVersions[db]; ok {
+		m.active.DeleteLabelValues(db, old)
+		delete(m.activeVersions, db)
+	}
+}

@@ -1,0 +1,297 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spangledb/spangle/blocks"
+)
+
+// Node is one spangle process's data plane: it finds versions in its source,
+// builds the partitions it holds, switches to new versions atomically and
+// answers lookups. It is safe for concurrent use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	source  Source
+	metrics *metrics
+
+	// Set by Start.
+	store *blocks.Store
+	ctx   context.Context // cancelled by Shutdown
+	stop  context.CancelFunc
+
+	// dbs is the read path's view: a copy-on-write map, replaced whole by
+	// the refresh loop.
+	dbs atomic.Pointer[map[string]*db]
+
+	refreshCh chan bool // true: a forced refresh (SIGHUP); buffered 1
+	readyCh   chan struct{}
+	wg        sync.WaitGroup // every goroutine the node starts
+
+	startOnce    sync.Once
+	startErr     error
+	shutdownOnce sync.Once
+}
+
+// New validates cfg and returns a node; it starts nothing.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	src, err := OpenSource(cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	n := &Node{
+		cfg:       cfg,
+		log:       log,
+		source:    src,
+		metrics:   newMetrics(cfg.Registerer),
+		refreshCh: make(chan bool, 1),
+		readyCh:   make(chan struct{}),
+	}
+	empty := map[string]*db{}
+	n.dbs.Store(&empty)
+	return n, nil
+}
+
+// Start opens the data dir (taking its lock), serves the complete versions
+// already on disk at once, and starts the refresh loop, which lists the
+// source and builds new versions in the background. Loaded is closed once
+// every db found by the first listing has been processed.
+func (n *Node) Start() error {
+	n.startOnce.Do(func() { n.startErr = n.start() })
+	return n.startErr
+}
+
+func (n *Node) start() error {
+	store, err := blocks.OpenStore(n.cfg.DataDir, blocks.Options{
+		Logger:           n.log,
+		MemoryBudget:     n.cfg.MemoryBudget,
+		MaxParallelLoads: n.cfg.MaxParallelLoads,
+	})
+	if err != nil {
+		return err
+	}
+	n.store = store
+	n.ctx, n.stop = context.WithCancel(context.Background())
+	if err := n.reuseLocalVersions(); err != nil {
+		store.Close()
+		return err
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.refreshLoop()
+	}()
+	return nil
+}
+
+// reuseLocalVersions serves the newest complete version of each db found
+// on disk, as a restart should, and deletes the older ones.
+func (n *Node) reuseLocalVersions() error {
+	manifests, err := n.store.Versions()
+	if err != nil {
+		return err
+	}
+	newest := map[string]*blocks.Manifest{}
+	for _, m := range manifests {
+		if cur := newest[m.DB]; cur == nil || m.Version > cur.Version {
+			newest[m.DB] = m
+		}
+	}
+	for _, m := range manifests {
+		if newest[m.DB] != m {
+			n.removeVersionFiles(m.DB, m.Version)
+		}
+	}
+	dbs := map[string]*db{}
+	for name, m := range newest {
+		d, err := n.newDB(name)
+		if err != nil {
+			n.log.Warn("dropping local data of a db that is no longer valid", "db", name, "err", err)
+			n.removeVersionFiles(m.DB, m.Version)
+			continue
+		}
+		if m.Partitioner != d.partitioner.Identity() {
+			n.log.Info("local version was built with another partitioner; rebuilding", "db", name, "version", m.Version,
+				"built_with", m.Partitioner, "configured", d.partitioner.Identity())
+			n.removeVersionFiles(m.DB, m.Version)
+			dbs[name] = d
+			continue
+		}
+		bv, err := n.store.Open(m.DB, m.Version)
+		if err != nil {
+			n.log.Warn("cannot reopen local version; rebuilding", "db", name, "version", m.Version, "err", err)
+			n.removeVersionFiles(m.DB, m.Version)
+			dbs[name] = d
+			continue
+		}
+		d.activate(d.newVersionState(m.Version, n.source.Path(m.DB, m.Version)), bv)
+		n.log.Info("serving local version", "db", name, "version", m.Version, "records", m.Records)
+		dbs[name] = d
+	}
+	for _, d := range dbs {
+		n.startDB(d)
+	}
+	n.dbs.Store(&dbs)
+	return nil
+}
+
+func (n *Node) removeVersionFiles(db, version string) {
+	if err := n.store.Remove(db, version); err != nil {
+		n.log.Warn("cannot remove local version", "db", db, "version", version, "err", err)
+	}
+}
+
+// Loaded is closed once the node has processed every db of its first
+// source listing (built, reused or failed).
+func (n *Node) Loaded() <-chan struct{} { return n.readyCh }
+
+// Ready reports whether Loaded is closed and the node is not shutting down.
+func (n *Node) Ready() bool {
+	select {
+	case <-n.readyCh:
+	default:
+		return false
+	}
+	return n.ctx != nil && n.ctx.Err() == nil
+}
+
+// Refresh asks the node to list its source now (SIGHUP). Versions that
+// failed to build are tried again. It does not block.
+func (n *Node) Refresh() {
+	select {
+	case n.refreshCh <- true:
+	default:
+	}
+}
+
+func (n *Node) refreshLoop() {
+	var tick <-chan time.Time
+	if n.cfg.RefreshPeriod > 0 {
+		t := time.NewTicker(n.cfg.RefreshPeriod)
+		defer t.Stop()
+		tick = t.C
+	}
+	n.refresh(true, false)
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick:
+			n.refresh(false, false)
+		case force := <-n.refreshCh:
+			n.refresh(false, force)
+		}
+	}
+}
+
+// refresh lists the source's dbs, starts the new ones, removes the ones
+// gone, and tells every db to look for a new version.
+func (n *Node) refresh(first, force bool) {
+	names, err := n.source.ListDBs(n.ctx)
+	if err != nil {
+		n.log.Error("cannot list dbs; serving what we have", "source", n.source, "err", err)
+		n.metrics.refreshErrors.Inc()
+		if first {
+			close(n.readyCh) // ready to serve what was on disk
+		}
+		return
+	}
+	old := *n.dbs.Load()
+	dbs := make(map[string]*db, len(names))
+	for _, name := range names {
+		if d, ok := old[name]; ok {
+			dbs[name] = d
+			continue
+		}
+		d, err := n.newDB(name)
+		if err != nil {
+			n.log.Error("cannot set up db", "db", name, "err", err)
+			continue
+		}
+		n.startDB(d)
+		dbs[name] = d
+	}
+	n.dbs.Store(&dbs)
+	for name, d := range old {
+		if _, ok := dbs[name]; !ok {
+			n.log.Info("db is gone from the source; removing it", "db", name)
+			d.shutdown()
+			if err := n.store.RemoveDB(name); err != nil {
+				n.log.Warn("cannot remove db data", "db", name, "err", err)
+			}
+			n.metrics.forgetDB(name)
+		}
+	}
+	var pending []chan struct{}
+	for _, d := range dbs {
+		done := d.kick(force)
+		if first {
+			pending = append(pending, done)
+		}
+	}
+	if first {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			for _, done := range pending {
+				select {
+				case <-done:
+				case <-n.ctx.Done():
+					return
+				}
+			}
+			close(n.readyCh)
+			n.log.Info("initial load done", "dbs", len(pending))
+		}()
+	}
+}
+
+func (n *Node) startDB(d *db) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		d.loop()
+	}()
+}
+
+// Shutdown stops the node: (1) cancels builds and the refresh loop, (2)
+// waits for them, (3) closes every version, waiting for in-flight lookups,
+// (4) releases the data dir. It is idempotent; ctx bounds the wait.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var err error
+	n.shutdownOnce.Do(func() {
+		if n.stop == nil {
+			return // never started
+		}
+		n.stop()
+		done := make(chan struct{})
+		go func() {
+			n.wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("node: shutdown: %w", ctx.Err())
+			return
+		}
+		for _, d := range *n.dbs.Load() {
+			d.closeVersions()
+		}
+		err = n.store.Close()
+	})
+	return err
+}

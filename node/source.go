@@ -1,0 +1,67 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Source is where versions come from: a root holding <db>/<version>/<files>.
+// Implementations are safe for concurrent use.
+type Source interface {
+	// String is the root as people write it, for status and logs.
+	String() string
+	// ListDBs lists the valid db names under the root, sorted.
+	ListDBs(ctx context.Context) ([]string, error)
+	// ListVersions lists the db's valid, complete version names in byte-wise
+	// order: with requireSuccess, only versions holding _SUCCESS.
+	ListVersions(ctx context.Context, db string, requireSuccess bool) ([]string, error)
+	// ListFiles lists the version's data files (not those starting with "_"
+	// or ".", no directories) sorted by name.
+	ListFiles(ctx context.Context, db, version string) ([]SourceFile, error)
+	// Open opens one data file for reading.
+	Open(ctx context.Context, db, version, file string) (io.ReadCloser, error)
+	// Path is the display path of a version, as the status shows it.
+	Path(db, version string) string
+}
+
+// SourceFile is a data file of a version.
+type SourceFile struct {
+	Name string
+	Size int64 // -1 when unknown
+}
+
+var validName = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
+
+// ValidName reports whether s is a valid db or version name.
+func ValidName(s string) bool { return validName.MatchString(s) }
+
+// isDataFile reports whether a file name in a version directory is data.
+func isDataFile(name string) bool {
+	return name != "" && !strings.HasPrefix(name, "_") && !strings.HasPrefix(name, ".")
+}
+
+// OpenSource returns the Source for a root written as a path or a URL:
+// a local path, or file:///path.
+func OpenSource(root string) (Source, error) {
+	if root == "" {
+		return nil, fmt.Errorf("%w: empty source", ErrConfig)
+	}
+	u, err := url.Parse(root)
+	if err == nil && u.Scheme != "" && len(u.Scheme) > 1 { // a one-letter scheme is a Windows drive
+		switch u.Scheme {
+		case "file":
+			if u.Host != "" && u.Host != "localhost" {
+				return nil, fmt.Errorf("%w: source %q has a host (likely missing a '/')", ErrConfig, root)
+			}
+			return newFileSource(filepath.FromSlash(u.Path))
+		default:
+			return nil, fmt.Errorf("%w: source %q: unsupported scheme %q", ErrConfig, root, u.Scheme)
+		}
+	}
+	return newFileSource(root)
+}
