@@ -47,7 +47,7 @@ deps-bench:
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 
 bench-e2e: build deps-bench
-	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench
+	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json
 
 clean:
 	rm -rf bin .run .bench

@@ -49,7 +49,14 @@ func (b *builder) loadFiles(ctx context.Context, files []int, filePart []int) er
 				if filePart != nil {
 					fp = filePart[files[i]]
 				}
-				if err := b.loadFile(ctx, l, files[i], fp); err != nil {
+				select {
+				case b.loadSlots <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				err := b.loadFile(ctx, l, files[i], fp)
+				<-b.loadSlots
+				if err != nil {
 					return err
 				}
 			}

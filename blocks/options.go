@@ -21,7 +21,8 @@ type Options struct {
 	// bytes per record: the index and a radix buffer).
 	MemoryBudget int64
 
-	// MaxParallelLoads is how many source files a build reads at once.
+	// MaxParallelLoads is how many source files are read at once, over all
+	// the builds of the store (a build also reads no more files at once).
 	// Default 4: enough to keep two cores busy parsing local files, and to
 	// overlap latency on remote ones.
 	MaxParallelLoads int

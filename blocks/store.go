@@ -36,6 +36,10 @@ type Store struct {
 	cancel context.CancelFunc
 	builds sync.WaitGroup // builds under way
 
+	// loadSlots bounds the source files read at once over all builds
+	// (MaxParallelLoads), as sequins' shared work queue did.
+	loadSlots chan struct{}
+
 	mu       sync.Mutex      // guards lock, building
 	lock     *os.File        // nil once closed
 	building map[string]bool // "<db>/<version>" of builds under way
@@ -67,13 +71,14 @@ func OpenStore(dir string, opts Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		dir:      dir,
-		opts:     opts,
-		log:      opts.Logger,
-		ctx:      ctx,
-		cancel:   cancel,
-		lock:     lock,
-		building: map[string]bool{},
+		dir:       dir,
+		opts:      opts,
+		log:       opts.Logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		lock:      lock,
+		building:  map[string]bool{},
+		loadSlots: make(chan struct{}, opts.MaxParallelLoads),
 	}
 	if err := s.cleanup(); err != nil {
 		_ = s.Close()

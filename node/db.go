@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,6 +279,9 @@ func (d *db) build(name string) error {
 	log.Info("version built", "records", m.Records, "bytes", m.Bytes, "seconds", elapsed.Seconds(),
 		"records_per_second", int64(float64(m.Records)/max(elapsed.Seconds(), 1e-9)))
 	d.activate(state, bv)
+	// A build leaves its sort buffers to the garbage collector: hand the
+	// memory back to the OS now rather than serving with a build-sized heap.
+	debug.FreeOSMemory()
 	return nil
 }
 
