@@ -1,0 +1,36 @@
+// Command spangle-bench measures a built spangle binary end to end and
+// prints figures that can be compared run to run: every throughput is also
+// given as a ratio against a trivial Go HTTP server measured in the same run,
+// because the machines it runs on are small and noisy.
+//
+//	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 10s] [--conns 1,50] [--json FILE]
+//	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
+//	spangle-bench baseline --bind 127.0.0.1:PORT
+//
+// run generates a dataset (cached in the work dir), starts `spangle serve`
+// on it, measures the build, loads it with wrk (Debian package wrk) at each
+// connection count, does the same against the baseline, and prints a table
+// (and, with --json, saves it). It exits 1 if anything failed: a scenario
+// that could not run, a child that did not stop cleanly, or any failed
+// request (see wrkScript for which statuses count in which load).
+//
+// Besides throughput and latency, each load reports the server's CPU time
+// per request, which varies less than throughput on a busy machine, and
+// the share of the CPUs used by other processes meanwhile, which says
+// whether a figure was disturbed.
+//
+// The pieces, a file each: run.go is the run subcommand; gen.go writes the
+// dataset; scenario.go holds the list of scenarios (start something, load
+// it, stop it) and their common steps; baseline.go is the baseline server;
+// wrk.go writes the wrk script and parses what it prints; proc.go starts
+// and stops child processes and reads their memory and CPU from /proc;
+// report.go holds the result types, prints them and saves them.
+//
+// # Caveats
+//
+// Linux only in practice: it reads /proc for memory and CPU figures
+// (elsewhere they are left at zero). wrk shares the machine with the server
+// under test, so absolute figures say as much about the machine as about
+// spangle: compare the ratios. Keys are requested uniformly at random, so
+// the figures are for a working set as large as the dataset.
+package main

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"debug/buildinfo"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// report is everything one run measured; it is printed by print and saved
+// as JSON for later comparison.
+type report struct {
+	Started   time.Time        `json:"started"`
+	Command   string           `json:"command"` // reproduces the run from the repository root
+	Machine   machine          `json:"machine"`
+	Dataset   genParams        `json:"dataset"`
+	GenCached bool             `json:"gen_cached"`
+	GenSecs   float64          `json:"gen_seconds"`
+	Scenarios []scenarioResult `json:"scenarios"`
+	Failures  []string         `json:"failures,omitempty"` // why the run failed; empty if it did not
+}
+
+// scenarioResult is what a scenario returns: one loadResult per connection
+// count, build figures if it built anything, problems that make the run
+// fail although figures were measured, and notes that do not.
+type scenarioResult struct {
+	Name          string       `json:"name"`
+	Build         *buildResult `json:"build,omitempty"`
+	Loads         []loadResult `json:"loads"`
+	ServingRSSMiB float64      `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
+	Problems      []string     `json:"problems,omitempty"`
+	Notes         []string     `json:"notes,omitempty"` // worth saying, but not failures
+}
+
+// buildResult describes building the dataset: Records and Seconds as the
+// server reported them, WallSeconds from process start to ACTIVE.
+type buildResult struct {
+	Records       int64   `json:"records"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_second"` // Records / Seconds
+	WallSeconds   float64 `json:"wall_seconds"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"` // VmHWM read right after ACTIVE
+}
+
+// loadResult is one load at one connection count, the unit every scenario
+// reports in.
+type loadResult struct {
+	Scenario   string     `json:"scenario"`
+	Conns      int        `json:"conns"`
+	Threads    int        `json:"threads"`
+	Seconds    float64    `json:"seconds"`
+	Requests   int64      `json:"requests"`
+	ReqPerSec  float64    `json:"req_per_second"`
+	P50us      int64      `json:"p50_us"`
+	P99us      int64      `json:"p99_us"`
+	MaxUs      int64      `json:"max_us"`
+	Errors     loadErrors `json:"errors"`
+	VsBaseline float64    `json:"vs_baseline,omitempty"` // ReqPerSec / the baseline's at the same Conns
+
+	// ServerCPUus is the server's CPU time per request, in microseconds:
+	// steadier than ReqPerSec on a busy machine. OtherCPUPct is the share
+	// of all CPUs that neither the server nor wrk used during the load
+	// (other processes, the hypervisor's steal): above a few percent, the
+	// figures were disturbed. Both are 0 where /proc cannot be read.
+	ServerCPUus float64 `json:"server_cpu_us_per_req"`
+	OtherCPUPct float64 `json:"other_cpu_percent"`
+}
+
+// busyThreshold is the OtherCPUPct above which the report warns.
+const busyThreshold = 10
+
+// setCPU fills the CPU figures from the server's CPU time, the others'
+// (machine busy time less the server's and wrk's) and the load's wall time.
+func (l *loadResult) setCPU(server, other, wall time.Duration) {
+	if l.Requests > 0 {
+		l.ServerCPUus = float64(server.Microseconds()) / float64(l.Requests)
+	}
+	l.OtherCPUPct = max(0, 100*other.Seconds()/(wall.Seconds()*float64(runtime.NumCPU())))
+}
+
+func newLoadResult(scenario string, r wrkRun, s wrkStats) loadResult {
+	return loadResult{
+		Scenario: scenario, Conns: r.Conns, Threads: r.threads(),
+		Seconds: s.Elapsed.Seconds(), Requests: s.Requests,
+		ReqPerSec: float64(s.Requests) / s.Elapsed.Seconds(),
+		P50us:     s.P50.Microseconds(), P99us: s.P99.Microseconds(), MaxUs: s.Max.Microseconds(),
+		Errors: s.Errors,
+	}
+}
+
+// machine says what the figures were measured on.
+type machine struct {
+	CPUs          int    `json:"cpus"`
+	CPUModel      string `json:"cpu_model,omitempty"`
+	Kernel        string `json:"kernel,omitempty"`
+	GoVersion     string `json:"go_version"`               // of this harness
+	SpangleGo     string `json:"spangle_go,omitempty"`     // Go that built the spangle binary
+	SpangleCommit string `json:"spangle_commit,omitempty"` // vcs.revision, "+dirty" if modified
+	Wrk           string `json:"wrk,omitempty"`
+}
+
+func machineInfo(spangle, wrk string) machine {
+	m := machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Wrk: wrkVersion(wrk)}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for l := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if bi, err := buildinfo.ReadFile(spangle); err == nil {
+		m.SpangleGo = bi.GoVersion
+		dirty := ""
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				m.SpangleCommit = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+		if m.SpangleCommit != "" {
+			m.SpangleCommit += dirty
+		}
+	}
+	return m
+}
+
+// finish computes the ratios against the baseline and collects failures:
+// problems, request errors, and scenarios without figures.
+func (r *report) finish() {
+	base := map[int]float64{}
+	for _, s := range r.Scenarios {
+		if s.Name == baselineName {
+			for _, l := range s.Loads {
+				base[l.Conns] = l.ReqPerSec
+			}
+		}
+	}
+	for i := range r.Scenarios {
+		s := &r.Scenarios[i]
+		for j := range s.Loads {
+			l := &s.Loads[j]
+			if b := base[l.Conns]; b > 0 && s.Name != baselineName {
+				l.VsBaseline = l.ReqPerSec / b
+			}
+			if n := l.Errors.Total(); n > 0 {
+				r.Failures = append(r.Failures, fmt.Sprintf("%s at %d connections: %d failed requests (%s)", s.Name, l.Conns, n, l.Errors))
+			}
+		}
+		for _, p := range s.Problems {
+			r.Failures = append(r.Failures, s.Name+": "+p)
+		}
+	}
+}
+
+// print writes the report for a person.
+func (r *report) print(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "spangle-bench %s\n", r.Started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "machine: %d CPUs (%s), linux %s, harness %s, wrk %s\n", m.CPUs, m.CPUModel, m.Kernel, m.GoVersion, m.Wrk)
+	fmt.Fprintf(w, "spangle: built with %s, commit %s\n", orNone(m.SpangleGo), orNone(m.SpangleCommit))
+	d := r.Dataset
+	gen := fmt.Sprintf("generated in %.1f s", r.GenSecs)
+	if r.GenCached {
+		gen = "cached"
+	}
+	fmt.Fprintf(w, "dataset: %d records in %d uncompressed SequenceFiles, %d-byte keys, %d-byte values (db %s, version %s; %s)\n\n",
+		d.Records, d.Files, d.KeySize, d.ValueSize, d.DB, d.Version, gen)
+
+	// Columns are right-aligned; names are padded to read left-aligned.
+	width := len("scenario")
+	for _, s := range r.Scenarios {
+		width = max(width, len(s.Name))
+	}
+	r.printBuilds(w, width)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\terrors\tvs baseline\tcpu µs/req\tother cpu\t\n", width, "scenario")
+	busy := false
+	for _, s := range r.Scenarios {
+		for _, l := range s.Loads {
+			ratio := "-"
+			if l.VsBaseline > 0 {
+				ratio = fmt.Sprintf("%.2fx", l.VsBaseline)
+			}
+			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t\n", width, s.Name, l.Conns, l.ReqPerSec,
+				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct)
+			busy = busy || l.OtherCPUPct > busyThreshold
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if busy {
+		fmt.Fprintf(w, "note: other processes used over %d%% of the CPUs during some loads (other cpu); compare those rows with care.\n", busyThreshold)
+	}
+	for _, s := range r.Scenarios {
+		for _, n := range s.Notes {
+			fmt.Fprintf(w, "note: %s: %s\n", s.Name, n)
+		}
+	}
+	fmt.Fprintf(w, "reproduce: %s\n", r.Command)
+	if len(r.Failures) == 0 {
+		fmt.Fprintln(w, "result: OK")
+		return
+	}
+	fmt.Fprintf(w, "result: FAILED (%d problems; figures above are not valid)\n", len(r.Failures))
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "  - %s\n", f)
+	}
+}
+
+// printBuilds writes the table of builds, if any scenario built anything.
+func (r *report) printBuilds(w io.Writer, width int) {
+	if !slices.ContainsFunc(r.Scenarios, func(s scenarioResult) bool { return s.Build != nil }) {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\twall s\tpeak RSS MiB\tserving RSS MiB\t\n", width, "build")
+	for _, s := range r.Scenarios {
+		if b := s.Build; b != nil {
+			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.WallSeconds, b.PeakRSSMiB, s.ServingRSSMiB)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+// writeJSON saves the report at path.
+func (r *report) writeJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runConfig is the run subcommand's flags.
+type runConfig struct {
+	Spangle      string        // spangle binary; default "bin/spangle"
+	Work         string        // dataset cache, logs, data dirs; default <user cache dir>/spangle-bench
+	Gen          genParams     // the dataset; default defaultGenParams()
+	Duration     time.Duration // each measured load; default 10s
+	Warmup       time.Duration // one load before each scenario's, at the most connections, not measured; 0 skips; default 2s
+	Conns        []int         // connection counts; default 1,50
+	BuildTimeout time.Duration // from start to ACTIVE; default 10m
+	JSON         string        // also write the results there; default none
+}
+
+func (c *runConfig) register(fs *flag.FlagSet) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	c.Gen = defaultGenParams()
+	c.Conns = []int{1, 50}
+	fs.StringVar(&c.Spangle, "spangle", "bin/spangle", "`path` of the spangle binary to measure")
+	fs.StringVar(&c.Work, "work", filepath.Join(cache, "spangle-bench"), "work `dir`: cached dataset, logs, wrk script, data dirs")
+	c.Gen.register(fs)
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each measured load (whole seconds)")
+	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario's loads; 0 skips it")
+	fs.Var((*intList)(&c.Conns), "conns", "comma-separated connection `counts`")
+	fs.DurationVar(&c.BuildTimeout, "build-timeout", 10*time.Minute, "how long spangle may take to make the version ACTIVE")
+	fs.StringVar(&c.JSON, "json", "", "also write the results as JSON to `file`")
+}
+
+// Validate reports settings the run cannot use.
+func (c *runConfig) Validate() error {
+	if c.Duration < time.Second || (c.Warmup != 0 && c.Warmup < time.Second) {
+		return errors.New("run: --duration and --warmup are whole seconds, at least 1s (--warmup 0 skips)")
+	}
+	if len(c.Conns) == 0 || c.BuildTimeout <= 0 {
+		return errors.New("run: --conns and --build-timeout must be set")
+	}
+	return c.Gen.Validate()
+}
+
+// reproduce is the command line that repeats a run with fs's settings, the
+// work dir and JSON file aside.
+func reproduce(fs *flag.FlagSet) string {
+	args := []string{"go run ./cmd/spangle-bench run"}
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "work" || f.Name == "json" {
+			return
+		}
+		args = append(args, "--"+f.Name+"="+shellQuote(f.Value.String()))
+	})
+	return strings.Join(args, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var cfg runConfig
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run: unexpected arguments %q", fs.Args())
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	wrk, err := lookWrk()
+	if err != nil {
+		return err
+	}
+	spangle, err := filepath.Abs(cfg.Spangle)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(spangle); err != nil || st.IsDir() {
+		return fmt.Errorf("run: no spangle binary at %s (build it: go build -o bin/spangle ./cmd/spangle)", cfg.Spangle)
+	}
+	r := &report{Started: time.Now(), Command: reproduce(fs), Machine: machineInfo(spangle, wrk), Dataset: cfg.Gen}
+	cfg.Spangle = spangle
+	if cfg.Work, err = filepath.Abs(cfg.Work); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.Work, 0o755); err != nil {
+		return err
+	}
+	// Data dirs are removed after each run; any left were left by a run
+	// that was killed.
+	stale, _ := filepath.Glob(filepath.Join(cfg.Work, dataDirPrefix+"*"))
+	for _, d := range stale {
+		log.Info("removing a data dir left by an earlier run", "dir", d)
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+	}
+
+	b := &bench{cfg: cfg, log: log, source: filepath.Join(cfg.Work, "source"), wrk: wrk,
+		script: filepath.Join(cfg.Work, "bench.lua"), checkScript: filepath.Join(cfg.Work, "check.lua")}
+	log.Info("generating dataset", "dir", b.source, "records", cfg.Gen.Records)
+	t := time.Now()
+	if r.GenCached, err = generate(b.source, cfg.Gen); err != nil {
+		return err
+	}
+	r.GenSecs = time.Since(t).Seconds()
+	log.Info("dataset ready", "cached", r.GenCached, "took", time.Since(t).Round(time.Millisecond))
+	for path, strict := range map[string]bool{b.script: false, b.checkScript: true} {
+		if err := writeWrkScript(path, cfg.Gen.Records, cfg.Gen.KeySize, "/"+cfg.Gen.DB+"/", strict); err != nil {
+			return err
+		}
+	}
+
+	for _, sc := range scenarios() {
+		log.Info("scenario", "name", sc.name)
+		res, err := sc.run(ctx, b)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err != nil {
+			log.Error("scenario failed", "name", sc.name, "err", err)
+			res.Problems = append(res.Problems, err.Error())
+		}
+		res.Name = sc.name
+		r.Scenarios = append(r.Scenarios, res)
+	}
+	r.finish()
+	fmt.Println()
+	r.print(os.Stdout)
+	if cfg.JSON != "" {
+		if err := r.writeJSON(cfg.JSON); err != nil {
+			return err
+		}
+	}
+	if len(r.Failures) > 0 {
+		return fmt.Errorf("run failed: %d problems (see above)", len(r.Failures))
+	}
+	return nil
+}
+
+// intList is a flag.Value of comma-separated positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, n := range *l {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(s string) error {
+	*l = nil
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad count %q", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// pollInterval is how often readiness is polled; it bounds the resolution
+// of the measured wall-clock build time.
+const pollInterval = 10 * time.Millisecond
+
+// bench is what every scenario is given. Scenarios run one after another.
+type bench struct {
+	cfg    runConfig
+	log    *slog.Logger
+	source string // the generated source root
+	wrk    string // path of wrk
+	// The wrk scripts asking for the dataset's keys, lean and strict (see
+	// wrkScript).
+	script, checkScript string
+}
+
+// A scenario starts what it measures, loads it, stops it, and returns its
+// figures. It must stop everything it started before it returns, error or
+// not. Adding one (a 3-node cluster with proxied GETs, NATS request-reply
+// lookups) means writing its func and listing it in scenarios.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, b *bench) (scenarioResult, error)
+}
+
+// dataDirPrefix names the data dirs made in the work dir.
+const dataDirPrefix = "data-"
+
+// baselineName is the scenario every other one is compared with.
+const baselineName = "baseline"
+
+// scenarios lists the scenarios in the order they run.
+func scenarios() []scenario {
+	return []scenario{
+		{name: "spangle", run: runSpangle},
+		{name: baselineName, run: runBaseline},
+	}
+}
+
+// runSpangle builds the dataset with `spangle serve` on a fresh data dir,
+// then loads it with GETs of random keys.
+func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = "spangle"
+	addr, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
+	dataDir, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dataDir)
+	c, err := startChild("spangle", b.cfg.Work, filepath.Join(b.cfg.Work, "spangle.log"), b.cfg.Spangle,
+		"serve", "--source", b.source, "--data-dir", dataDir, "--bind", addr)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := c.stop(); serr != nil {
+			res.Problems = append(res.Problems, serr.Error())
+		}
+	}()
+
+	build, err := waitActive(ctx, c, addr, b.cfg.Gen, b.cfg.BuildTimeout)
+	if err != nil {
+		return res, err
+	}
+	if hwm, err := memKiB(c.pid(), "VmHWM"); err == nil {
+		build.PeakRSSMiB = mib(hwm)
+	}
+	res.Build = &build
+	switch {
+	case build.Seconds == 0:
+		res.Notes = append(res.Notes, "the status gives no build.records and build.duration_seconds; records/s is not known")
+	case build.Records != b.cfg.Gen.Records:
+		res.Problems = append(res.Problems, fmt.Sprintf("build reported %d records; the dataset has %d", build.Records, b.cfg.Gen.Records))
+	}
+	b.log.Info("spangle active", "wall", time.Duration(build.WallSeconds*float64(time.Second)).Round(time.Millisecond),
+		"records_per_s", int64(build.RecordsPerSec), "peak_rss_mib", build.PeakRSSMiB)
+
+	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
+		return res, err
+	}
+	if rss, err := memKiB(c.pid(), "VmRSS"); err == nil {
+		res.ServingRSSMiB = mib(rss)
+	}
+	return res, nil
+}
+
+// runBaseline runs this program's baseline subcommand and loads it exactly
+// as runSpangle loads spangle, same script and paths included, so that the
+// two differ only in the server.
+func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = baselineName
+	self, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
+	c, err := startChild(baselineName, b.cfg.Work, filepath.Join(b.cfg.Work, "baseline.log"), self, "baseline", "--bind", addr)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := c.stop(); serr != nil {
+			res.Problems = append(res.Problems, serr.Error())
+		}
+	}()
+	url := "http://" + addr + "/"
+	client := &http.Client{Timeout: 2 * time.Second}
+	err = pollUntil(ctx, c, 10*time.Second, pollInterval, "baseline to listen", func() error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errNotYet, err)
+		}
+		resp.Body.Close()
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := b.load(ctx, &res, url, c); err != nil {
+		return res, err
+	}
+	if rss, err := memKiB(c.pid(), "VmRSS"); err == nil {
+		res.ServingRSSMiB = mib(rss)
+	}
+	return res, nil
+}
+
+// load warms url up with the strict script, then runs the lean one at
+// each of cfg.Conns, adding to res. It fails if c exits meanwhile.
+func (b *bench) load(ctx context.Context, res *scenarioResult, url string, c *child) error {
+	if b.cfg.Warmup > 0 {
+		r := wrkRun{Script: b.checkScript, URL: url, Conns: slices.Max(b.cfg.Conns), Duration: b.cfg.Warmup}
+		s, err := runWrk(ctx, b.wrk, r)
+		if err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		if n := s.Errors.Total(); n > 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("warm-up at %d connections: %d failed requests (%s; status counts any but 200)", r.Conns, n, s.Errors))
+		}
+	}
+	for _, n := range b.cfg.Conns {
+		r := wrkRun{Script: b.script, URL: url, Conns: n, Duration: b.cfg.Duration}
+		before, cpuErr := sampleCPU(c.pid())
+		start := time.Now()
+		s, err := runWrk(ctx, b.wrk, r)
+		if err != nil {
+			return fmt.Errorf("at %d connections: %w", n, err)
+		}
+		wall := time.Since(start)
+		if err := c.exited(); err != nil {
+			return err
+		}
+		lr := newLoadResult(res.Name, r, s)
+		if after, err := sampleCPU(c.pid()); err == nil && cpuErr == nil {
+			lr.setCPU(after.proc-before.proc, after.busy-before.busy-(after.proc-before.proc)-s.CPU, wall)
+		}
+		b.log.Info("load", "scenario", res.Name, "conns", n, "req_per_s", int64(lr.ReqPerSec),
+			"p50", s.P50, "p99", s.P99, "errors", s.Errors,
+			"server_cpu_us_per_req", int64(lr.ServerCPUus), "other_cpu_pct", int64(lr.OtherCPUPct))
+		res.Loads = append(res.Loads, lr)
+	}
+	return nil
+}
+
+// versionState is the part of spangle's "/<db>/" status (node.DBStatus)
+// that the harness reads. It is decoded here rather than imported, so the
+// harness sees the binary only from outside, as a client would.
+type versionState struct {
+	Build *struct {
+		Records     int64   `json:"records"`
+		DurationSec float64 `json:"duration_seconds"`
+	} `json:"build"`
+	Nodes map[string]struct {
+		State string `json:"state"`
+		Error string `json:"error"`
+	} `json:"nodes"`
+}
+
+// waitActive polls http://addr/<db>/ until every node lists the version as
+// ACTIVE, and returns the build's figures; memory figures are left unset.
+func waitActive(ctx context.Context, c *child, addr string, p genParams, timeout time.Duration) (buildResult, error) {
+	url := "http://" + addr + "/" + p.DB + "/"
+	client := &http.Client{Timeout: 5 * time.Second}
+	var v versionState
+	err := pollUntil(ctx, c, timeout, pollInterval, "version "+p.Version+" to be ACTIVE", func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errNotYet, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errNotYet, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%w: GET %s: %s", errNotYet, url, resp.Status)
+		}
+		var st struct {
+			Versions map[string]versionState `json:"versions"`
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			return fmt.Errorf("GET %s: %w (body starts %.80q)", url, err, body)
+		}
+		v = st.Versions[p.Version]
+		if len(v.Nodes) == 0 {
+			return fmt.Errorf("%w: no node lists version %s", errNotYet, p.Version)
+		}
+		for name, n := range v.Nodes {
+			switch n.State {
+			case "ACTIVE":
+			case "ERROR":
+				return fmt.Errorf("node %s: version %s failed: %s", name, p.Version, n.Error)
+			default:
+				return fmt.Errorf("%w: node %s: %s", errNotYet, name, n.State)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return buildResult{}, err
+	}
+	r := buildResult{WallSeconds: time.Since(c.started).Seconds()}
+	if v.Build != nil {
+		r.Records, r.Seconds = v.Build.Records, v.Build.DurationSec
+	}
+	if r.Seconds > 0 {
+		r.RecordsPerSec = float64(r.Records) / r.Seconds
+	}
+	return r, nil
+}
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }

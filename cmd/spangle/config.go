@@ -1,0 +1,195 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// fileConfig is spangle.toml. Key names follow sequins where sequins has
+// them; unknown keys are an error.
+type fileConfig struct {
+	Source             string   `toml:"source"`
+	Bind               string   `toml:"bind"`
+	DataDir            string   `toml:"data_dir"`
+	LocalStore         string   `toml:"local_store"` // sequins' name for data_dir
+	MaxParallelLoads   int      `toml:"max_parallel_loads"`
+	RefreshPeriod      duration `toml:"refresh_period"`
+	RequireSuccessFile bool     `toml:"require_success_file"`
+	ContentType        string   `toml:"content_type"`
+	SequinsHeaders     bool     `toml:"sequins_headers"`
+
+	Storage struct {
+		Compression  string `toml:"compression"`
+		MemoryBudget string `toml:"memory_budget"` // e.g. "256MiB"
+	} `toml:"storage"`
+
+	Debug struct {
+		Bind  string `toml:"bind"`
+		Pprof bool   `toml:"pprof"`
+	} `toml:"debug"`
+
+	Runtime struct {
+		GCPercent   *int   `toml:"gc_percent"`
+		MemoryLimit string `toml:"memory_limit"`
+	} `toml:"runtime"`
+
+	DBs map[string]dbFileConfig `toml:"dbs"`
+}
+
+type dbFileConfig struct {
+	Partitioner  string `toml:"partitioner"`
+	ContentType  string `toml:"content_type"`
+	CacheControl string `toml:"cache_control"`
+	Presharded   bool   `toml:"presharded"`
+	Compression  string `toml:"compression"`
+}
+
+// duration reads Go duration strings ("10s", "1m30s").
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// config is everything serve needs.
+type config struct {
+	node           node.Config
+	bind           string
+	debugBind      string
+	pprof          bool
+	sequinsHeaders bool
+
+	// gcPercent and memoryLimit tune the Go runtime. A serving process has
+	// a small live heap and allocates a little per request: collecting at
+	// 5× the live heap rather than 2× cuts GC work per request, while the
+	// soft memory limit keeps a build's large heap bounded.
+	gcPercent   int
+	memoryLimit int64
+}
+
+func defaultConfig() config {
+	return config{
+		node:        node.DefaultConfig(),
+		bind:        "0.0.0.0:9599",
+		gcPercent:   400,
+		memoryLimit: 448 << 20,
+	}
+}
+
+// loadConfig reads path into cfg. An unknown key is an error naming it.
+func loadConfig(path string, cfg *config) error {
+	var fc fileConfig
+	md, err := toml.DecodeFile(path, &fc)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		sort.Strings(keys)
+		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	n := &cfg.node
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&n.Source, fc.Source)
+	set(&cfg.bind, fc.Bind)
+	if fc.DataDir != "" && fc.LocalStore != "" && fc.DataDir != fc.LocalStore {
+		return fmt.Errorf("config %s: data_dir and local_store (its old name) disagree", path)
+	}
+	set(&n.DataDir, fc.LocalStore)
+	set(&n.DataDir, fc.DataDir)
+	if fc.MaxParallelLoads != 0 {
+		n.MaxParallelLoads = fc.MaxParallelLoads
+	}
+	n.RefreshPeriod = fc.RefreshPeriod.Duration
+	n.RequireSuccessFile = fc.RequireSuccessFile
+	cfg.sequinsHeaders = fc.SequinsHeaders
+	set(&n.Compression, fc.Storage.Compression)
+	if fc.Storage.MemoryBudget != "" {
+		b, err := parseBytes(fc.Storage.MemoryBudget)
+		if err != nil {
+			return fmt.Errorf("config %s: storage.memory_budget: %w", path, err)
+		}
+		n.MemoryBudget = b
+	}
+	if fc.Runtime.GCPercent != nil {
+		cfg.gcPercent = *fc.Runtime.GCPercent
+	}
+	if fc.Runtime.MemoryLimit != "" {
+		b, err := parseBytes(fc.Runtime.MemoryLimit)
+		if err != nil {
+			return fmt.Errorf("config %s: runtime.memory_limit: %w", path, err)
+		}
+		cfg.memoryLimit = b
+	}
+	set(&cfg.debugBind, fc.Debug.Bind)
+	cfg.pprof = fc.Debug.Pprof
+	n.DBs = map[string]node.DBConfig{}
+	for name, db := range fc.DBs {
+		n.DBs[name] = node.DBConfig{
+			Partitioner:  db.Partitioner,
+			ContentType:  db.ContentType,
+			CacheControl: db.CacheControl,
+			Presharded:   db.Presharded,
+			Compression:  db.Compression,
+		}
+	}
+	n.ContentType = fc.ContentType
+	return nil
+}
+
+// findConfig returns the config file to read: the one named, or
+// spangle.toml in the working directory if there is one.
+func findConfig(named string) (string, error) {
+	if named != "" {
+		if _, err := os.Stat(named); err != nil {
+			return "", fmt.Errorf("config: %w", err)
+		}
+		return named, nil
+	}
+	if _, err := os.Stat("spangle.toml"); err == nil {
+		return "spangle.toml", nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("config: %w", err)
+	}
+	return "", nil
+}
+
+// parseBytes reads sizes like "512MiB", "1GiB", "1048576".
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.m
+			break
+		}
+	}
+	var v int64
+	if _, err := fmt.Sscan(s, &v); err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return v * mult, nil
+}

@@ -1,0 +1,50 @@
+// Command spangle serves versioned, read-only key-value data built by batch
+// jobs over HTTP.
+//
+//	spangle serve [--config spangle.toml] [--source DIR] [--bind ADDR] [--data-dir DIR]
+//	spangle inspect FILE
+//	spangle version
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: spangle <command> [flags]
+
+commands:
+  serve     serve the dbs of a source root over HTTP
+  inspect   print a SequenceFile's header and records
+  version   print the version
+
+Run 'spangle <command> -h' for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "serve":
+		err = serve(args)
+	case "inspect":
+		err = inspect(args, os.Stdout)
+	case "version", "--version", "-version":
+		fmt.Println("spangle", version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "spangle: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "spangle:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const testTimeout = 60 * time.Second
+
+// buildBinary builds cmd/spangle into a temp dir.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "spangle")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestServeExample runs the real binary on the example data (as make run
+// does), reads a key over HTTP, and stops it with SIGTERM.
+func TestServeExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--log-format", "json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	// The bound address is in the start-up log line.
+	addrc := make(chan string, 1)
+	var logs bytes.Buffer
+	go func() {
+		re := regexp.MustCompile(`"bind":"([^"]+)"`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "spangle serving") {
+				addrc <- m[1]
+			}
+		}
+		close(addrc)
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+		if addr == "" {
+			t.Fatalf("spangle exited before serving:\n%s", logs.String())
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("no start-up line")
+	}
+	base := "http://" + addr
+	deadline := time.Now().Add(testTimeout)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		path, body, version string
+		status              int
+	}{
+		{"/baby-names/1881/boy", "John", "1", 200},
+		{"/baby-names/1881%2Fgirl", "Mary", "1", 200},
+		{"/baby-names/1881/nobody", "", "1", 404},
+		{"/nope/1881/boy", "", "", 404},
+	} {
+		resp, err := http.Get(base + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || string(body) != tc.body || resp.Header.Get("X-Spangle-Version") != tc.version {
+			t.Errorf("GET %s: %d %q version %q; want %d %q %q", tc.path, resp.StatusCode, body,
+				resp.Header.Get("X-Spangle-Version"), tc.status, tc.body, tc.version)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("did not stop after SIGTERM")
+	}
+}
+
+func TestInspect(t *testing.T) {
+	var out bytes.Buffer
+	file := filepath.Join("..", "..", "testdata", "sequins", "history-011971a", "testdata", "record_compressed_gzip.sequencefile")
+	if err := inspect([]string{"--partitions", "2", file}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"org.apache.hadoop.io.compress.GzipCodec", "Alice\tPractice", "Bob\tHope", "2 records"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out.String())
+		}
+	}
+	bad := filepath.Join("..", "..", "testdata", "sequins", "test_databases", "unhealthy", "baby-names-bad", "1", "part-00000")
+	if err := inspect([]string{bad}, io.Discard); err == nil || !strings.Contains(err.Error(), "part-00000") {
+		t.Fatalf("inspect of a bad file: %v", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, fmt.Sprintf("c%d.toml", time.Now().UnixNano()))
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg := defaultConfig()
+	err := loadConfig(write(`
+source = "/src"
+local_store = "/store"
+refresh_period = "1m30s"
+require_success_file = true
+max_parallel_loads = 3
+content_type = "text/plain"
+sequins_headers = true
+[storage]
+compression = "zstd"
+memory_budget = "64MiB"
+[dbs.baby-names]
+partitioner = "murmur3"
+cache_control = "max-age=60"
+presharded = true
+`), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cfg.node
+	if n.Source != "/src" || n.DataDir != "/store" || n.RefreshPeriod != 90*time.Second || !n.RequireSuccessFile ||
+		n.MaxParallelLoads != 3 || n.Compression != "zstd" || n.MemoryBudget != 64<<20 || !cfg.sequinsHeaders ||
+		n.ContentType != "text/plain" {
+		t.Fatalf("config: %+v", cfg)
+	}
+	if db := n.DBs["baby-names"]; db.Partitioner != "murmur3" || db.CacheControl != "max-age=60" || !db.Presharded {
+		t.Fatalf("db config: %+v", db)
+	}
+
+	for name, body := range map[string]string{
+		"unknown key":       "source = \"/x\"\nsourse = \"/y\"\n",
+		"unknown table key": "[storage]\ncompresion = \"none\"\n",
+		"bad duration":      "refresh_period = \"soon\"\n",
+		"bad size":          "[storage]\nmemory_budget = \"lots\"\n",
+		"disagreeing dirs":  "data_dir = \"/a\"\nlocal_store = \"/b\"\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := defaultConfig()
+			if err := loadConfig(write(body), &cfg); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+

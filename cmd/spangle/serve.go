@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/node"
+)
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
+	source := fs.String("source", "", "source root: a directory or file:///path (overrides the config's source)")
+	bind := fs.String("bind", "", "HTTP listen address (default 0.0.0.0:9599)")
+	dataDir := fs.String("data-dir", "", "where partitions are stored (overrides data_dir)")
+	fs.StringVar(dataDir, "local-store", "", "alias of --data-dir")
+	debugBind := fs.String("debug-bind", "", "pprof listen address (off by default)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	log, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	cfg := defaultConfig()
+	path, err := findConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	if path != "" {
+		if err := loadConfig(path, &cfg); err != nil {
+			return err
+		}
+	}
+	override := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	override(&cfg.node.Source, *source)
+	override(&cfg.node.DataDir, *dataDir)
+	override(&cfg.bind, *bind)
+	override(&cfg.debugBind, *debugBind)
+	if cfg.node.DataDir == "" {
+		cfg.node.DataDir = "spangle-data"
+	}
+
+	// The environment (GOGC, GOMEMLIMIT) wins over the config.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.gcPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.memoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.memoryLimit)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.node.Logger = log
+	cfg.node.Registerer = reg
+	n, err := node.New(cfg.node)
+	if err != nil {
+		return err
+	}
+	ecfg := edge.DefaultConfig()
+	ecfg.Backend = n
+	ecfg.NodeName = n.Name()
+	ecfg.Logger = log
+	ecfg.Registerer = reg
+	ecfg.Gatherer = reg
+	ecfg.SequinsHeaders = cfg.sequinsHeaders
+	srv, err := edge.NewServer(ecfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.bind)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(); err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("spangle serving", "version", version, "bind", ln.Addr().String(), "source", cfg.node.Source,
+		"data_dir", cfg.node.DataDir, "config", path)
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	var debug *http.Server
+	if cfg.debugBind != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		debug = &http.Server{Addr: cfg.debugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- debug.ListenAndServe() }()
+		log.Info("debug listener", "bind", cfg.debugBind)
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case err := <-errc:
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				shutdown(log, srv, n, debug, *shutdownTimeout)
+				return err
+			}
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				log.Info("SIGHUP: looking for new versions")
+				n.Refresh()
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String())
+			return shutdown(log, srv, n, debug, *shutdownTimeout)
+		}
+	}
+}
+
+// shutdown stops taking requests, finishes in-flight ones, then stops the node.
+func shutdown(log *slog.Logger, srv *edge.Server, n *node.Node, debug *http.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	errs := []error{srv.Shutdown(ctx)}
+	if debug != nil {
+		errs = append(errs, debug.Shutdown(ctx))
+	}
+	errs = append(errs, n.Shutdown(ctx))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: want text or json, not %q", format)
+}

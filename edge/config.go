@@ -1,0 +1,88 @@
+package edge
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Server. Start from DefaultConfig, set Backend, and
+// adjust; NewServer calls Validate. Zero durations and sizes are invalid
+// rather than "unlimited": every limit is deliberate.
+type Config struct {
+	// Backend answers lookups and status. Required; no default.
+	Backend Backend
+
+	// NodeName is this node's key in node.VersionStatus.Nodes; /healthz
+	// reports the entries under it. Default "localhost" (sequins' name for
+	// an unclustered node).
+	NodeName string
+
+	// Logger receives request errors (never successes). Default nil: discard.
+	Logger *slog.Logger
+
+	// Registerer is where the HTTP metrics are registered. Default nil: a
+	// private registry, which /metrics then always exposes too.
+	Registerer prometheus.Registerer
+	// Gatherer is what /metrics exposes. Default nil: the Registerer, which
+	// must then be a Gatherer too (a *prometheus.Registry is), or the
+	// private registry when Registerer is nil as well.
+	Gatherer prometheus.Gatherer
+
+	// SequinsHeaders also emits X-Sequins-Version and X-Sequins-Proxied-To
+	// beside the X-Spangle-* headers, for sequins clients. Default false.
+	SequinsHeaders bool
+
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris
+	// protection). Default 5s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request. Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response, from the end of the request
+	// headers. Default 30s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for the
+	// next request. Default 120s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line plus headers. Default 64 KiB.
+	MaxHeaderBytes int
+}
+
+// DefaultConfig returns a Config with every default set and no Backend.
+func DefaultConfig() Config {
+	return Config{
+		NodeName:          "localhost",
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c *Config) Validate() error {
+	switch {
+	case c.Backend == nil:
+		return fmt.Errorf("%w: Backend is nil", ErrInvalidConfig)
+	case c.NodeName == "":
+		return fmt.Errorf("%w: NodeName is empty", ErrInvalidConfig)
+	case c.ReadHeaderTimeout <= 0:
+		return fmt.Errorf("%w: ReadHeaderTimeout %v is not positive", ErrInvalidConfig, c.ReadHeaderTimeout)
+	case c.ReadTimeout <= 0:
+		return fmt.Errorf("%w: ReadTimeout %v is not positive", ErrInvalidConfig, c.ReadTimeout)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("%w: WriteTimeout %v is not positive", ErrInvalidConfig, c.WriteTimeout)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("%w: IdleTimeout %v is not positive", ErrInvalidConfig, c.IdleTimeout)
+	case c.MaxHeaderBytes <= 0:
+		return fmt.Errorf("%w: MaxHeaderBytes %d is not positive", ErrInvalidConfig, c.MaxHeaderBytes)
+	case c.Registerer != nil && c.Gatherer == nil:
+		if _, ok := c.Registerer.(prometheus.Gatherer); !ok {
+			return fmt.Errorf("%w: Registerer is set and is no Gatherer, but Gatherer is nil", ErrInvalidConfig)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// ErrInvalidConfig is wrapped by every error Config.Validate returns.
+var ErrInvalidConfig = errors.New("edge: invalid config")
+
+// statusClientClosedRequest is the non-standard status (nginx's, kept by
+// sequins) recorded when the client went away before the answer was ready.
+// The client never sees it; it shows in metrics and logs.
+const statusClientClosedRequest = 499
+
+// wireCode is one row of the error → HTTP status table. The package doc
+// holds the same table for humans; keep them in step.
+type wireCode struct {
+	err    error
+	status int // for a client's request
+	peer   int // for a peer's request (?proxy=<version>)
+	body   string
+	level  slog.Level // how a response with this row is logged
+	quiet  bool       // not logged at all
+}
+
+// wireCodes maps the errors of Backend.Get to HTTP statuses. The first row
+// whose err matches (errors.Is) wins; an error matching no row is
+// errOther. context.Canceled is 499 only when the request's own context is
+// done (the client went away); otherwise it is an internal error (500).
+//
+// Bodies are empty where sequins' were (its clients look at the status
+// only), and a short plain sentence for server-side failures.
+var wireCodes = [...]wireCode{
+	{err: node.ErrUnknownDB, status: http.StatusNotFound, peer: http.StatusNotImplemented, quiet: true},
+	{err: node.ErrNoVersion, status: http.StatusNotFound, peer: http.StatusNotImplemented, quiet: true},
+	{err: node.ErrUnknownVersion, status: http.StatusNotImplemented, peer: http.StatusNotImplemented, quiet: true},
+	{err: node.ErrPartitionNotHeld, status: http.StatusInternalServerError, peer: http.StatusInternalServerError,
+		body: "partition not held here\n", level: slog.LevelWarn},
+	{err: node.ErrNoReplica, status: http.StatusBadGateway, peer: http.StatusBadGateway,
+		body: "no replica answered\n", level: slog.LevelWarn},
+	{err: node.ErrProxyTimeout, status: http.StatusGatewayTimeout, peer: http.StatusGatewayTimeout,
+		body: "proxy timeout\n", level: slog.LevelWarn},
+	{err: context.DeadlineExceeded, status: http.StatusGatewayTimeout, peer: http.StatusGatewayTimeout,
+		body: "timeout\n", level: slog.LevelWarn},
+}
+
+// errClientGone is the row for a lookup abandoned by its client.
+var errClientGone = wireCode{status: statusClientClosedRequest, peer: statusClientClosedRequest, level: slog.LevelInfo}
+
+// errOther is the row for any error the table does not name.
+var errOther = wireCode{status: http.StatusInternalServerError, peer: http.StatusInternalServerError,
+	body: "internal server error\n", level: slog.LevelError}
+
+// lookupWireCode returns the row for err, a non-nil error from Backend.Get
+// for request r.
+func lookupWireCode(r *http.Request, err error) *wireCode {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return &errClientGone
+	}
+	for i := range wireCodes {
+		if errors.Is(err, wireCodes[i].err) {
+			return &wireCodes[i]
+		}
+	}
+	return &errOther
+}
+
+// dbKnown reports whether a lookup that failed with err proves that the
+// backend knows the db (which then may have its own metrics label).
+func dbKnown(err error) bool {
+	return errors.Is(err, node.ErrNoVersion) || errors.Is(err, node.ErrUnknownVersion) ||
+		errors.Is(err, node.ErrPartitionNotHeld) || errors.Is(err, node.ErrNoReplica) ||
+		errors.Is(err, node.ErrProxyTimeout)
+}

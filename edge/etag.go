@@ -1,0 +1,58 @@
+package edge
+
+import "github.com/cespare/xxhash/v2"
+
+// etagLen is the length of an entity tag: '"', 16 hex digits, '"'.
+const etagLen = 18
+
+const hexDigits = "0123456789abcdef"
+
+// appendETag appends value's strong entity tag: the 64-bit xxhash of the
+// bytes as 16 lower-case hex digits, quoted. It depends on the bytes only,
+// so every node and every version holding the same value agree on it.
+func appendETag(dst, value []byte) []byte {
+	h := xxhash.Sum64(value)
+	dst = append(dst, '"')
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[(h>>uint(shift))&0xf])
+	}
+	return append(dst, '"')
+}
+
+// noneMatch reports whether an If-None-Match field value lists etag (a
+// quoted strong tag) or is "*", with the weak comparison RFC 9110 §13.1.2
+// prescribes for GET and HEAD: "W/" prefixes are ignored. Parsing stops at
+// the first malformed element, which matches nothing.
+func noneMatch(field string, etag []byte) bool {
+	for i := 0; i < len(field); {
+		switch c := field[i]; {
+		case c == ' ' || c == '\t' || c == ',':
+			i++
+			continue
+		case c == '*':
+			return true
+		}
+		if len(field)-i >= 2 && field[i] == 'W' && field[i+1] == '/' {
+			i += 2
+		}
+		if i >= len(field) || field[i] != '"' {
+			return false
+		}
+		j := i + 1
+		for j < len(field) && field[j] != '"' {
+			// etagc = %x21 / %x23-7E / obs-text
+			if c := field[j]; c < 0x21 || c == 0x7f {
+				return false
+			}
+			j++
+		}
+		if j >= len(field) {
+			return false
+		}
+		if field[i:j+1] == string(etag) {
+			return true
+		}
+		i = j + 1
+	}
+	return false
+}

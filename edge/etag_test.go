@@ -1,0 +1,47 @@
+package edge
+
+import "testing"
+
+func TestAppendETag(t *testing.T) {
+	got := string(appendETag(nil, []byte("hello")))
+	if len(got) != etagLen || got[0] != '"' || got[etagLen-1] != '"' {
+		t.Fatalf("appendETag = %q", got)
+	}
+	// xxhash64("hello") = 0x26c7827d889f6da3 (the xxhash reference value).
+	if want := `"26c7827d889f6da3"`; got != want {
+		t.Errorf("appendETag(hello) = %s, want %s", got, want)
+	}
+	if a, b := string(appendETag(nil, nil)), string(appendETag(nil, []byte{})); a != b {
+		t.Errorf("nil and empty differ: %s %s", a, b)
+	}
+}
+
+func TestNoneMatch(t *testing.T) {
+	const tag = `"26c7827d889f6da3"`
+	tests := []struct {
+		field string
+		want  bool
+	}{
+		{tag, true},
+		{"*", true},
+		{" * ", true},
+		{"W/" + tag, true},
+		{`"x", ` + tag, true},
+		{`W/"x",W/` + tag, true},
+		{"\t" + tag + "\t", true},
+		{"", false},
+		{`"x"`, false},
+		{`"26C7827D889F6DA3"`, false}, // opaque tags compare byte-wise
+		{"26c7827d889f6da3", false},
+		{`w/` + tag, false},
+		{`"x" y ` + tag, false},
+		{`"x`, false},
+		{`"a b", ` + tag, false}, // a space is not an etagc
+		{`W/`, false},
+	}
+	for _, tt := range tests {
+		if got := noneMatch(tt.field, []byte(tag)); got != tt.want {
+			t.Errorf("noneMatch(%q) = %v, want %v", tt.field, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package edge
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// Header names, canonical already, so that the hot path assigns map entries
+// directly instead of canonicalising on every Set.
+const (
+	hdrVersion          = "X-Spangle-Version"
+	hdrProxiedTo        = "X-Spangle-Proxied-To"
+	hdrSequinsVersion   = "X-Sequins-Version"
+	hdrSequinsProxiedTo = "X-Sequins-Proxied-To"
+	hdrETag             = "Etag" // http.CanonicalHeaderKey("ETag")
+	hdrLastModified     = "Last-Modified"
+	hdrCacheControl     = "Cache-Control"
+	hdrContentType      = "Content-Type"
+	hdrContentLength    = "Content-Length"
+	hdrNoSniff          = "X-Content-Type-Options"
+	hdrIfNoneMatch      = "If-None-Match"
+	hdrAllow            = "Allow"
+)
+
+// Constant header values. Every response that uses one shares the slice;
+// net/http only reads it, and len == cap, so an Add by a wrapping handler
+// copies instead of writing into it.
+var (
+	valOctetStream = []string{"application/octet-stream"}
+	valNoSniff     = []string{"nosniff"}
+	valAllow       = []string{"GET, HEAD"}
+	valJSON        = []string{"application/json"}
+	valHTML        = []string{"text/html; charset=utf-8"}
+	valText        = []string{"text/plain; charset=utf-8"}
+	valZero        = []string{"0"}
+)
+
+// autoLengthMax is the largest body for which net/http (HTTP/1 and 2)
+// computes Content-Length itself: a body written in one Write of at most
+// this many bytes stays buffered until the handler returns, and is then
+// sent with its length, from a per-connection buffer. Leaving those lengths
+// to net/http saves a header map entry and two allocations per lookup.
+const autoLengthMax = 2048
+
+// headerSet holds the header values of one version's answers, built once
+// per (version, modified, content type, cache control) and shared by every
+// response with the same four; see the note on the constant values above.
+type headerSet struct {
+	version      string
+	modified     time.Time
+	contentType  string
+	cacheControl string
+
+	versionVal      []string
+	modifiedVal     []string
+	contentTypeVal  []string
+	cacheControlVal []string // nil: no Cache-Control
+}
+
+func (hs *headerSet) matches(res *node.Result) bool {
+	return hs.version == res.Version && hs.contentType == res.ContentType &&
+		hs.cacheControl == res.CacheControl && hs.modified.Equal(res.Modified)
+}
+
+// headersFor returns the header values for res, from h's cache when the
+// version served last is res's.
+func (h *dbHandle) headersFor(res *node.Result) *headerSet {
+	if hs := h.headers.Load(); hs != nil && hs.matches(res) {
+		return hs
+	}
+	hs := &headerSet{
+		version:      res.Version,
+		modified:     res.Modified,
+		contentType:  res.ContentType,
+		cacheControl: res.CacheControl,
+		versionVal:   []string{res.Version},
+	}
+	if !res.Modified.IsZero() {
+		hs.modifiedVal = []string{res.Modified.UTC().Format(http.TimeFormat)}
+	}
+	hs.contentTypeVal = valOctetStream
+	if res.ContentType != "" {
+		hs.contentTypeVal = []string{res.ContentType}
+	}
+	if res.CacheControl != "" {
+		hs.cacheControlVal = []string{res.CacheControl}
+	}
+	h.headers.Store(hs)
+	return hs
+}
+
+// serveKey answers GET or HEAD /<db>/<key>. It is the hot path: no maps,
+// no formatting, no logging on success, one write of the body.
+func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string) {
+	start := time.Now()
+	s.metrics.inflight.Inc()
+	defer s.metrics.inflight.Dec()
+
+	var proxy string
+	if r.URL.RawQuery != "" {
+		proxy = proxyParam(r.URL.RawQuery)
+	}
+	res, err := s.backend.Get(r.Context(), db, []byte(key), node.GetOptions{Version: proxy})
+	if err != nil {
+		s.writeError(w, r, db, proxy, err, start)
+		return
+	}
+	dh := s.metrics.known(db)
+	status := s.writeResult(w, r, dh, &res)
+	dh.observe(status, time.Since(start))
+}
+
+// writeResult writes a successful lookup's answer and returns its status.
+func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandle, res *node.Result) int {
+	hs := dh.headersFor(res)
+	h := w.Header()
+	h[hdrVersion] = hs.versionVal
+	if s.sequinsHeaders {
+		h[hdrSequinsVersion] = hs.versionVal
+	}
+	if res.ProxiedTo != "" {
+		v := []string{res.ProxiedTo}
+		h[hdrProxiedTo] = v
+		if s.sequinsHeaders {
+			h[hdrSequinsProxiedTo] = v
+		}
+	}
+	if !res.Found {
+		h[hdrContentLength] = valZero
+		w.WriteHeader(http.StatusNotFound)
+		return http.StatusNotFound
+	}
+
+	var buf [etagLen]byte
+	etag := appendETag(buf[:0], res.Value)
+	h[hdrETag] = []string{string(etag)}
+	if hs.cacheControlVal != nil {
+		h[hdrCacheControl] = hs.cacheControlVal
+	}
+	if inm, ok := r.Header[hdrIfNoneMatch]; ok && anyNoneMatch(inm, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return http.StatusNotModified
+	}
+	if hs.modifiedVal != nil {
+		h[hdrLastModified] = hs.modifiedVal
+	}
+	h[hdrContentType] = hs.contentTypeVal
+	h[hdrNoSniff] = valNoSniff
+	if r.Method == http.MethodHead || len(res.Value) > autoLengthMax {
+		h[hdrContentLength] = []string{strconv.Itoa(len(res.Value))}
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead && len(res.Value) > 0 {
+		w.Write(res.Value) //nolint:errcheck // the client went away; nothing to do
+	}
+	return http.StatusOK
+}
+
+// anyNoneMatch reports whether any If-None-Match field line matches etag.
+func anyNoneMatch(fields []string, etag []byte) bool {
+	for _, f := range fields {
+		if noneMatch(f, etag) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeError answers a failed lookup per the wire-code table, logs it as
+// the table says and counts it.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time) {
+	row := lookupWireCode(r, err)
+	status := row.status
+	if proxy != "" {
+		status = row.peer
+	}
+	var dh *dbHandle
+	if dbKnown(err) {
+		dh = s.metrics.known(db)
+	} else {
+		dh = s.metrics.lookup(db)
+	}
+	if row.body != "" {
+		writeText(w, r, status, row.body)
+	} else {
+		w.Header()[hdrContentLength] = valZero
+		w.WriteHeader(status)
+	}
+	elapsed := time.Since(start)
+	dh.observe(status, elapsed)
+	if !row.quiet {
+		s.log.LogAttrs(r.Context(), row.level, "edge: lookup failed",
+			slog.String("db", db), slog.Int("status", status), slog.String("proxy", proxy),
+			slog.Duration("elapsed", elapsed), slog.Any("err", err))
+	}
+}

@@ -1,0 +1,168 @@
+package edge
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// unknownDBLabel is the db label of lookups for dbs the backend does not
+// know (and of failures that do not prove the db exists, for a db never
+// seen before). Real db names are never empty, so it cannot collide with
+// one, and it bounds the label's cardinality by the dbs the backend knows.
+const unknownDBLabel = ""
+
+// durationBuckets spans 50µs (a local hit) to 5s (a slow proxied lookup).
+var durationBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+}
+
+// lookupCodes are the statuses a key lookup can end with; each db's
+// counters for them are created (at zero) with its first lookup.
+var lookupCodes = [...]int{200, 304, 404, 499, 500, 501, 502, 504}
+
+// codeIndex returns status's index in lookupCodes, or -1.
+func codeIndex(status int) int {
+	switch status {
+	case 200:
+		return 0
+	case 304:
+		return 1
+	case 404:
+		return 2
+	case 499:
+		return 3
+	case 500:
+		return 4
+	case 501:
+		return 5
+	case 502:
+		return 6
+	case 504:
+		return 7
+	}
+	return -1
+}
+
+// metrics holds the HTTP metrics of key lookups and a per-db cache of
+// label-bound handles, so that the hot path neither hashes label values nor
+// allocates. Safe for concurrent use.
+type metrics struct {
+	requests *prometheus.CounterVec   // spangle_http_requests_total{db,code}
+	duration *prometheus.HistogramVec // spangle_http_request_duration_seconds{db}
+	inflight prometheus.Gauge         // spangle_http_inflight_requests
+
+	dbs     sync.Map  // db name → *dbHandle, for dbs the backend knows
+	unknown *dbHandle // db=""
+}
+
+// dbHandle is one db's metric handles and cached response headers.
+type dbHandle struct {
+	m        *metrics
+	db       string
+	duration prometheus.Observer
+	codes    [len(lookupCodes)]prometheus.Counter
+	headers  atomic.Pointer[headerSet] // of the version served last
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_http_requests_total",
+			Help: "Key lookups served over HTTP, by db and status code. db is empty for dbs the backend does not know.",
+		}, []string{"db", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "spangle_http_request_duration_seconds",
+			Help:    "Time to answer a key lookup over HTTP, by db. db is empty for dbs the backend does not know.",
+			Buckets: durationBuckets,
+		}, []string{"db"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spangle_http_inflight_requests",
+			Help: "Key lookups being answered over HTTP.",
+		}),
+	}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
+	}
+	if m.inflight, err = register(reg, m.inflight); err != nil {
+		return nil, err
+	}
+	if m.unknown, err = m.newHandle(unknownDBLabel); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c on reg, or returns the collector already registered
+// under the same description (a second Server on one registry shares it).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	var zero C
+	return zero, err
+}
+
+func (m *metrics) newHandle(db string) (*dbHandle, error) {
+	h := &dbHandle{m: m, db: db}
+	var err error
+	if h.duration, err = m.duration.GetMetricWithLabelValues(db); err != nil {
+		return nil, err
+	}
+	for i, code := range lookupCodes {
+		if h.codes[i], err = m.requests.GetMetricWithLabelValues(db, strconv.Itoa(code)); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// known returns db's handle, creating it: call it only once the backend
+// has shown that it knows db.
+func (m *metrics) known(db string) *dbHandle {
+	if h, ok := m.dbs.Load(db); ok {
+		return h.(*dbHandle)
+	}
+	h, err := m.newHandle(db)
+	if err != nil { // a label value Prometheus refuses, e.g. invalid UTF-8
+		return m.unknown
+	}
+	actual, _ := m.dbs.LoadOrStore(db, h)
+	return actual.(*dbHandle)
+}
+
+// lookup returns db's handle if it exists, else the unknown-db handle.
+func (m *metrics) lookup(db string) *dbHandle {
+	if h, ok := m.dbs.Load(db); ok {
+		return h.(*dbHandle)
+	}
+	return m.unknown
+}
+
+// observe counts one lookup that ended with status after d.
+func (h *dbHandle) observe(status int, d time.Duration) {
+	h.duration.Observe(d.Seconds())
+	if i := codeIndex(status); i >= 0 {
+		h.codes[i].Inc()
+		return
+	}
+	if c, err := h.m.requests.GetMetricWithLabelValues(h.db, strconv.Itoa(status)); err == nil {
+		c.Inc()
+	}
+}

@@ -1,0 +1,88 @@
+package edge
+
+import (
+	"net/url"
+	"strings"
+)
+
+// route is what a request path asks for.
+type route uint8
+
+const (
+	routeBad      route = iota // not a path we serve: 400
+	routeStatus                // "/": every db's status
+	routeDBStatus              // "/<db>" or "/<db>/": one db's status
+	routeKey                   // "/<db>/<key>": a lookup
+	routeHealthz               // "/healthz"
+	routeLivez                 // "/livez"
+	routeReadyz                // "/readyz"
+	routeMetrics               // "/metrics"
+)
+
+// parsePath routes path, a percent-decoded request path (http.Request's
+// URL.Path), by hand: no cleaning, no ServeMux. The db is the text between
+// the leading "/" and the next "/"; the key is everything after that "/"
+// and may itself contain "/". Only the exact paths "/healthz", "/livez",
+// "/readyz" and "/metrics" are reserved; "/healthz/" is the status of a db
+// named healthz. The returned strings share path's memory.
+func parsePath(path string) (rt route, db, key string) {
+	if len(path) == 0 || path[0] != '/' {
+		return routeBad, "", ""
+	}
+	rest := path[1:]
+	if rest == "" {
+		return routeStatus, "", ""
+	}
+	i := strings.IndexByte(rest, '/')
+	if i < 0 {
+		switch rest {
+		case "healthz":
+			return routeHealthz, "", ""
+		case "livez":
+			return routeLivez, "", ""
+		case "readyz":
+			return routeReadyz, "", ""
+		case "metrics":
+			return routeMetrics, "", ""
+		}
+		return routeDBStatus, rest, ""
+	}
+	db, key = rest[:i], rest[i+1:]
+	switch {
+	case db == "":
+		return routeBad, "", ""
+	case key == "":
+		return routeDBStatus, db, ""
+	}
+	return routeKey, db, key
+}
+
+// proxyParam returns the value of the first "proxy" parameter in rawQuery
+// (a URL's RawQuery), unescaped, without building a url.Values map. It
+// agrees with url.ParseQuery(rawQuery).Get("proxy") where that parses: a
+// parameter that does not unescape, or holds a ";", is skipped.
+func proxyParam(rawQuery string) string {
+	for q := rawQuery; q != ""; {
+		var part string
+		part, q, _ = strings.Cut(q, "&")
+		if strings.IndexByte(part, ';') >= 0 {
+			continue // url.ParseQuery rejects these too
+		}
+		name, value, _ := strings.Cut(part, "=")
+		if name != "proxy" {
+			if !strings.ContainsAny(name, "%+") {
+				continue
+			}
+			if u, err := url.QueryUnescape(name); err != nil || u != "proxy" {
+				continue
+			}
+		}
+		if !strings.ContainsAny(value, "%+") {
+			return value
+		}
+		if u, err := url.QueryUnescape(value); err == nil {
+			return u
+		}
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// Backend is what the HTTP front door needs from a node. Implementations
+// must be safe for concurrent use.
+type Backend interface {
+	// Get looks key up in db. The caller owns key; Get must not modify it
+	// and must not keep it after returning. A missing key is a Result with
+	// Found false and a nil error. Errors are those of node/errors.go
+	// (wrapped or not), or the context's error when ctx ends first.
+	Get(ctx context.Context, db string, key []byte, opts node.GetOptions) (node.Result, error)
+	// Status returns the whole view; it is called for every status,
+	// dashboard and /healthz request. The caller does not modify it.
+	Status() node.Status
+	// Ready reports whether the node should receive traffic (/readyz).
+	Ready() bool
+}
+
+// Server is the HTTP front door. It is an http.Handler, usable on its own
+// (ServeHTTP) or through Serve and Shutdown, which run it on an
+// http.Server with Config's timeouts. Safe for concurrent use.
+type Server struct {
+	backend        Backend
+	nodeName       string
+	sequinsHeaders bool
+	log            *slog.Logger
+	metrics        *metrics
+	metricsHandler http.Handler
+	dashboard      *template.Template
+	http           *http.Server
+}
+
+// NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
+// returns a Server. It starts nothing.
+func NewServer(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg, gath := cfg.Registerer, cfg.Gatherer
+	if reg == nil {
+		private := prometheus.NewRegistry()
+		reg = private
+		if gath == nil {
+			gath = private
+		} else {
+			gath = prometheus.Gatherers{gath, private}
+		}
+	} else if gath == nil {
+		gath = reg.(prometheus.Gatherer) // checked by Validate
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	dashboard, err := parseDashboard()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		backend:        cfg.Backend,
+		nodeName:       cfg.NodeName,
+		sequinsHeaders: cfg.SequinsHeaders,
+		log:            log,
+		metrics:        m,
+		metricsHandler: promhttp.HandlerFor(gath, promhttp.HandlerOpts{
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
+		}),
+		dashboard: dashboard,
+	}
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Serve accepts connections on l and serves them until Shutdown; it blocks.
+// It takes ownership of l and closes it. After Shutdown it returns nil;
+// otherwise the error that stopped it.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops the server gracefully and is idempotent:
+//
+//  1. close the listeners, so that Serve returns;
+//  2. close idle connections, and each busy one once its request is answered;
+//  3. return when none is left, or with ctx's error when ctx ends first
+//     (the remaining connections stay open; a later Shutdown waits again).
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.http.Shutdown(ctx)
+}
+
+// ServeHTTP routes r by hand (see the package doc for the table).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header()[hdrAllow] = valAllow
+		writeText(w, r, http.StatusMethodNotAllowed, "method not allowed\n")
+		return
+	}
+	rt, db, key := parsePath(r.URL.Path)
+	switch rt {
+	case routeKey:
+		s.serveKey(w, r, db, key)
+	case routeStatus, routeDBStatus:
+		s.serveStatus(w, r, rt == routeDBStatus, db)
+	case routeHealthz:
+		s.serveHealthz(w, r)
+	case routeLivez:
+		writeText(w, r, http.StatusOK, "ok\n")
+	case routeReadyz:
+		if s.backend.Ready() {
+			writeText(w, r, http.StatusOK, "ok\n")
+		} else {
+			writeText(w, r, http.StatusServiceUnavailable, "not ready\n")
+		}
+	case routeMetrics:
+		s.metricsHandler.ServeHTTP(w, r)
+	default:
+		writeText(w, r, http.StatusBadRequest, "bad request path\n")
+	}
+}
