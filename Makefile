@@ -14,8 +14,7 @@ build:
 
 # Serve the example source root (the sequins baby-names dataset) on $(BIND).
 run: build
-	mkdir -p $(DATA_DIR)
-	./$(BIN) serve --source examples/data --data-dir $(DATA_DIR) --bind $(BIND)
+	./$(BIN) serve --config examples/spangle.toml --data-dir $(DATA_DIR) --bind $(BIND)
 
 # The whole suite, with the race detector.
 test:

@@ -177,6 +177,15 @@ presharded = true
 		t.Fatalf("db config: %+v", db)
 	}
 
+	// The example config that make run uses stays valid.
+	ex := defaultConfig()
+	if err := loadConfig(filepath.Join("..", "..", "examples", "spangle.toml"), &ex); err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.node.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
 	for name, body := range map[string]string{
 		"unknown key":       "source = \"/x\"\nsourse = \"/y\"\n",
 		"unknown table key": "[storage]\ncompresion = \"none\"\n",
