@@ -1,0 +1,246 @@
+package kvwatch
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a KV. It is one flat struct so that it maps one to one
+// onto the [nats] table of the configuration file. A zero field takes the
+// default written in its comment; New copies the Config, so later changes by
+// the caller have no effect.
+type Config struct {
+	// URLs of the NATS servers to connect to. Empty (the default) starts an
+	// embedded nats-server with JetStream inside this process.
+	URLs []string
+
+	// EmbeddedListen is the host:port on which the embedded server accepts
+	// clients, so that other processes and tools can connect to it. Port 0
+	// or -1 picks a random free port (see KV.ClientURL). Default
+	// "127.0.0.1:4222". Ignored when URLs is set.
+	EmbeddedListen string
+
+	// EmbeddedStoreDir is where the embedded server keeps JetStream data,
+	// typically <data_dir>/nats. Required when URLs is empty; ignored
+	// otherwise.
+	EmbeddedStoreDir string
+
+	// EmbeddedServerName names the embedded server. It must be unique within
+	// an embedded cluster. Default "": nats-server uses its generated ID.
+	EmbeddedServerName string
+
+	// EmbeddedClusterName, EmbeddedClusterListen and EmbeddedRoutes make the
+	// embedded server one member of a NATS cluster: the same cluster name
+	// on every member, a host:port for routes on each, and Routes listing
+	// the route URLs of all members (nats://host:port; listing itself is
+	// fine). All three default to empty: a stand-alone server. The bucket
+	// Replicas must then follow the cluster size.
+	EmbeddedClusterName   string
+	EmbeddedClusterListen string
+	EmbeddedRoutes        []string
+
+	// CredsFile is a NATS credentials file (JWT and seed) for URLs.
+	// Default "": none. Exclusive with NKeySeedFile.
+	CredsFile string
+
+	// NKeySeedFile is a file holding an NKey user seed for URLs. Default "":
+	// none.
+	NKeySeedFile string
+
+	// TLSCAFile, TLSCertFile and TLSKeyFile configure TLS towards URLs: a CA
+	// bundle to verify the servers, and a client certificate and key (both
+	// or neither). TLSInsecureSkipVerify skips the server certificate check
+	// (tests only). All default to empty/false: plain TCP unless the server
+	// requires TLS.
+	TLSCAFile             string
+	TLSCertFile           string
+	TLSKeyFile            string
+	TLSInsecureSkipVerify bool
+
+	// ClusterName is the spangle cluster name. Bucket names derive from it:
+	// "spangle_<cluster>_nodes", "spangle_<cluster>_partitions" and
+	// "spangle_<cluster>_versions", where characters other than letters,
+	// digits, '-' and '_' become '_'. Default "spangle".
+	ClusterName string
+
+	// ConnName is the name of the NATS connection, shown by the server's
+	// monitoring and by nats tools. Default "spangle".
+	ConnName string
+
+	// Replicas is the replica count of the buckets. It must follow the NATS
+	// deployment: 1 on a single server (more fails with JetStream error
+	// 10074), 3 on a three-server cluster. Default 1.
+	Replicas int
+
+	// EntryTTL is the time to live of own entries (Publish): the time after
+	// which an entry whose node stopped without a clean Shutdown disappears.
+	// Whole seconds, at least 1s (JetStream truncates TTLs to seconds and
+	// rejects smaller ones). Default 10s.
+	EntryTTL time.Duration
+
+	// Heartbeat is how often own entries are refreshed. It must be below
+	// EntryTTL. Default 0: EntryTTL/3.
+	Heartbeat time.Duration
+
+	// MarkerTTL is how long a bucket keeps the markers of deleted and expired
+	// keys (JetStream LimitMarkerTTL). A watcher that reconnects within
+	// MarkerTTL/2 of losing the connection resumes where it stopped; after a
+	// longer outage it reloads the bucket whole, because markers it missed
+	// may be gone. At least 1s. Default 15m.
+	MarkerTTL time.Duration
+
+	// OpTimeout bounds every single KV operation (create, publish, delete,
+	// watcher creation). Default 2s.
+	OpTimeout time.Duration
+
+	// ReconnectWait is the pause between reconnect attempts to one server.
+	// The client never gives up reconnecting. Default 1s.
+	ReconnectWait time.Duration
+
+	// Logger receives the package's logs and the embedded server's.
+	// Default nil: discard.
+	Logger *slog.Logger
+
+	// Registerer receives the package's metrics (names start with
+	// "spangle_kvwatch_"). Default nil: no metrics are registered.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults. EmbeddedStoreDir has no default and
+// must be set for an embedded server.
+func DefaultConfig() Config {
+	return Config{
+		EmbeddedListen: "127.0.0.1:4222",
+		ClusterName:    "spangle",
+		ConnName:       "spangle",
+		Replicas:       1,
+		EntryTTL:       10 * time.Second,
+		MarkerTTL:      15 * time.Minute,
+		OpTimeout:      2 * time.Second,
+		ReconnectWait:  time.Second,
+	}
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.EmbeddedListen == "" {
+		c.EmbeddedListen = d.EmbeddedListen
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = d.ClusterName
+	}
+	if c.ConnName == "" {
+		c.ConnName = d.ConnName
+	}
+	if c.Replicas == 0 {
+		c.Replicas = d.Replicas
+	}
+	if c.EntryTTL == 0 {
+		c.EntryTTL = d.EntryTTL
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.EntryTTL / 3
+	}
+	if c.MarkerTTL == 0 {
+		c.MarkerTTL = d.MarkerTTL
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = d.OpTimeout
+	}
+	if c.ReconnectWait == 0 {
+		c.ReconnectWait = d.ReconnectWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.URLs = append([]string(nil), c.URLs...)
+	c.EmbeddedRoutes = append([]string(nil), c.EmbeddedRoutes...)
+	return c
+}
+
+// Embedded reports whether the configuration runs an embedded server.
+func (c Config) Embedded() bool { return len(c.URLs) == 0 }
+
+// Validate reports the first problem of c after defaults are applied, as an
+// error wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if c.EntryTTL < time.Second || c.EntryTTL%time.Second != 0 {
+		return bad("EntryTTL %v: must be whole seconds, at least 1s", c.EntryTTL)
+	}
+	if c.Heartbeat <= 0 || c.Heartbeat >= c.EntryTTL {
+		return bad("Heartbeat %v: must be positive and below EntryTTL %v", c.Heartbeat, c.EntryTTL)
+	}
+	if c.MarkerTTL < time.Second {
+		return bad("MarkerTTL %v: must be at least 1s", c.MarkerTTL)
+	}
+	if c.OpTimeout < 0 {
+		return bad("OpTimeout %v: must be positive", c.OpTimeout)
+	}
+	if c.ReconnectWait < 0 {
+		return bad("ReconnectWait %v: must be positive", c.ReconnectWait)
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return bad("Replicas %d: must be 1 to 5", c.Replicas)
+	}
+	if c.CredsFile != "" && c.NKeySeedFile != "" {
+		return bad("CredsFile and NKeySeedFile are exclusive")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return bad("TLSCertFile and TLSKeyFile go together")
+	}
+	if !c.Embedded() {
+		for _, u := range c.URLs {
+			if strings.TrimSpace(u) == "" {
+				return bad("empty entry in URLs")
+			}
+		}
+		return nil
+	}
+	if c.CredsFile != "" || c.NKeySeedFile != "" || c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSInsecureSkipVerify {
+		return bad("credentials and TLS options apply to URLs only; the embedded server has no authentication")
+	}
+	if c.EmbeddedStoreDir == "" {
+		return bad("EmbeddedStoreDir is required for an embedded server")
+	}
+	if _, _, err := splitListen(c.EmbeddedListen); err != nil {
+		return bad("EmbeddedListen %q: %v", c.EmbeddedListen, err)
+	}
+	clustered := c.EmbeddedClusterName != "" || c.EmbeddedClusterListen != "" || len(c.EmbeddedRoutes) > 0
+	if clustered {
+		if c.EmbeddedClusterName == "" || c.EmbeddedClusterListen == "" {
+			return bad("an embedded cluster needs EmbeddedClusterName and EmbeddedClusterListen")
+		}
+		if _, _, err := splitListen(c.EmbeddedClusterListen); err != nil {
+			return bad("EmbeddedClusterListen %q: %v", c.EmbeddedClusterListen, err)
+		}
+	}
+	return nil
+}
+
+// splitListen parses host:port; port 0 and -1 mean a random port and come
+// back as -1 (nats-server's RANDOM_PORT; its 0 means the default port).
+func splitListen(hostport string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	if port == 0 {
+		port = -1
+	}
+	return host, port, nil
+}

@@ -1,0 +1,98 @@
+package kvwatch
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// connOptions returns the client options. The client:
+//   - never gives up reconnecting (the default stops after about two
+//     minutes, which would leave a node cut off for good);
+//   - has no reconnect buffer, so a call made while disconnected fails at
+//     once instead of being queued and applied late (a queued plain write
+//     could, for instance, resurrect an entry after its node left);
+//   - pings every Heartbeat, so a dead server is noticed within about
+//     EntryTTL rather than minutes;
+//   - reports connection changes to the watch loop and the heartbeat.
+func (k *KV) connOptions() ([]nats.Option, error) {
+	c := k.cfg
+	opts := []nats.Option{
+		nats.Name(c.ConnName),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(c.ReconnectWait),
+		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
+		nats.ReconnectBufSize(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.Timeout(c.OpTimeout),
+		nats.PingInterval(c.Heartbeat),
+		nats.MaxPingsOutstanding(2),
+		nats.DisconnectErrHandler(k.onDisconnect),
+		nats.ReconnectHandler(k.onReconnect),
+		nats.ConnectHandler(k.onConnect),
+		nats.ErrorHandler(k.onAsyncError),
+		nats.NoCallbacksAfterClientClose(),
+	}
+	if c.Embedded() {
+		opts = append(opts, nats.InProcessServer(&k.emb))
+		return opts, nil
+	}
+	if c.TLSInsecureSkipVerify {
+		opts = append(opts, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true})) //nolint:gosec // asked for by the configuration
+	}
+	if c.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCAFile))
+	}
+	if c.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.NKeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("kvwatch: nkey seed %s: %w", c.NKeySeedFile, err)
+		}
+		opts = append(opts, o)
+	}
+	return opts, nil
+}
+
+// onDisconnect runs on the client's callback goroutine when the connection
+// drops.
+func (k *KV) onDisconnect(_ *nats.Conn, err error) {
+	k.disconnectedAt.CompareAndSwap(0, time.Now().UnixNano())
+	k.log.Warn("NATS connection lost", "err", err)
+	kick(k.connKick)
+}
+
+// onReconnect runs on the client's callback goroutine after a reconnect:
+// the watch loop re-creates the watchers and the heartbeat re-puts every
+// own entry at once.
+func (k *KV) onReconnect(nc *nats.Conn) {
+	k.reconnects.Add(1)
+	k.met.reconnects.Inc()
+	k.log.Info("NATS connection restored", "url", nc.ConnectedUrlRedacted())
+	kick(k.connKick)
+	kick(k.hbKick)
+}
+
+// onConnect runs when a first connection that had failed (RetryOnFailedConnect)
+// succeeds.
+func (k *KV) onConnect(nc *nats.Conn) {
+	k.log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
+	kick(k.connKick)
+	kick(k.hbKick)
+}
+
+// onAsyncError logs asynchronous client errors (slow consumers and such).
+func (k *KV) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	subject := ""
+	if sub != nil {
+		subject = sub.Subject
+	}
+	k.log.Warn("NATS async error", "subject", subject, "err", err)
+}

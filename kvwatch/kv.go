@@ -1,0 +1,471 @@
+package kvwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KV connects a node to the cluster's JetStream KV buckets: it keeps the
+// node's own TTL'd entries alive and mirrors every bucket into an immutable
+// Snapshot. Its methods are safe for concurrent use. Create it with New.
+//
+// Lock order: a key lock (keyLocks) is taken before mu, ownMu and
+// writeMu; subMu is never held with another lock.
+type KV struct {
+	cfg Config
+	log *slog.Logger
+	met *metrics
+	emb embedded
+
+	snap  atomic.Pointer[Snapshot]
+	ready chan struct{} // closed by the watch loop after the first full load of every bucket
+
+	// Written by the NATS callbacks, read by the watch loop.
+	reconnects     atomic.Uint64 // reconnections so far
+	disconnectedAt atomic.Int64  // unix nanoseconds of the first disconnect not yet handled, 0 if none
+	staleSince     atomic.Int64  // unix nanoseconds since the snapshot is stale, 0 while current
+
+	connKick chan struct{} // wakes the watch loop to look at the connection, buffer 1
+	hbKick   chan struct{} // wakes the heartbeat to refresh now, buffer 1
+
+	// mu guards the lifecycle fields below. It is held across I/O only
+	// while a failed Start cleans up.
+	mu          sync.Mutex
+	state       lifeState
+	startCancel context.CancelFunc // cancels a Start in progress
+	startDone   chan struct{}      // closed when Start returns
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	kvs         [numBuckets]jetstream.KeyValue
+	hbCancel    context.CancelFunc // stops the heartbeat
+	loopCancel  context.CancelFunc // stops the watch loop
+	shutdownErr error
+
+	keyLocks [keyLockStripes]sync.Mutex // serialise the writes of each own key; see keyLock
+
+	ownMu sync.Mutex // guards own (nil once Shutdown withdrew everything)
+	own   map[ownKey]*ownEntry
+
+	writeMu sync.Mutex // guards writes
+	writes  [numBuckets]writes
+
+	subMu      sync.Mutex // guards subs and subsClosed
+	subs       map[*subscriber]struct{}
+	subsClosed bool
+
+	hbWG   sync.WaitGroup // the heartbeat goroutine
+	loopWG sync.WaitGroup // the watch loop
+	bgWG   sync.WaitGroup // watcher drains, waited for after the connection closed
+}
+
+type lifeState int
+
+const (
+	stateNew lifeState = iota
+	stateStarting
+	stateRunning
+	stateClosed
+)
+
+// write is an own write to a bucket: its revision and when it was
+// acknowledged.
+type write struct {
+	rev uint64
+	at  time.Time
+}
+
+// writes are the own writes to a bucket that its watcher has yet to
+// deliver, for the stall check: the oldest one not known to be seen, and
+// the newest.
+type writes struct {
+	first, last write
+}
+
+// New validates cfg and returns a KV that is not started: it neither
+// connects nor starts a server. Snapshot returns an empty, stale snapshot
+// until the watchers have loaded the buckets.
+func New(cfg Config) (*KV, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	k := &KV{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),
+		ready:    make(chan struct{}),
+		connKick: make(chan struct{}, 1),
+		hbKick:   make(chan struct{}, 1),
+		own:      make(map[ownKey]*ownEntry),
+		subs:     make(map[*subscriber]struct{}),
+	}
+	k.met = newMetrics(k.staleSeconds)
+	empty := &Snapshot{since: time.Now()}
+	for _, b := range allBuckets {
+		empty.buckets[b] = map[string]Entry{}
+	}
+	k.snap.Store(empty)
+	return k, nil
+}
+
+// Start starts the embedded server (when Config.URLs is empty), connects,
+// creates or updates the three buckets and starts the heartbeat and the
+// watchers. It blocks until the buckets are bound, retrying failures until
+// ctx ends, and then returns the last failure; it does not wait for the
+// first snapshot (see Ready). A node that wants to serve local data while
+// NATS is unreachable calls Start from a goroutine of its own. Shutdown
+// cancels a Start in progress. After a failed Start, Start may be called
+// again; after a successful one it returns ErrStarted.
+func (k *KV) Start(ctx context.Context) error {
+	k.mu.Lock()
+	switch k.state {
+	case stateClosed:
+		k.mu.Unlock()
+		return ErrClosed
+	case stateStarting, stateRunning:
+		k.mu.Unlock()
+		return ErrStarted
+	}
+	k.state = stateStarting
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	k.startCancel = cancel
+	done := make(chan struct{})
+	defer close(done)
+	k.startDone = done
+	k.mu.Unlock()
+
+	nc, js, kvs, err := k.connect(ctx)
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err == nil && k.state != stateStarting {
+		err = ErrClosed // Shutdown came in meanwhile
+	}
+	if err != nil {
+		k.abortStart(nc)
+		if k.state == stateStarting {
+			k.state = stateNew
+		}
+		return err
+	}
+	k.state = stateRunning
+	k.nc, k.js, k.kvs = nc, js, kvs
+	hbCtx, hbCancel := context.WithCancel(context.Background())
+	k.hbCancel = hbCancel
+	loopCtx, loopCancel := context.WithCancel(context.Background())
+	k.loopCancel = loopCancel
+	k.hbWG.Add(1)
+	go func() {
+		defer k.hbWG.Done()
+		k.heartbeat(hbCtx)
+	}()
+	k.loopWG.Add(1)
+	go func() {
+		defer k.loopWG.Done()
+		newWatchLoop(loopCtx, k).run()
+	}()
+	return nil
+}
+
+// connect does the work of Start: metrics, embedded server, connection,
+// buckets. On failure it returns the connection, if any, for abortStart.
+func (k *KV) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, [numBuckets]jetstream.KeyValue, error) {
+	var kvs [numBuckets]jetstream.KeyValue
+	if err := k.met.register(k.cfg.Registerer); err != nil {
+		return nil, nil, kvs, err
+	}
+	var url string
+	if k.cfg.Embedded() {
+		opts, err := serverOptions(k.cfg)
+		if err != nil {
+			return nil, nil, kvs, fmt.Errorf("kvwatch: embedded server options: %w", err)
+		}
+		s, err := startServer(ctx, opts, k.cfg.Logger)
+		if err != nil {
+			return nil, nil, kvs, fmt.Errorf("kvwatch: start embedded server: %w", err)
+		}
+		k.emb.srv.Store(s)
+		waitMetaCurrent(ctx, s)
+		url = s.ClientURL()
+		k.log.Info("embedded NATS server started", "url", url, "store_dir", k.cfg.EmbeddedStoreDir,
+			"server_name", s.Name(), "nats_cluster", k.cfg.EmbeddedClusterName)
+	} else {
+		url = strings.Join(k.cfg.URLs, ",")
+	}
+	opts, err := k.connOptions()
+	if err != nil {
+		return nil, nil, kvs, err
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, kvs, fmt.Errorf("kvwatch: connect %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nc, nil, kvs, fmt.Errorf("kvwatch: jetstream: %w", err)
+	}
+	for _, b := range allBuckets {
+		kv, err := k.bindBucket(ctx, js, b)
+		if err != nil {
+			return nc, nil, kvs, err
+		}
+		kvs[b] = kv
+	}
+	return nc, js, kvs, nil
+}
+
+// abortStart undoes a failed Start: closes nc, stops the embedded server
+// and unregisters the metrics. k.mu is held.
+func (k *KV) abortStart(nc *nats.Conn) {
+	if nc != nil {
+		nc.Close()
+	}
+	if s := k.emb.srv.Swap(nil); s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+	k.met.unregister()
+}
+
+// bindBucket creates or updates bucket b, retrying until ctx ends. The
+// first attempts are given less than OpTimeout: when several nodes create
+// the same bucket of a clustered JetStream at once, the requests that lose
+// the race go unanswered, and creating is idempotent, so trying again soon
+// is both safe and faster.
+func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, b Bucket) (jetstream.KeyValue, error) {
+	wait := 50 * time.Millisecond
+	attempt := min(250*time.Millisecond, k.cfg.OpTimeout)
+	for {
+		kv, err := k.ensureBucket(ctx, js, b, attempt)
+		if err == nil {
+			return kv, nil
+		}
+		k.log.Debug("bucket not ready", "bucket", b, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("kvwatch: bucket %s: %w (last error: %w)", bucketName(k.cfg.ClusterName, b), ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+		attempt = min(2*attempt, k.cfg.OpTimeout)
+	}
+}
+
+// ensureBucket creates bucket b or updates its configuration, within
+// timeout.
+func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, b Bucket, timeout time.Duration) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         bucketName(k.cfg.ClusterName, b),
+		Description:    "spangle " + b.String() + " of cluster " + k.cfg.ClusterName,
+		History:        1,
+		Replicas:       k.cfg.Replicas,
+		Storage:        jetstream.FileStorage,
+		LimitMarkerTTL: k.cfg.MarkerTTL,
+	})
+}
+
+// Ready returns a channel closed once the first full load of every bucket
+// is in the snapshot (each watcher delivered its end-of-initial-values
+// marker). It never closes if Start fails or Shutdown comes first.
+func (k *KV) Ready() <-chan struct{} { return k.ready }
+
+// Snapshot returns the current snapshot. It never blocks, never returns nil
+// and never touches the network: it is safe on any path.
+func (k *KV) Snapshot() *Snapshot { return k.snap.Load() }
+
+// Conn returns the NATS connection for other packages (the NATS front
+// door), or nil before Start. The KV owns it: callers must not close or
+// drain it; Shutdown closes it.
+func (k *KV) Conn() *nats.Conn {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.nc
+}
+
+// ClientURL returns the URL at which the embedded server accepts clients
+// (nats://host:port), or "" when the KV uses external servers or the
+// embedded server is not running.
+func (k *KV) ClientURL() string {
+	if s := k.emb.srv.Load(); s != nil {
+		return s.ClientURL()
+	}
+	return ""
+}
+
+// handles returns the JetStream handles once Start has succeeded.
+func (k *KV) handles() (jetstream.JetStream, *[numBuckets]jetstream.KeyValue, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch k.state {
+	case stateRunning:
+		return k.js, &k.kvs, nil
+	case stateClosed:
+		return nil, nil, ErrClosed
+	}
+	return nil, nil, ErrNotStarted
+}
+
+// Shutdown stops the KV. It is idempotent (later calls return the first
+// call's result) and bounded by ctx: whatever is left when ctx ends is cut
+// short, and ctx's error is returned. In order:
+//
+//  1. cancel a Start in progress and wait for it to return;
+//  2. stop the heartbeat;
+//  3. delete own entries (Publish), so peers see this node leave at once
+//     rather than after EntryTTL (failures are logged, not returned: the
+//     entries expire anyway);
+//  4. stop the watchers; the last snapshot stays readable;
+//  5. flush and close the connection;
+//  6. shut the embedded server down and wait for it;
+//  7. close the subscribers' channels and unregister the metrics.
+func (k *KV) Shutdown(ctx context.Context) error {
+	k.mu.Lock()
+	switch k.state {
+	case stateClosed:
+		err := k.shutdownErr
+		k.mu.Unlock()
+		return err
+	case stateNew:
+		k.state = stateClosed
+		k.mu.Unlock()
+		k.closeSubscribers()
+		return nil
+	case stateStarting:
+		k.state = stateClosed
+		cancel, done := k.startCancel, k.startDone
+		k.mu.Unlock()
+		// 1. Start sees stateClosed and cleans up after itself.
+		cancel()
+		<-done
+		k.closeSubscribers()
+		return nil
+	}
+	k.state = stateClosed
+	nc, kvs := k.nc, k.kvs
+	k.mu.Unlock()
+
+	var errs []error
+	// 2. Stop the heartbeat.
+	k.hbCancel()
+	k.hbWG.Wait()
+
+	// 3. Delete own entries.
+	k.withdrawAll(ctx, kvs)
+
+	// 4. Stop the watchers.
+	k.loopCancel()
+	k.loopWG.Wait()
+
+	// 5. Flush and close the connection. Closing ends the watcher drains.
+	if nc.IsConnected() {
+		fctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+		_ = nc.FlushWithContext(fctx)
+		cancel()
+	}
+	nc.Close()
+	k.bgWG.Wait()
+
+	// 6. Shut the embedded server down.
+	if s := k.emb.srv.Swap(nil); s != nil {
+		if err := shutdownServer(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	// 7. Subscribers and metrics.
+	k.closeSubscribers()
+	k.met.unregister()
+
+	err := errors.Join(errs...)
+	if err == nil {
+		err = ctx.Err()
+	}
+	k.mu.Lock()
+	k.shutdownErr = err
+	k.mu.Unlock()
+	k.log.Info("kvwatch stopped", "err", err)
+	return err
+}
+
+// shutdownServer shuts s down and waits for it, or for ctx.
+func shutdownServer(ctx context.Context, s *server.Server) error {
+	done := make(chan struct{})
+	go func() { // bounded: Shutdown returns once the server's goroutines have
+		defer close(done)
+		s.Shutdown()
+		s.WaitForShutdown()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kvwatch: embedded server shutdown: %w", ctx.Err())
+	}
+}
+
+// staleSeconds is the stale-age metric.
+func (k *KV) staleSeconds() float64 {
+	since := k.staleSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since)).Seconds()
+}
+
+// kick sends a non-blocking wake-up on ch.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// noteWrite records an own write at rev in bucket b for the stall check.
+func (k *KV) noteWrite(b Bucket, rev uint64) {
+	now := time.Now()
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	w := &k.writes[b]
+	if w.first.rev == 0 {
+		w.first = write{rev, now}
+	}
+	if rev > w.last.rev {
+		w.last = write{rev, now}
+	}
+}
+
+// stalledWrite reports whether an own write to b acknowledged more than d
+// ago is still above seen, the bucket's last revision applied. It then
+// forgets the writes, so that one stall is reported once.
+func (k *KV) stalledWrite(b Bucket, seen uint64, d time.Duration) bool {
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
+	w := &k.writes[b]
+	if w.first.rev != 0 && w.first.rev <= seen {
+		// The oldest pending write arrived; the newest one, if not yet
+		// seen, is now the one to wait for.
+		w.first = write{}
+		if w.last.rev > seen {
+			w.first = w.last
+		}
+	}
+	if w.first.rev != 0 && time.Since(w.first.at) > d {
+		*w = writes{}
+		return true
+	}
+	return false
+}

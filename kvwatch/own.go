@@ -1,0 +1,383 @@
+package kvwatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// refreshParallelism bounds the concurrent writes of one heartbeat round.
+const refreshParallelism = 8
+
+type ownKey struct {
+	b   Bucket
+	key string
+}
+
+// keyLockStripes is the number of locks that serialise the writes of own
+// keys.
+const keyLockStripes = 64
+
+// ownEntry is a TTL'd entry this KV publishes and keeps alive. Its fields
+// are guarded by its key's lock (KV.keyLock), held across each write.
+type ownEntry struct {
+	b     Bucket
+	key   string
+	value []byte // owned by the entry
+	rev   uint64 // revision of our last write; 0 when unknown or lost
+}
+
+// keyLock returns the lock that serialises every write of key in b:
+// Publish, Withdraw, heartbeat refreshes and the deletes of Shutdown. It is
+// per key, not per registration, so that a Withdraw's delete and the next
+// Publish's create of the same key never overlap (they would take the key
+// from each other). Keys share a few locks (striping).
+func (k *KV) keyLock(b Bucket, key string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte{byte(b)})
+	h.Write([]byte(key))
+	return &k.keyLocks[h.Sum32()%keyLockStripes]
+}
+
+// registered reports whether e is still the registered entry of its key.
+func (k *KV) registered(e *ownEntry) bool {
+	k.ownMu.Lock()
+	defer k.ownMu.Unlock()
+	return k.own[ownKey{e.b, e.key}] == e
+}
+
+// Publish makes key in bucket b (Nodes or Partitions) hold value, as an
+// entry of this KV that lives EntryTTL past its last refresh: the heartbeat
+// refreshes it every Heartbeat until Withdraw or Shutdown. Publishing an
+// own key again replaces its value.
+//
+// The write is a compare-and-set on the revision this KV last wrote, with
+// the entry's TTL in the same message (a plain put would make the key
+// permanent). When that fails because the key expired, or because someone
+// else wrote it, Publish re-creates it or writes over the other value: the
+// keys embed the node ID, so this process is their owner. Taking over a
+// value written by someone else is logged, and counted in
+// spangle_kvwatch_key_conflicts_total; two processes with the same node ID
+// show up there.
+//
+// The entry stays registered when the write fails (NATS unreachable, say):
+// the heartbeat keeps trying, and a reconnect re-puts it at once. Publish
+// blocks for at most a few OpTimeouts, after any write of the same key (or
+// of a key sharing its lock) in progress. The caller keeps ownership of
+// value.
+func (k *KV) Publish(ctx context.Context, b Bucket, key string, value []byte) error {
+	if !b.valid() || !b.TTL() {
+		return fmt.Errorf("%w: Publish takes Nodes or Partitions, not %s", ErrWrongBucket, b)
+	}
+	if !ValidKey(key) {
+		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	if _, _, err := k.handles(); err != nil {
+		return err
+	}
+	value = slices.Clone(value)
+	if value == nil {
+		value = []byte{}
+	}
+	l := k.keyLock(b, key)
+	l.Lock()
+	defer l.Unlock()
+	e, err := k.ownEntryFor(b, key)
+	if err != nil {
+		return err
+	}
+	e.value = value
+	return k.writeOwnLocked(ctx, e)
+}
+
+// ownEntryFor returns the own entry of (b, key), registering a new one.
+func (k *KV) ownEntryFor(b Bucket, key string) (*ownEntry, error) {
+	k.ownMu.Lock()
+	defer k.ownMu.Unlock()
+	if k.own == nil {
+		return nil, ErrClosed
+	}
+	id := ownKey{b, key}
+	e := k.own[id]
+	if e == nil {
+		e = &ownEntry{b: b, key: key}
+		k.own[id] = e
+	}
+	return e, nil
+}
+
+// Withdraw deletes the own entry key of bucket b and stops refreshing it.
+// Withdrawing a key this KV does not publish does nothing and returns nil.
+// When the delete fails the entry still disappears, EntryTTL after its
+// last refresh.
+func (k *KV) Withdraw(ctx context.Context, b Bucket, key string) error {
+	if !b.valid() || !b.TTL() {
+		return fmt.Errorf("%w: Withdraw takes Nodes or Partitions, not %s", ErrWrongBucket, b)
+	}
+	_, kvs, err := k.handles()
+	if err != nil {
+		return err
+	}
+	l := k.keyLock(b, key)
+	l.Lock()
+	defer l.Unlock()
+	k.ownMu.Lock()
+	e := k.own[ownKey{b, key}]
+	delete(k.own, ownKey{b, key})
+	k.ownMu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return k.purge(ctx, kvs[b], b, key)
+}
+
+// Put writes a permanent entry to bucket b, which must be Versions (in the
+// TTL'd buckets a plain put would turn a live entry into a permanent one),
+// and returns its revision. It blocks for at most OpTimeout; while
+// disconnected it fails at once. The caller keeps ownership of value.
+func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint64, error) {
+	if b != Versions {
+		return 0, fmt.Errorf("%w: Put takes Versions, not %s", ErrWrongBucket, b)
+	}
+	if !ValidKey(key) {
+		return 0, fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	_, kvs, err := k.handles()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+	defer cancel()
+	rev, err := kvs[b].Put(ctx, key, value)
+	if err != nil {
+		return 0, fmt.Errorf("kvwatch: put %s %s: %w", b, key, err)
+	}
+	k.noteWrite(b, rev)
+	return rev, nil
+}
+
+// Delete removes key from bucket b, which must be Versions. Deleting a
+// missing key succeeds. It blocks for at most OpTimeout.
+func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
+	if b != Versions {
+		return fmt.Errorf("%w: Delete takes Versions, not %s", ErrWrongBucket, b)
+	}
+	if !ValidKey(key) {
+		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	_, kvs, err := k.handles()
+	if err != nil {
+		return err
+	}
+	return k.purge(ctx, kvs[b], b, key)
+}
+
+// purge removes key with a purge marker that itself expires after
+// MarkerTTL, so that deleted keys leave nothing behind for good.
+func (k *KV) purge(ctx context.Context, kv jetstream.KeyValue, b Bucket, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+	defer cancel()
+	if err := kv.Purge(ctx, key, jetstream.PurgeTTL(k.cfg.MarkerTTL)); err != nil {
+		return fmt.Errorf("kvwatch: delete %s %s: %w", b, key, err)
+	}
+	return nil
+}
+
+// writeOwnLocked writes e's value with e's TTL: a CAS refresh when the
+// last revision is known, else (or when the CAS fails) a claim. e's key
+// lock is held.
+func (k *KV) writeOwnLocked(ctx context.Context, e *ownEntry) error {
+	had := e.rev != 0
+	if had {
+		rev, err := k.casPublish(ctx, e.b, e.key, e.value, e.rev)
+		if err == nil {
+			e.rev = rev
+			k.noteWrite(e.b, rev)
+			return nil
+		}
+		if !isWrongLastSeq(err) {
+			return fmt.Errorf("kvwatch: refresh %s %s: %w", e.b, e.key, err)
+		}
+		// Expired, deleted, or written by someone else since our last
+		// write: claim it again.
+		e.rev = 0
+	}
+	rev, err := k.claim(ctx, e, had)
+	if err != nil {
+		return fmt.Errorf("kvwatch: publish %s %s: %w", e.b, e.key, err)
+	}
+	e.rev = rev
+	k.noteWrite(e.b, rev)
+	return nil
+}
+
+// claim creates e's key with its TTL, or, when the key exists, writes over
+// the current value with a CAS on its revision. had says whether this KV
+// had the key before (a changed value is then a conflict worth a warning;
+// otherwise it is most likely what a previous run of this node left).
+func (k *KV) claim(ctx context.Context, e *ownEntry, had bool) (uint64, error) {
+	_, kvs, err := k.handles()
+	if err != nil {
+		return 0, err
+	}
+	kv := kvs[e.b]
+	var lastErr error
+	for range 3 {
+		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+		rev, err := kv.Create(octx, e.key, e.value, jetstream.KeyTTL(k.cfg.EntryTTL))
+		cancel()
+		if err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, err
+		}
+		octx, cancel = context.WithTimeout(ctx, k.cfg.OpTimeout)
+		cur, err := kv.Get(octx, e.key)
+		cancel()
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			lastErr = err
+			continue // expired or deleted in between: create again
+		}
+		if err != nil {
+			return 0, err
+		}
+		rev, err = k.casPublish(ctx, e.b, e.key, e.value, cur.Revision())
+		if err == nil {
+			switch {
+			case had && !bytes.Equal(cur.Value(), e.value):
+				k.met.conflicts.Inc()
+				k.log.Warn("own key held someone else's value; took it back (two processes with one node ID?)",
+					"bucket", e.b, "key", e.key, "their_revision", cur.Revision())
+			case !had:
+				k.log.Info("took over an existing entry, likely left by an earlier run of this node",
+					"bucket", e.b, "key", e.key, "revision", cur.Revision())
+			}
+			return rev, nil
+		}
+		if !isWrongLastSeq(err) {
+			return 0, err
+		}
+		lastErr = err
+	}
+	return 0, fmt.Errorf("%w: %w", ErrConflict, lastErr)
+}
+
+// casPublish writes value to key with the entry TTL, if the key's last
+// revision is rev: the heartbeat's refresh. Both the TTL and the CAS travel
+// in the one message, so the refresh neither makes the key permanent (as
+// kv.Put or kv.Update would) nor resurrects a key that expired or changed
+// hands meanwhile.
+func (k *KV) casPublish(ctx context.Context, b Bucket, key string, value []byte, rev uint64) (uint64, error) {
+	js, _, err := k.handles()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+	defer cancel()
+	msg := &nats.Msg{Subject: "$KV." + bucketName(k.cfg.ClusterName, b) + "." + key, Data: value}
+	ack, err := js.PublishMsg(ctx, msg,
+		jetstream.WithMsgTTL(k.cfg.EntryTTL),
+		jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// isWrongLastSeq reports a failed CAS: JetStream's "wrong last sequence",
+// 10071, or 10164 on replicated streams.
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// heartbeat refreshes every own entry each Heartbeat, and at once when
+// kicked (after a reconnect), until ctx ends. It skips rounds while
+// disconnected: those writes could only fail.
+func (k *KV) heartbeat(ctx context.Context) {
+	t := time.NewTicker(k.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-k.hbKick:
+		}
+		if k.nc.IsConnected() {
+			k.refreshAll(ctx)
+		}
+	}
+}
+
+// refreshAll writes every own entry once, a few at a time. An entry that
+// is being written (Publish) is refreshed after that write, and one
+// withdrawn meanwhile is skipped.
+func (k *KV) refreshAll(ctx context.Context) {
+	k.ownMu.Lock()
+	entries := make([]*ownEntry, 0, len(k.own))
+	for _, e := range k.own {
+		entries = append(entries, e)
+	}
+	k.ownMu.Unlock()
+
+	sem := make(chan struct{}, refreshParallelism)
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			l := k.keyLock(e.b, e.key)
+			l.Lock()
+			defer l.Unlock()
+			if !k.registered(e) {
+				return
+			}
+			if err := k.writeOwnLocked(ctx, e); err != nil && ctx.Err() == nil {
+				k.met.heartbeatFailures.Inc()
+				k.log.Warn("heartbeat refresh failed", "bucket", e.b, "key", e.key, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// withdrawAll deletes every own entry and closes the registry, for
+// Shutdown. Failures are logged, not returned: the entries expire within
+// EntryTTL anyway.
+func (k *KV) withdrawAll(ctx context.Context, kvs [numBuckets]jetstream.KeyValue) {
+	k.ownMu.Lock()
+	own := k.own
+	k.own = nil
+	k.ownMu.Unlock()
+
+	sem := make(chan struct{}, refreshParallelism)
+	var wg sync.WaitGroup
+	for _, e := range own {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			l := k.keyLock(e.b, e.key)
+			l.Lock()
+			defer l.Unlock()
+			if err := k.purge(ctx, kvs[e.b], e.b, e.key); err != nil {
+				k.log.Warn("could not delete own entry at shutdown; it expires after EntryTTL",
+					"bucket", e.b, "key", e.key, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,420 @@
+package kvwatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// maxBatch bounds the updates applied between two published snapshots.
+const maxBatch = 1024
+
+// bucketWatch is the watch loop's state for one bucket.
+type bucketWatch struct {
+	b       Bucket
+	w       jetstream.KeyWatcher
+	cancel  context.CancelFunc             // ends w's subscription (the context given to Watch lives as long)
+	updates <-chan jetstream.KeyValueEntry // w.Updates(); nil without a watcher
+
+	lastRev uint64 // highest revision applied to the bucket's map
+
+	// loading is non-nil while a watcher loads the bucket whole: entries
+	// are staged there and replace the bucket's map at the end-of-initial-
+	// values marker, so that readers never see a half-loaded bucket.
+	loading map[string]Entry
+	loadRev uint64
+
+	reload    bool // the next watcher must load the bucket whole
+	caughtUp  bool // the current watcher delivered its end-of-initial-values marker
+	loaded    bool // a whole load has completed once
+	started   bool // a watcher was created once
+	startedAt time.Time
+	nextTry   time.Time
+	failures  int
+}
+
+// watchLoop is the one goroutine that owns the watchers and builds the
+// snapshots. Every update, connection change and watcher restart is
+// handled here, in order.
+type watchLoop struct {
+	k   *KV
+	ctx context.Context // ends when the loop must stop
+	bw  [numBuckets]*bucketWatch
+
+	cur  [numBuckets]map[string]Entry // maps of the last published snapshot; never modified
+	work [numBuckets]map[string]Entry // copy-on-write copies, non-nil once changed since the last publish
+
+	dirty   bool // something to publish
+	changed bool // keys, values or connection state changed: notify subscribers
+
+	connected      bool
+	seenReconnects uint64
+
+	pubConnected bool
+	pubStale     bool
+	since        time.Time
+	ready        bool
+}
+
+func newWatchLoop(ctx context.Context, k *KV) *watchLoop {
+	l := &watchLoop{k: k, ctx: ctx, pubStale: true, since: time.Now()}
+	k.staleSince.Store(l.since.UnixNano())
+	for _, b := range allBuckets {
+		l.bw[b] = &bucketWatch{b: b}
+		l.cur[b] = map[string]Entry{}
+	}
+	return l
+}
+
+// run handles events until l.ctx ends, then stops the watchers and
+// publishes a last, disconnected snapshot.
+func (l *watchLoop) run() {
+	tick := time.NewTicker(max(min(l.k.cfg.Heartbeat, l.k.cfg.OpTimeout)/2, 10*time.Millisecond))
+	defer tick.Stop()
+	l.checkConn()
+	l.startWatchers()
+	l.publish()
+	for {
+		select {
+		case <-l.ctx.Done():
+			for _, bw := range l.bw {
+				l.stopWatcher(bw)
+			}
+			l.connected = false
+			l.publish()
+			return
+		case <-l.k.connKick:
+			l.checkConn()
+			l.startWatchers()
+		case <-tick.C:
+			l.checkConn()
+			l.checkStalls()
+			l.startWatchers()
+		case e, ok := <-l.bw[Nodes].updates:
+			l.recv(Nodes, e, ok)
+		case e, ok := <-l.bw[Partitions].updates:
+			l.recv(Partitions, e, ok)
+		case e, ok := <-l.bw[Versions].updates:
+			l.recv(Versions, e, ok)
+		}
+		l.drainPending()
+		l.publish()
+	}
+}
+
+// drainPending applies the updates already waiting, up to maxBatch, so that
+// a burst becomes one snapshot.
+func (l *watchLoop) drainPending() {
+	for range maxBatch {
+		select {
+		case e, ok := <-l.bw[Nodes].updates:
+			l.recv(Nodes, e, ok)
+		case e, ok := <-l.bw[Partitions].updates:
+			l.recv(Partitions, e, ok)
+		case e, ok := <-l.bw[Versions].updates:
+			l.recv(Versions, e, ok)
+		default:
+			return
+		}
+	}
+}
+
+// checkConn notes connection changes. After a reconnect every watcher is
+// re-created: the old ones would stay silent for 10-20 s (their ordered
+// consumers wait for missed heartbeats before they reset).
+func (l *watchLoop) checkConn() {
+	connected := l.k.nc.IsConnected()
+	if connected != l.connected {
+		l.connected = connected
+		l.dirty = true
+		if connected {
+			l.k.met.connected.Set(1)
+		} else {
+			l.k.met.connected.Set(0)
+			for _, bw := range l.bw {
+				bw.caughtUp = false // nothing arrives until the watchers are re-created
+			}
+		}
+	}
+	if !connected {
+		return
+	}
+	rc := l.k.reconnects.Load()
+	if rc == l.seenReconnects {
+		return
+	}
+	l.seenReconnects = rc
+	var outage time.Duration
+	if at := l.k.disconnectedAt.Swap(0); at != 0 {
+		outage = time.Since(time.Unix(0, at))
+	}
+	// Markers of keys deleted or expired during the outage are kept for
+	// MarkerTTL. Within half of it a watcher resumes where it stopped;
+	// after a longer outage some markers may be gone, and only a whole
+	// reload removes those keys.
+	reload := outage > l.k.cfg.MarkerTTL/2
+	l.k.log.Info("re-creating watchers after reconnect", "outage", outage, "reload", reload)
+	for _, bw := range l.bw {
+		l.restart(bw, reload)
+	}
+}
+
+// checkStalls re-creates the watchers when one of them has not delivered
+// an own write acknowledged more than OpTimeout ago: its consumer is stuck,
+// as happens for 10-20 s when the server hosting it goes away in a
+// cluster, and a new one resumes at once. All are re-created, since the
+// same event likely hit the others, and a bucket this node never writes
+// (Versions) has no write to notice it by.
+func (l *watchLoop) checkStalls() {
+	if !l.connected {
+		return
+	}
+	d := l.k.cfg.OpTimeout
+	for _, bw := range l.bw {
+		if bw.w == nil || bw.loading != nil || time.Since(bw.startedAt) < d {
+			continue
+		}
+		if l.k.stalledWrite(bw.b, bw.lastRev, d) {
+			l.k.log.Warn("watcher missed an own write; re-creating the watchers", "bucket", bw.b, "revision", bw.lastRev)
+			for _, bw := range l.bw {
+				l.restart(bw, false)
+			}
+			return
+		}
+	}
+}
+
+// restart stops bw's watcher, if any, so that startWatchers creates a new
+// one at once.
+func (l *watchLoop) restart(bw *bucketWatch, reload bool) {
+	l.stopWatcher(bw)
+	bw.reload = bw.reload || reload
+	bw.caughtUp = false
+	bw.nextTry = time.Time{}
+	bw.failures = 0
+	l.dirty = true
+}
+
+// stopWatcher stops bw's watcher and drains it in the background: the
+// client's delivery goroutine may be blocked on the watcher's full channel,
+// and only a drain lets it see the unsubscribe, close the channel and exit.
+func (l *watchLoop) stopWatcher(bw *bucketWatch) {
+	w, cancel := bw.w, bw.cancel
+	bw.w, bw.cancel, bw.updates, bw.loading = nil, nil, nil, nil
+	if w != nil {
+		l.k.drainWatcher(w, cancel)
+	}
+}
+
+// drainWatcher stops w and reads its channel until the client closes it.
+func (k *KV) drainWatcher(w jetstream.KeyWatcher, cancel context.CancelFunc) {
+	k.bgWG.Go(func() {
+		_ = w.Stop()
+		cancel()
+		for range w.Updates() {
+		}
+	})
+}
+
+// startWatchers creates the missing watchers, each no sooner than its
+// retry time.
+func (l *watchLoop) startWatchers() {
+	if !l.connected {
+		return
+	}
+	now := time.Now()
+	for _, bw := range l.bw {
+		if bw.w != nil || now.Before(bw.nextTry) {
+			continue
+		}
+		if err := l.start(bw); err != nil {
+			bw.failures++
+			wait := min(50*time.Millisecond<<min(bw.failures, 10), l.k.cfg.Heartbeat)
+			bw.nextTry = now.Add(wait)
+			lvl := l.k.log.Debug
+			if bw.failures%10 == 3 {
+				lvl = l.k.log.Warn
+			}
+			lvl("cannot start watcher", "bucket", bw.b, "failures", bw.failures, "err", err)
+		}
+	}
+}
+
+// start creates bw's watcher: resuming after the last revision applied, or
+// loading the bucket whole when nothing was loaded yet, when a reload is
+// due, or when the bucket's stream is behind that revision (it was
+// re-created).
+func (l *watchLoop) start(bw *bucketWatch) error {
+	kv := l.k.kvs[bw.b]
+	full := bw.lastRev == 0 || bw.reload
+	if !full {
+		ctx, cancel := context.WithTimeout(l.ctx, l.k.cfg.OpTimeout)
+		st, err := kv.Status(ctx)
+		cancel()
+		if err != nil {
+			return l.bucketGone(bw.b, err)
+		}
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().State.LastSeq < bw.lastRev {
+			l.k.log.Warn("bucket is behind the last revision seen (re-created?); reloading it",
+				"bucket", bw.b, "last_seen", bw.lastRev, "last_in_bucket", bs.StreamInfo().State.LastSeq)
+			full = true
+		}
+	}
+	var opts []jetstream.WatchOpt
+	if !full {
+		opts = append(opts, jetstream.ResumeFromRevision(bw.lastRev+1))
+	}
+	// The watcher's subscription lives as long as the context given to
+	// WatchAll, which also bounds the creation: a timer cancels it if the
+	// creation takes longer than OpTimeout.
+	wctx, wcancel := context.WithCancel(l.ctx)
+	timer := time.AfterFunc(l.k.cfg.OpTimeout, wcancel)
+	w, err := kv.WatchAll(wctx, opts...)
+	if !timer.Stop() {
+		if err == nil {
+			l.k.drainWatcher(w, wcancel)
+		}
+		wcancel()
+		return fmt.Errorf("watch: %w (%v)", context.DeadlineExceeded, err)
+	}
+	if err != nil {
+		wcancel()
+		return l.bucketGone(bw.b, err)
+	}
+	mode := "resume"
+	if full {
+		mode = "reload"
+		bw.loading, bw.loadRev = map[string]Entry{}, 0
+	}
+	if bw.started {
+		l.k.met.watcherRestarts.WithLabelValues(bw.b.String(), mode).Inc()
+	}
+	bw.w, bw.cancel, bw.updates = w, wcancel, w.Updates()
+	bw.started, bw.startedAt = true, time.Now()
+	bw.caughtUp, bw.failures = false, 0
+	l.k.log.Debug("watcher started", "bucket", bw.b, "mode", mode, "after_revision", bw.lastRev)
+	return nil
+}
+
+// bucketGone re-creates bucket b when err says its stream is missing (the
+// server lost its store), and returns err.
+func (l *watchLoop) bucketGone(b Bucket, err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound) {
+		l.k.log.Warn("bucket missing; re-creating it", "bucket", b)
+		if _, cerr := l.k.ensureBucket(l.ctx, l.k.js, b, l.k.cfg.OpTimeout); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+// recv handles one value from bucket b's watcher channel.
+func (l *watchLoop) recv(b Bucket, e jetstream.KeyValueEntry, ok bool) {
+	bw := l.bw[b]
+	switch {
+	case !ok: // the subscription ended under us
+		l.k.log.Warn("watcher closed; re-creating it", "bucket", b)
+		bw.cancel()
+		bw.w, bw.cancel, bw.updates, bw.loading = nil, nil, nil, nil
+		bw.caughtUp = false
+		l.dirty = true
+	case e == nil: // end of initial values
+		if bw.loading != nil {
+			if !sameContent(l.view(b), bw.loading) {
+				l.changed = true
+			}
+			l.work[b] = bw.loading
+			bw.lastRev = bw.loadRev
+			bw.loading = nil
+			bw.reload = false
+			bw.loaded = true
+		}
+		bw.caughtUp = true
+		l.dirty = true
+	case bw.loading != nil:
+		apply(bw.loading, e)
+		bw.loadRev = max(bw.loadRev, e.Revision())
+	case e.Revision() > bw.lastRev:
+		bw.lastRev = e.Revision()
+		if apply(l.mutable(b), e) {
+			l.changed = true
+		}
+		l.dirty = true
+	}
+}
+
+// apply applies one update to m and reports whether keys or values
+// changed. Deletes, purges and TTL expiry markers (Nats-Marker-Reason,
+// which the client reports as a purge) remove the key.
+func apply(m map[string]Entry, e jetstream.KeyValueEntry) bool {
+	key := e.Key()
+	if e.Operation() != jetstream.KeyValuePut {
+		_, had := m[key]
+		delete(m, key)
+		return had
+	}
+	old, had := m[key]
+	m[key] = Entry{Value: e.Value(), Revision: e.Revision(), Created: e.Created()}
+	return !had || !bytes.Equal(old.Value, e.Value())
+}
+
+// view returns bucket b's map as it stands, published or not.
+func (l *watchLoop) view(b Bucket) map[string]Entry {
+	if l.work[b] != nil {
+		return l.work[b]
+	}
+	return l.cur[b]
+}
+
+// mutable returns a map of bucket b that may be changed: a copy of the
+// published one.
+func (l *watchLoop) mutable(b Bucket) map[string]Entry {
+	if l.work[b] == nil {
+		l.work[b] = maps.Clone(l.cur[b])
+	}
+	return l.work[b]
+}
+
+// publish swaps in a new snapshot if anything changed and notifies the
+// subscribers if keys, values or the connection state changed.
+func (l *watchLoop) publish() {
+	stale := !l.connected
+	for _, bw := range l.bw {
+		stale = stale || !bw.caughtUp
+	}
+	if stale != l.pubStale || l.connected != l.pubConnected {
+		now := time.Now()
+		if stale && !l.pubStale {
+			l.k.staleSince.Store(now.UnixNano())
+		} else if !stale {
+			l.k.staleSince.Store(0)
+		}
+		l.pubStale, l.pubConnected, l.since = stale, l.connected, now
+		l.dirty, l.changed = true, true
+	}
+	if !l.dirty {
+		return
+	}
+	s := &Snapshot{connected: l.connected, current: !stale, since: l.since}
+	for _, bw := range l.bw {
+		if l.work[bw.b] != nil {
+			l.cur[bw.b], l.work[bw.b] = l.work[bw.b], nil
+		}
+		s.buckets[bw.b] = l.cur[bw.b]
+		s.revisions[bw.b] = bw.lastRev
+		l.k.met.revision.WithLabelValues(bw.b.String()).Set(float64(bw.lastRev))
+	}
+	l.k.store(s, l.changed)
+	if !l.ready && l.bw[Nodes].loaded && l.bw[Partitions].loaded && l.bw[Versions].loaded {
+		l.ready = true
+		close(l.k.ready)
+	}
+	l.dirty, l.changed = false, false
+}
