@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/blocks/seqfile"
+)
+
+// writeVersion writes version v of db under root: files SequenceFiles
+// holding key-0..key-(n-1) → "<v>:<i>", then _SUCCESS.
+func writeVersion(t *testing.T, root, db, v string, files, n int) {
+	t.Helper()
+	dir := filepath.Join(root, db, v)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := make([]*seqfile.Writer, files)
+	fs := make([]*os.File, files)
+	for i := range files {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("part-%05d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := seqfile.NewWriter(f, seqfile.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs[i], ws[i] = f, w
+	}
+	for i := range n {
+		if err := ws[i%files].Append([]byte(fmt.Sprintf("key-%d", i)), []byte(fmt.Sprintf("%s:%d", v, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range files {
+		if err := ws[i].Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs[i].Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUpgradesOverHTTP runs the real binary and drives HTTP readers through
+// 50 consecutive upgrades, each triggered by SIGHUP: every answer must be
+// a 200 with the value of the version it names, and no reader may see a
+// version older than one it saw before.
+func TestUpgradesOverHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const upgrades, keys, readers = 50, 100, 4
+	root := t.TempDir()
+	vname := func(i int) string { return fmt.Sprintf("v%03d", i) }
+	writeVersion(t, root, "d", vname(0), 3, keys)
+	config := filepath.Join(t.TempDir(), "spangle.toml")
+	if err := os.WriteFile(config, []byte("require_success_file = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "serve", "--config", config, "--source", root,
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--log-format", "json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addrc := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`"bind":"([^"]+)"`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "spangle serving") {
+				addrc <- m[1]
+			}
+		}
+		close(addrc)
+	}()
+	var base string
+	select {
+	case addr := <-addrc:
+		if addr == "" {
+			t.Fatal("spangle exited before serving")
+		}
+		base = "http://" + addr
+	case <-time.After(testTimeout):
+		t.Fatal("no start-up line")
+	}
+
+	client := &http.Client{Timeout: testTimeout}
+	version := func() string {
+		resp, err := client.Get(base + "/d/key-0")
+		if err != nil {
+			return ""
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-Spangle-Version")
+	}
+	waitVersion := func(v string) {
+		t.Helper()
+		deadline := time.Now().Add(testTimeout)
+		for version() != v {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for version %s", v)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitVersion(vname(0))
+
+	var stop atomic.Bool
+	var requests atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := ""
+			for i := r; !stop.Load(); i++ {
+				k := i % keys
+				resp, err := client.Get(fmt.Sprintf("%s/d/key-%d", base, k))
+				if err != nil {
+					errs <- err
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				v := resp.Header.Get("X-Spangle-Version")
+				switch {
+				case err != nil:
+					errs <- err
+				case resp.StatusCode != 200:
+					errs <- fmt.Errorf("key-%d: status %d", k, resp.StatusCode)
+				case v < last:
+					errs <- fmt.Errorf("version went back from %s to %s", last, v)
+				case string(body) != fmt.Sprintf("%s:%d", v, k):
+					errs <- fmt.Errorf("key-%d: %q from version %s (mixed versions)", k, body, v)
+				default:
+					last = v
+					requests.Add(1)
+					continue
+				}
+				return
+			}
+		}()
+	}
+	for u := 1; u <= upgrades && len(errs) == 0; u++ {
+		writeVersion(t, root, "d", vname(u), 3, keys)
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitVersion(vname(u))
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := requests.Load(); n < upgrades {
+		t.Fatalf("only %d requests over %d upgrades", n, upgrades)
+	}
+	t.Logf("%d requests over %d upgrades, none failed", requests.Load(), upgrades)
+}
