@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test check bench bench-go bench-e2e deps-bench tools clean
+.PHONY: all build run test check bench bench-go bench-e2e deps-bench tools examples clean
 
 all: build
 
@@ -15,6 +15,11 @@ build:
 # Serve the example source root (the sequins baby-names dataset) on $(BIND).
 run: build
 	./$(BIN) serve --config examples/spangle.toml --data-dir $(DATA_DIR) --bind $(BIND)
+
+# The example Wasm plugins, built with the standard Go toolchain.
+examples:
+	mkdir -p bin/plugins
+	for p in murmur3 prefix csv2json; do GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/plugins/$$p.wasm ./examples/plugins/$$p || exit 1; done
 
 # The whole suite, with the race detector.
 test:
@@ -40,7 +45,7 @@ tools:
 bench: bench-go bench-e2e
 
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./blocks/... ./edge/... ./plugins/...
+	$(GO) test -run '^$$' -bench . -benchmem ./blocks/... ./edge/... ./plugins/... ./examples/plugins/...
 
 deps-bench:
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)

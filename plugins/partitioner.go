@@ -31,6 +31,8 @@ const (
 )
 
 // Builtin returns the built-in partitioner called name ("" means sequins).
+// A Wasm plugin ("wasm:<path>") is not built in: open it with Open or
+// OpenPartitioner.
 func Builtin(name string) (Partitioner, error) {
 	switch name {
 	case "", Sequins:
@@ -40,8 +42,8 @@ func Builtin(name string) (Partitioner, error) {
 	case Murmur3:
 		return murmur3Partitioner{}, nil
 	}
-	if strings.HasPrefix(name, "wasm:") {
-		return nil, fmt.Errorf("%w: %q", ErrWasmUnsupported, name)
+	if strings.HasPrefix(name, wasmPrefix) {
+		return nil, fmt.Errorf("%w: %q is a Wasm plugin, not a built-in partitioner (use plugins.Open)", ErrUnknownPartitioner, name)
 	}
 	return nil, fmt.Errorf("%w: %q (want %s, %s, %s or wasm:<module>)", ErrUnknownPartitioner, name, Sequins, Hadoop, Murmur3)
 }

@@ -1,7 +1,9 @@
 package plugins
 
 import (
+	"context"
 	"errors"
+	"io/fs"
 	"testing"
 )
 
@@ -15,7 +17,7 @@ func TestBuiltin(t *testing.T) {
 		{"hadoop", Hadoop, nil},
 		{"murmur3", Murmur3, nil},
 		{"md5", "", ErrUnknownPartitioner},
-		{"wasm:x.wasm", "", ErrWasmUnsupported},
+		{"wasm:x.wasm", "", ErrUnknownPartitioner}, // a plugin: Open, not Builtin
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Builtin(tc.name)
@@ -39,5 +41,48 @@ func TestBuiltin(t *testing.T) {
 	p, _ := Builtin("")
 	if got, _, _ := p.Partition([]byte("bar"), 20); got != 19 {
 		t.Fatalf("sequins partition of bar = %d, want 19", got)
+	}
+}
+
+func TestOpenSpec(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		spec, identity string
+		err            error // of Open
+		checkErr       error // of CheckSpec, which does not open modules
+	}{
+		{spec: "", identity: Sequins},
+		{spec: "hadoop", identity: Hadoop},
+		{spec: "murmur3", identity: Murmur3},
+		{spec: "md5", err: ErrUnknownPartitioner, checkErr: ErrUnknownPartitioner},
+		{spec: "wasm:", err: ErrUnknownPartitioner, checkErr: ErrUnknownPartitioner},
+		{spec: "wasm:https://example.com/p.wasm", err: ErrUnknownPartitioner, checkErr: ErrUnknownPartitioner},
+		{spec: "wasm:testdata/murmur3.wasm", identity: fileIdentity(t, "testdata/murmur3.wasm")},
+		{spec: "wasm:testdata/no_such.wasm", err: fs.ErrNotExist},
+		{spec: "wasm:testdata/no_alloc.wasm", err: ErrMissingExport},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			if err := CheckSpec(tc.spec); !errors.Is(err, tc.checkErr) {
+				t.Errorf("CheckSpec: %v, want %v", err, tc.checkErr)
+			}
+			p, err := Open(ctx, tc.spec, testConfig(t))
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("Open: %v, want %v", err, tc.err)
+			}
+			if err != nil {
+				if p != nil {
+					t.Fatalf("Open returned %v with an error", p)
+				}
+				return
+			}
+			if p.Identity() != tc.identity {
+				t.Fatalf("identity %q, want %q", p.Identity(), tc.identity)
+			}
+			if wp, ok := p.(*WasmPartitioner); ok {
+				if err := wp.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@
 //
 //	spangle serve [--config spangle.toml] [--source DIR] [--bind ADDR] [--data-dir DIR]
 //	spangle inspect FILE
+//	spangle plugin check MODULE.wasm
 //	spangle version
 package main
 
@@ -19,6 +20,7 @@ const usage = `usage: spangle <command> [flags]
 commands:
   serve     serve the dbs of a source root over HTTP
   inspect   print a SequenceFile's header and records
+  plugin    check a Wasm plugin (spangle plugin check MODULE.wasm)
   version   print the version
 
 Run 'spangle <command> -h' for a command's flags.
@@ -35,6 +37,8 @@ func main() {
 		err = serve(args)
 	case "inspect":
 		err = inspect(args, os.Stdout)
+	case "plugin":
+		err = pluginCmd(args, os.Stdout)
 	case "version", "--version", "-version":
 		fmt.Println("spangle", version)
 	case "help", "-h", "--help":

@@ -224,4 +224,3 @@ presharded = true
 		})
 	}
 }
-

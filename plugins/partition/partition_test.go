@@ -56,8 +56,8 @@ func TestSequinsFixtures(t *testing.T) {
 	}
 	var expected struct {
 		Files map[string]struct {
-			Format  string `json:"format"`
-			N       int    `json:"num_partitions_N"`
+			Format  string          `json:"format"`
+			N       int             `json:"num_partitions_N"`
 			Records json.RawMessage `json:"records"`
 		} `json:"files"`
 	}

@@ -1,0 +1,5 @@
+;; no_memory.wat: does not export its memory.
+(module
+  (memory 1)
+  (func (export "spangle_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "spangle_partition") (param i32 i32 i32) (result i32) (i32.const 0)))
