@@ -196,17 +196,23 @@ func TestDuplicatesLastWins(t *testing.T) {
 		name  string
 		opts  Options
 		parts []int
+		part  Partitioner
 	}{
-		{"serial", Options{MaxParallelLoads: 1}, nil},
-		{"parallel", Options{MaxParallelLoads: 4}, nil},
-		{"spilled", Options{MaxParallelLoads: 4, MemoryBudget: 8 << 10}, nil},
-		{"spilled serial", Options{MaxParallelLoads: 1, MemoryBudget: 4 << 10}, nil},
-		{"tx", Options{MaxParallelLoads: 3, TxWrites: true}, nil},
+		{"serial", Options{MaxParallelLoads: 1}, nil, nil},
+		{"parallel", Options{MaxParallelLoads: 4}, nil, nil},
+		{"spilled", Options{MaxParallelLoads: 4, MemoryBudget: 8 << 10}, nil, nil},
+		{"spilled serial", Options{MaxParallelLoads: 1, MemoryBudget: 4 << 10}, nil, nil},
+		{"tx", Options{MaxParallelLoads: 3, TxWrites: true}, nil, nil},
+		{"batched partitioner", Options{MaxParallelLoads: 4}, nil, &batchedPartitioner{}},
+		{"batched partitioner spilled", Options{MaxParallelLoads: 2, MemoryBudget: 8 << 10}, nil, &batchedPartitioner{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 3 {
 				s := openTestStore(t, t.TempDir(), tt.opts)
-				v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, dir, names)})
+				v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, dir, names), Partitioner: tt.part})
+				if bp, ok := tt.part.(*batchedPartitioner); ok && bp.calls.Load() == 0 {
+					t.Fatal("the batch export was not used")
+				}
 				for k, w := range want {
 					p, _, _ := (sequinsPartitioner{}).Partition([]byte(k), len(files))
 					got, err := v.Get(p, []byte(k))

@@ -42,6 +42,24 @@ func (sequinsPartitioner) Partition(key []byte, n int) (int, int, error) {
 	return p, alt, nil
 }
 
+// batchedPartitioner is sequins' partitioner with a batch form, as a Wasm
+// module with a batch export has. Partition fails: builds must batch.
+type batchedPartitioner struct{ calls atomic.Int64 }
+
+func (*batchedPartitioner) Partition([]byte, int) (int, int, error) {
+	return 0, 0, errors.New("batchedPartitioner: Partition called")
+}
+
+func (*batchedPartitioner) Batched() bool { return true }
+
+func (b *batchedPartitioner) PartitionBatch(keys [][]byte, n int, out []int) error {
+	b.calls.Add(1)
+	for i, k := range keys {
+		out[i], _, _ = sequinsPartitioner{}.Partition(k, n)
+	}
+	return nil
+}
+
 // failingPartitioner fails on one key.
 type failingPartitioner struct{ bad string }
 
