@@ -48,6 +48,13 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds the request line plus headers. Default 64 KiB.
 	MaxHeaderBytes int
+
+	// MaxBatchKeys bounds the keys of one batch lookup (POST
+	// /<db>/_batch); more is 413. Default 1000.
+	MaxBatchKeys int
+	// MaxBatchBytes bounds the body of one batch lookup; more is 413.
+	// Default 1 MiB.
+	MaxBatchBytes int
 }
 
 // DefaultConfig returns a Config with every default set and no Backend.
@@ -59,6 +66,8 @@ func DefaultConfig() Config {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		MaxBatchKeys:      DefaultMaxBatchKeys,
+		MaxBatchBytes:     DefaultMaxBatchBytes,
 	}
 }
 
@@ -79,6 +88,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: IdleTimeout %v is not positive", ErrInvalidConfig, c.IdleTimeout)
 	case c.MaxHeaderBytes <= 0:
 		return fmt.Errorf("%w: MaxHeaderBytes %d is not positive", ErrInvalidConfig, c.MaxHeaderBytes)
+	case c.MaxBatchKeys <= 0:
+		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
+	case c.MaxBatchBytes <= 0:
+		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
 	case c.Registerer != nil && c.Gatherer == nil:
 		if _, ok := c.Registerer.(prometheus.Gatherer); !ok {
 			return fmt.Errorf("%w: Registerer is set and is no Gatherer, but Gatherer is nil", ErrInvalidConfig)

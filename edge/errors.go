@@ -6,11 +6,16 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/spangledb/spangle/edge/internal/batchwire"
 	"github.com/spangledb/spangle/node"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
 var ErrInvalidConfig = errors.New("edge: invalid config")
+
+// errTooLarge reports a batch request, or an answer, larger than a limit:
+// MaxBatchBytes, or the NATS server's max_payload for a reply.
+var errTooLarge = errors.New("edge: too large")
 
 // statusClientClosedRequest is the non-standard status (nginx's, kept by
 // sequins) recorded when the client went away before the answer was ready.
@@ -26,6 +31,7 @@ type wireCode struct {
 	body   string
 	level  slog.Level // how a response with this row is logged
 	quiet  bool       // not logged at all
+	detail bool       // answer with the error's own text rather than body
 }
 
 // wireCodes maps the errors of Backend.Get to HTTP statuses. The first row
@@ -47,6 +53,13 @@ var wireCodes = [...]wireCode{
 		body: "proxy timeout\n", level: slog.LevelWarn},
 	{err: context.DeadlineExceeded, status: http.StatusGatewayTimeout, peer: http.StatusGatewayTimeout,
 		body: "timeout\n", level: slog.LevelWarn},
+	// Batch lookups (HTTP and NATS) and NATS replies.
+	{err: batchwire.ErrMalformed, status: http.StatusBadRequest, peer: http.StatusBadRequest,
+		level: slog.LevelInfo, detail: true},
+	{err: batchwire.ErrTooManyKeys, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
+		level: slog.LevelInfo, detail: true},
+	{err: errTooLarge, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
+		level: slog.LevelInfo, detail: true},
 }
 
 // errClientGone is the row for a lookup abandoned by its client.
@@ -59,7 +72,13 @@ var errOther = wireCode{status: http.StatusInternalServerError, peer: http.Statu
 // lookupWireCode returns the row for err, a non-nil error from Backend.Get
 // for request r.
 func lookupWireCode(r *http.Request, err error) *wireCode {
-	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	return wireCodeFor(r.Context(), err)
+}
+
+// wireCodeFor returns the row for err, a non-nil error of a lookup made
+// for a request whose own context is ctx (HTTP or NATS).
+func wireCodeFor(ctx context.Context, err error) *wireCode {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return &errClientGone
 	}
 	for i := range wireCodes {
@@ -68,6 +87,15 @@ func lookupWireCode(r *http.Request, err error) *wireCode {
 		}
 	}
 	return &errOther
+}
+
+// message returns the text answered for err under row: the error's own
+// when the row says so, else the row's body; "" for none.
+func (row *wireCode) message(err error) string {
+	if row.detail {
+		return err.Error() + "\n"
+	}
+	return row.body
 }
 
 // dbKnown reports whether a lookup that failed with err proves that the

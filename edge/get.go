@@ -101,10 +101,13 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 	defer s.metrics.inflight.Dec()
 
 	var proxy string
+	var raw bool
 	if r.URL.RawQuery != "" {
 		proxy = proxyParam(r.URL.RawQuery)
+		// Peers always get values as stored; clients may ask for them.
+		raw = proxy != "" || rawParam(r.URL.RawQuery)
 	}
-	res, err := s.backend.Get(r.Context(), db, []byte(key), node.GetOptions{Version: proxy})
+	res, err := s.backend.Get(r.Context(), db, []byte(key), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
 		s.writeError(w, r, db, proxy, err, start)
 		return

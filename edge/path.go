@@ -61,7 +61,18 @@ func parsePath(path string) (rt route, db, key string) {
 // (a URL's RawQuery), unescaped, without building a url.Values map. It
 // agrees with url.ParseQuery(rawQuery).Get("proxy") where that parses: a
 // parameter that does not unescape, or holds a ";", is skipped.
-func proxyParam(rawQuery string) string {
+func proxyParam(rawQuery string) string { return queryParam(rawQuery, "proxy") }
+
+// rawParam reports whether the query asks for the value as stored
+// ("raw=1" or "raw=true"), skipping the db's decoder.
+func rawParam(rawQuery string) bool {
+	v := queryParam(rawQuery, "raw")
+	return v == "1" || v == "true"
+}
+
+// queryParam returns the first value of the query parameter name, as
+// url.ParseQuery would decode it, without building a map.
+func queryParam(rawQuery, param string) string {
 	for q := rawQuery; q != ""; {
 		var part string
 		part, q, _ = strings.Cut(q, "&")
@@ -69,11 +80,11 @@ func proxyParam(rawQuery string) string {
 			continue // url.ParseQuery rejects these too
 		}
 		name, value, _ := strings.Cut(part, "=")
-		if name != "proxy" {
+		if name != param {
 			if !strings.ContainsAny(name, "%+") {
 				continue
 			}
-			if u, err := url.QueryUnescape(name); err != nil || u != "proxy" {
+			if u, err := url.QueryUnescape(name); err != nil || u != param {
 				continue
 			}
 		}

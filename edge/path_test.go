@@ -119,3 +119,20 @@ func FuzzProxyParam(f *testing.F) {
 		}
 	})
 }
+
+func TestRawParam(t *testing.T) {
+	for q, want := range map[string]bool{
+		"":                  false,
+		"raw=1":             true,
+		"raw=true":          true,
+		"raw=0":             false,
+		"x=1&raw=1":         true,
+		"r%61w=1":           true,
+		"raw":               false,
+		"proxy=v1&raw=true": true,
+	} {
+		if got := rawParam(q); got != want {
+			t.Errorf("rawParam(%q) = %v, want %v", q, got, want)
+		}
+	}
+}

@@ -41,6 +41,8 @@ type Server struct {
 	metricsHandler http.Handler
 	dashboard      *template.Template
 	http           *http.Server
+	maxBatchKeys   int
+	maxBatchBytes  int
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -82,7 +84,9 @@ func NewServer(cfg Config) (*Server, error) {
 		metricsHandler: promhttp.HandlerFor(gath, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
 		}),
-		dashboard: dashboard,
+		dashboard:     dashboard,
+		maxBatchKeys:  cfg.MaxBatchKeys,
+		maxBatchBytes: cfg.MaxBatchBytes,
 	}
 	s.http = &http.Server{
 		Handler:           s,
@@ -120,7 +124,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // ServeHTTP routes r by hand (see the package doc for the table).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header()[hdrAllow] = valAllow
+		allow := valAllow
+		if db, ok := batchPath(r.URL.Path); ok { // POST /<db>/_batch: batch.go
+			if r.Method == http.MethodPost {
+				s.serveBatch(w, r, db)
+				return
+			}
+			allow = valAllowBatch
+		}
+		w.Header()[hdrAllow] = allow
 		writeText(w, r, http.StatusMethodNotAllowed, "method not allowed\n")
 		return
 	}

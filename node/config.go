@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +49,36 @@ type Config struct {
 	// the zero DBConfig.
 	DBs map[string]DBConfig
 
+	// NodeID identifies this node in the cluster's KV buckets; it must
+	// match ^[-_a-zA-Z0-9]+$. Default "": the ID stored in
+	// <DataDir>/node_id, which Start creates once (16 random hex digits).
+	NodeID string
+	// ShardID is published in this node's entries: nodes sharing one hold
+	// the same partitions. Default "": the node ID.
+	ShardID string
+	// Advertiser, when set, receives this node's entries for the
+	// cluster's KV buckets (see advertise.go). Default nil: the node
+	// advertises nothing.
+	Advertiser Advertiser
+	// AdvertiseAddress is the HTTP host:port peers and clients reach this
+	// node at, published in its entries. Default "".
+	AdvertiseAddress string
+	// AdvertiseSubjects is the NATS subject prefix of this node's front
+	// door ("spangle.<cluster>"), published in its partitions entries.
+	// Default "".
+	AdvertiseSubjects string
+	// AdvertiseRetry is the pause before an entry whose write failed is
+	// written again. Default 1s.
+	AdvertiseRetry time.Duration
+	// BinaryVersion is the release published in the node entry. Default "".
+	BinaryVersion string
+
+	// Plugins configures the WebAssembly host for dbs whose partitioner or
+	// decoder is a module ("wasm:<path>"). Zero fields take the plugins
+	// package's defaults; an empty CacheDir becomes <DataDir>/wasm-cache,
+	// and a nil Logger or Registerer the node's.
+	Plugins plugins.Config
+
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the node's metrics. Default: none registered.
@@ -56,8 +88,13 @@ type Config struct {
 // DBConfig holds one db's settings ([dbs.<name>] in the config file).
 type DBConfig struct {
 	// Partitioner names the db's partitioner: "sequins" (default),
-	// "hadoop" or "murmur3".
+	// "hadoop", "murmur3" or "wasm:<path>" (a plugin module; a relative path
+	// is relative to the working directory).
 	Partitioner string
+	// Decoder, when set ("wasm:<path>"), decodes values before they are
+	// served (not for peers, nor for lookups that ask for raw values); its
+	// content type replaces ContentType. Default "": values as stored.
+	Decoder string
 	// ContentType is sent with values. Default application/octet-stream.
 	ContentType string
 	// CacheControl is sent with values when set. Default none.
@@ -100,6 +137,27 @@ func (c *Config) Validate() error {
 	if c.Compression == "" {
 		c.Compression = d.Compression
 	}
+	if c.AdvertiseRetry <= 0 {
+		c.AdvertiseRetry = time.Second
+	}
+	if c.NodeID != "" && !ValidName(c.NodeID) {
+		return fmt.Errorf("%w: node ID %q must match %s", ErrConfig, c.NodeID, validName)
+	}
+	if c.ShardID != "" && !ValidName(c.ShardID) {
+		return fmt.Errorf("%w: shard ID %q must match %s", ErrConfig, c.ShardID, validName)
+	}
+	if c.Plugins.CacheDir == "" {
+		c.Plugins.CacheDir = filepath.Join(c.DataDir, "wasm-cache")
+	}
+	if c.Plugins.Logger == nil {
+		c.Plugins.Logger = c.Logger
+	}
+	if c.Plugins.Registerer == nil {
+		c.Plugins.Registerer = c.Registerer
+	}
+	if err := c.Plugins.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	if c.RefreshPeriod < 0 {
 		return fmt.Errorf("%w: refresh_period %v is negative", ErrConfig, c.RefreshPeriod)
 	}
@@ -110,8 +168,11 @@ func (c *Config) Validate() error {
 		if !ValidName(name) {
 			return fmt.Errorf("%w: db name %q must match %s", ErrConfig, name, validName)
 		}
-		if _, err := plugins.Builtin(db.Partitioner); err != nil {
+		if err := plugins.CheckSpec(db.Partitioner); err != nil {
 			return fmt.Errorf("%w: dbs.%s: %v", ErrConfig, name, err)
+		}
+		if db.Decoder != "" && (!strings.HasPrefix(db.Decoder, wasmPrefix) || len(db.Decoder) == len(wasmPrefix)) {
+			return fmt.Errorf("%w: dbs.%s: decoder %q: want wasm:<path>", ErrConfig, name, db.Decoder)
 		}
 		if db.Compression != "" {
 			if _, err := blocks.ParseCompression(db.Compression); err != nil {
@@ -133,3 +194,6 @@ func (c *Config) dbConfig(name string) DBConfig {
 	}
 	return db
 }
+
+// wasmPrefix starts a plugin spec: "wasm:<path>".
+const wasmPrefix = "wasm:"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,8 @@ type db struct {
 	cfg         DBConfig
 	node        *Node
 	partitioner plugins.Partitioner
+	decoder     *plugins.WasmDecoder // nil: values as stored
+	contentType string               // the decoder's, else the db config's
 	compression blocks.Compression
 
 	// active is the version lookups use; nil until one is built.
@@ -69,13 +72,27 @@ type versionState struct {
 
 func (n *Node) newDB(name string) (*db, error) {
 	cfg := n.cfg.dbConfig(name)
-	p, err := plugins.Builtin(cfg.Partitioner)
-	if err != nil {
-		return nil, err
-	}
 	c, err := blocks.ParseCompression(cfg.Compression)
 	if err != nil {
 		return nil, err
+	}
+	// Compiling a module takes a while (less with the on-disk cache): it
+	// happens here, never on the read path.
+	p, err := plugins.Open(n.ctx, cfg.Partitioner, n.cfg.Plugins)
+	if err != nil {
+		return nil, err
+	}
+	contentType := cfg.ContentType
+	var dec *plugins.WasmDecoder
+	if cfg.Decoder != "" {
+		dec, err = plugins.OpenDecoder(n.ctx, strings.TrimPrefix(cfg.Decoder, wasmPrefix), n.cfg.Plugins)
+		if err != nil {
+			closePartitioner(p)
+			return nil, err
+		}
+		if ct := dec.ContentType(); ct != "" {
+			contentType = ct
+		}
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
 	return &db{
@@ -83,6 +100,8 @@ func (n *Node) newDB(name string) (*db, error) {
 		cfg:         cfg,
 		node:        n,
 		partitioner: p,
+		decoder:     dec,
+		contentType: contentType,
 		compression: c,
 		versions:    map[string]*versionState{},
 		failed:      map[string]bool{},
@@ -129,6 +148,28 @@ func (d *db) shutdown() {
 	d.cancel()
 	<-d.done
 	d.closeVersions()
+	d.closePlugins()
+}
+
+// closePlugins releases the db's Wasm modules, if any.
+func (d *db) closePlugins() {
+	closePartitioner(d.partitioner)
+	if d.decoder != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := d.decoder.Close(ctx); err != nil {
+			d.node.log.Warn("closing decoder", "db", d.name, "err", err)
+		}
+	}
+}
+
+// closePartitioner closes p if it holds resources (a Wasm module).
+func closePartitioner(p plugins.Partitioner) {
+	if c, ok := p.(interface{ Close(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Close(ctx) //nolint:errcheck // nothing left to do with the module
+	}
 }
 
 // closeVersions closes the active version; lookups that race with it see
@@ -307,6 +348,7 @@ func (d *db) activate(state *versionState, bv *blocks.Version) {
 	d.mu.Unlock()
 
 	old := d.active.Swap(v)
+	d.node.heldChanged() // the NATS front door and the advertiser follow (held.go)
 	d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
 	d.node.log.Info("version active", "db", d.name, "version", v.name)
 	if old == nil {

@@ -15,6 +15,9 @@ type GetOptions struct {
 	// "?proxy=<version>" request): it is never proxied again, and a version
 	// this node does not hold is ErrUnknownVersion.
 	Version string
+	// Raw skips the db's decoder: the value as stored, with the db's
+	// configured content type (what peers ask for).
+	Raw bool
 }
 
 // Result is the answer to a lookup. A missing key is Found == false with a
@@ -59,6 +62,13 @@ func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) 
 		}
 		res.ContentType = d.cfg.ContentType
 		res.CacheControl = d.cfg.CacheControl
+		if d.decoder != nil && res.Found && !opts.Raw {
+			val, err := d.decoder.Decode(ctx, res.Value)
+			if err != nil {
+				return Result{}, fmt.Errorf("node: decode %s value: %w", db, err)
+			}
+			res.Value, res.ContentType = val, d.contentType
+		}
 		return res, nil
 	}
 }

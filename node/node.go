@@ -34,6 +34,16 @@ type Node struct {
 	readyCh   chan struct{}
 	wg        sync.WaitGroup // every goroutine the node starts
 
+	id  string      // set by Start: Config.NodeID or <data_dir>/node_id
+	adv *advertiser // set by Start when Config.Advertiser is set
+
+	heldMu sync.Mutex // serialises heldChanged
+	held   atomic.Pointer[heldView]
+
+	drainOnce sync.Once
+	drainCh   chan struct{} // closed by Drain
+	draining  atomic.Bool
+
 	startOnce    sync.Once
 	startErr     error
 	shutdownOnce sync.Once
@@ -59,9 +69,11 @@ func New(cfg Config) (*Node, error) {
 		metrics:   newMetrics(cfg.Registerer),
 		refreshCh: make(chan bool, 1),
 		readyCh:   make(chan struct{}),
+		drainCh:   make(chan struct{}),
 	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
+	n.held.Store(newHeldView(nil))
 	return n, nil
 }
 
@@ -84,10 +96,25 @@ func (n *Node) start() error {
 		return err
 	}
 	n.store = store
+	n.id = n.cfg.NodeID
+	if n.id == "" {
+		if n.id, err = loadNodeID(n.cfg.DataDir); err != nil {
+			store.Close()
+			return err
+		}
+	}
 	n.ctx, n.stop = context.WithCancel(context.Background())
 	if err := n.reuseLocalVersions(); err != nil {
 		store.Close()
 		return err
+	}
+	if n.cfg.Advertiser != nil {
+		n.adv = newAdvertiser(n)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.adv.run(n.ctx)
+		}()
 	}
 	n.wg.Add(1)
 	go func() {
@@ -119,8 +146,8 @@ func (n *Node) reuseLocalVersions() error {
 	for name, m := range newest {
 		d, err := n.newDB(name)
 		if err != nil {
-			n.log.Warn("dropping local data of a db that is no longer valid", "db", name, "err", err)
-			n.removeVersionFiles(m.DB, m.Version)
+			// Its data stays on disk: the refresh loop tries the db again.
+			n.log.Error("cannot set up db; not serving it", "db", name, "err", err)
 			continue
 		}
 		if m.Partitioner != d.partitioner.Identity() {
@@ -145,6 +172,7 @@ func (n *Node) reuseLocalVersions() error {
 		n.startDB(d)
 	}
 	n.dbs.Store(&dbs)
+	n.heldChanged()
 	return nil
 }
 
@@ -165,7 +193,34 @@ func (n *Node) Ready() bool {
 	default:
 		return false
 	}
-	return n.ctx != nil && n.ctx.Err() == nil
+	return n.ctx != nil && n.ctx.Err() == nil && !n.draining.Load()
+}
+
+// ID returns the node's ID (Config.NodeID, or the one kept in the data
+// dir); "" before Start.
+func (n *Node) ID() string { return n.id }
+
+// Drain announces that the node is leaving, before its front doors stop:
+// Ready turns false and, with an Advertiser, the node entry's state
+// becomes DRAINING. Lookups are still answered. Drain waits until the
+// advertiser has tried to write the new state, or ctx ends; it is
+// idempotent, and Shutdown calls it.
+func (n *Node) Drain(ctx context.Context) error {
+	n.drainOnce.Do(func() {
+		n.draining.Store(true)
+		close(n.drainCh)
+	})
+	if n.adv == nil {
+		return nil
+	}
+	select {
+	case <-n.adv.drainAck:
+		return nil
+	case <-n.adv.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("node: drain: %w", ctx.Err())
+	}
 }
 
 // Refresh asks the node to list its source now (SIGHUP). Versions that
@@ -235,6 +290,7 @@ func (n *Node) refresh(first, force bool) {
 			n.metrics.forgetDB(name)
 		}
 	}
+	n.heldChanged()
 	var pending []chan struct{}
 	for _, d := range dbs {
 		done := d.kick(force)
@@ -267,15 +323,18 @@ func (n *Node) startDB(d *db) {
 	}()
 }
 
-// Shutdown stops the node: (1) cancels builds and the refresh loop, (2)
-// waits for them, (3) closes every version, waiting for in-flight lookups,
-// (4) releases the data dir. It is idempotent; ctx bounds the wait.
+// Shutdown stops the node: (1) drains (see Drain), (2) cancels builds,
+// the refresh loop and the advertiser, (3) waits for them, (4) withdraws
+// the node's KV entries (failures are logged: they expire anyway), (5)
+// closes every version, waiting for in-flight lookups, (6) releases the
+// data dir. It is idempotent; ctx bounds the wait.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var err error
 	n.shutdownOnce.Do(func() {
 		if n.stop == nil {
 			return // never started
 		}
+		_ = n.Drain(ctx) // bounded by ctx; a failure only delays what peers see
 		n.stop()
 		done := make(chan struct{})
 		go func() {
@@ -288,9 +347,14 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			err = fmt.Errorf("node: shutdown: %w", ctx.Err())
 			return
 		}
+		if n.adv != nil {
+			_ = n.adv.withdrawAll(ctx) // logged; the entries expire anyway
+		}
 		for _, d := range *n.dbs.Load() {
 			d.closeVersions()
+			d.closePlugins()
 		}
+		n.heldChanged()
 		err = n.store.Close()
 	})
 	return err

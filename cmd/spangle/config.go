@@ -10,6 +10,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -25,6 +26,21 @@ type fileConfig struct {
 	RequireSuccessFile bool     `toml:"require_success_file"`
 	ContentType        string   `toml:"content_type"`
 	SequinsHeaders     bool     `toml:"sequins_headers"`
+	ShardID            string   `toml:"shard_id"`
+	AdvertisedHostname string   `toml:"advertised_hostname"`
+
+	// NATS replaces sequins' [zk]: the embedded server (no url) or
+	// external ones, and the spangle cluster's name.
+	NATS struct {
+		URL         stringList `toml:"url"` // a string, comma-separated, or a list; empty: embedded
+		Listen      string     `toml:"listen"`
+		Creds       string     `toml:"creds"`
+		NKey        string     `toml:"nkey"`
+		TLSCA       string     `toml:"tls_ca"`
+		TLSCert     string     `toml:"tls_cert"`
+		TLSKey      string     `toml:"tls_key"`
+		ClusterName string     `toml:"cluster_name"`
+	} `toml:"nats"`
 
 	Storage struct {
 		Compression  string `toml:"compression"`
@@ -41,11 +57,19 @@ type fileConfig struct {
 		MemoryLimit string `toml:"memory_limit"`
 	} `toml:"runtime"`
 
+	Plugins struct {
+		CacheDir         string   `toml:"cache_dir"`
+		CallTimeout      duration `toml:"call_timeout"`
+		MemoryLimitPages uint32   `toml:"memory_limit_pages"`
+		PoolSize         int      `toml:"pool_size"`
+	} `toml:"plugins"`
+
 	DBs map[string]dbFileConfig `toml:"dbs"`
 }
 
 type dbFileConfig struct {
 	Partitioner  string `toml:"partitioner"`
+	Decoder      string `toml:"decoder"`
 	ContentType  string `toml:"content_type"`
 	CacheControl string `toml:"cache_control"`
 	Presharded   bool   `toml:"presharded"`
@@ -64,6 +88,38 @@ func (d *duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// stringList reads a TOML string (comma-separated) or array of strings.
+type stringList []string
+
+func (l *stringList) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*l = splitList(v)
+		return nil
+	case []any:
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return fmt.Errorf("want strings, got %T", e)
+			}
+			*l = append(*l, splitList(s)...)
+		}
+		return nil
+	}
+	return fmt.Errorf("want a string or a list of strings, got %T", v)
+}
+
+// splitList splits a comma-separated list, dropping empty elements.
+func splitList(s string) []string {
+	var out []string
+	for e := range strings.SplitSeq(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // config is everything serve needs.
 type config struct {
 	node           node.Config
@@ -78,10 +134,17 @@ type config struct {
 	// soft memory limit keeps a build's large heap bounded.
 	gcPercent   int
 	memoryLimit int64
+
+	// nats configures kvwatch: an embedded NATS server, or external ones.
+	nats kvwatch.Config
+	// advertisedHostname replaces the bind address's host in this node's
+	// entries (sequins' advertised_hostname).
+	advertisedHostname string
 }
 
 func defaultConfig() config {
 	return config{
+		nats:        kvwatch.DefaultConfig(),
 		node:        node.DefaultConfig(),
 		bind:        "0.0.0.0:9599",
 		gcPercent:   400,
@@ -143,10 +206,15 @@ func loadConfig(path string, cfg *config) error {
 	}
 	set(&cfg.debugBind, fc.Debug.Bind)
 	cfg.pprof = fc.Debug.Pprof
+	n.Plugins.CacheDir = fc.Plugins.CacheDir
+	n.Plugins.CallTimeout = fc.Plugins.CallTimeout.Duration
+	n.Plugins.MemoryLimitPages = fc.Plugins.MemoryLimitPages
+	n.Plugins.PoolSize = fc.Plugins.PoolSize
 	n.DBs = map[string]node.DBConfig{}
 	for name, db := range fc.DBs {
 		n.DBs[name] = node.DBConfig{
 			Partitioner:  db.Partitioner,
+			Decoder:      db.Decoder,
 			ContentType:  db.ContentType,
 			CacheControl: db.CacheControl,
 			Presharded:   db.Presharded,
@@ -154,6 +222,17 @@ func loadConfig(path string, cfg *config) error {
 		}
 	}
 	n.ContentType = fc.ContentType
+	n.ShardID = fc.ShardID
+	cfg.advertisedHostname = fc.AdvertisedHostname
+	k := &cfg.nats
+	k.URLs = fc.NATS.URL
+	set(&k.EmbeddedListen, fc.NATS.Listen)
+	k.CredsFile = fc.NATS.Creds
+	k.NKeySeedFile = fc.NATS.NKey
+	k.TLSCAFile = fc.NATS.TLSCA
+	k.TLSCertFile = fc.NATS.TLSCert
+	k.TLSKeyFile = fc.NATS.TLSKey
+	set(&k.ClusterName, fc.NATS.ClusterName)
 	return nil
 }
 

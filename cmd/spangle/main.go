@@ -2,6 +2,8 @@
 // jobs over HTTP.
 //
 //	spangle serve [--config spangle.toml] [--source DIR] [--bind ADDR] [--data-dir DIR]
+//	spangle get [--http URL | --nats URL] [--raw] DB KEY
+//	spangle status [--http URL | --nats URL] [--json]
 //	spangle inspect FILE
 //	spangle plugin check MODULE.wasm
 //	spangle version
@@ -18,7 +20,9 @@ var version = "dev"
 const usage = `usage: spangle <command> [flags]
 
 commands:
-  serve     serve the dbs of a source root over HTTP
+  serve     serve the dbs of a source root over HTTP and NATS
+  get       look a key up (exit 0 found, 1 missing, 2 error)
+  status    print the dbs, versions, partitions and nodes
   inspect   print a SequenceFile's header and records
   plugin    check a Wasm plugin (spangle plugin check MODULE.wasm)
   version   print the version
@@ -35,6 +39,10 @@ func main() {
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "serve":
 		err = serve(args)
+	case "get":
+		os.Exit(get(args, os.Stdout, os.Stderr))
+	case "status":
+		err = status(args, os.Stdout, os.Stderr)
 	case "inspect":
 		err = inspect(args, os.Stdout)
 	case "plugin":

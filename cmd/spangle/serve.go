@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -33,6 +35,8 @@ func serve(args []string) error {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	natsURL := fs.String("nats", "", "NATS server URLs, comma-separated (default: an embedded server)")
+	natsListen := fs.String("nats-listen", "", "embedded NATS server's client address (default 127.0.0.1:4222)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,6 +64,10 @@ func serve(args []string) error {
 	override(&cfg.node.DataDir, *dataDir)
 	override(&cfg.bind, *bind)
 	override(&cfg.debugBind, *debugBind)
+	override(&cfg.nats.EmbeddedListen, *natsListen)
+	if *natsURL != "" {
+		cfg.nats.URLs = splitList(*natsURL)
+	}
 	if cfg.node.DataDir == "" {
 		cfg.node.DataDir = "spangle-data"
 	}
@@ -76,8 +84,33 @@ func serve(args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.node.Logger = log
 	cfg.node.Registerer = reg
+
+	// NATS: kvwatch (an embedded server under <data_dir>/nats by default)
+	// carries this node's KV entries and the NATS front door.
+	kcfg := cfg.nats
+	kcfg.Logger = log
+	kcfg.Registerer = reg
+	if kcfg.Embedded() && kcfg.EmbeddedStoreDir == "" {
+		kcfg.EmbeddedStoreDir = filepath.Join(cfg.node.DataDir, "nats")
+	}
+	if !node.ValidName(kcfg.ClusterName) {
+		return fmt.Errorf("nats.cluster_name %q must match ^[-_a-zA-Z0-9]+$", kcfg.ClusterName)
+	}
+	kv, err := kvwatch.New(kcfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.bind)
+	if err != nil {
+		return err
+	}
+	cfg.node.Advertiser = edge.NewKVAdvertiser(kv)
+	cfg.node.AdvertiseSubjects = edge.SubjectPrefix(kcfg.ClusterName)
+	cfg.node.AdvertiseAddress = advertisedAddress(ln.Addr(), cfg.advertisedHostname)
+	cfg.node.BinaryVersion = version
 	n, err := node.New(cfg.node)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	ecfg := edge.DefaultConfig()
@@ -89,16 +122,19 @@ func serve(args []string) error {
 	ecfg.SequinsHeaders = cfg.sequinsHeaders
 	srv, err := edge.NewServer(ecfg)
 	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.bind)
-	if err != nil {
+		ln.Close()
 		return err
 	}
 	if err := n.Start(); err != nil {
 		ln.Close()
 		return err
 	}
+	ncfg := edge.DefaultNATSConfig()
+	ncfg.Backend = n
+	ncfg.ClusterName = kcfg.ClusterName
+	ncfg.Logger = log
+	ncfg.Registerer = reg
+	nd := startNATS(log, kv, ncfg)
 	log.Info("spangle serving", "version", version, "bind", ln.Addr().String(), "source", cfg.node.Source,
 		"data_dir", cfg.node.DataDir, "config", path)
 
@@ -124,7 +160,7 @@ func serve(args []string) error {
 		select {
 		case err := <-errc:
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				shutdown(log, srv, n, debug, *shutdownTimeout)
+				shutdown(log, srv, n, nd, debug, *shutdownTimeout)
 				return err
 			}
 		case sig := <-sigs:
@@ -134,20 +170,22 @@ func serve(args []string) error {
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
-			return shutdown(log, srv, n, debug, *shutdownTimeout)
+			return shutdown(log, srv, n, nd, debug, *shutdownTimeout)
 		}
 	}
 }
 
-// shutdown stops taking requests, finishes in-flight ones, then stops the node.
-func shutdown(log *slog.Logger, srv *edge.Server, n *node.Node, debug *http.Server, timeout time.Duration) error {
+// shutdown announces the node is draining, stops taking requests (NATS,
+// then HTTP), finishes in-flight ones, then stops the node (which
+// withdraws its KV entries) and NATS.
+func shutdown(log *slog.Logger, srv *edge.Server, n *node.Node, nd *natsDoor, debug *http.Server, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	errs := []error{srv.Shutdown(ctx)}
+	errs := []error{n.Drain(ctx), nd.stopFrontDoor(ctx), srv.Shutdown(ctx)}
 	if debug != nil {
 		errs = append(errs, debug.Shutdown(ctx))
 	}
-	errs = append(errs, n.Shutdown(ctx))
+	errs = append(errs, n.Shutdown(ctx), nd.stopKV(ctx))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

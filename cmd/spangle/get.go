@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/spangledb/spangle/edge/client"
+)
+
+// Exit codes of spangle get.
+const (
+	exitFound   = 0
+	exitMissing = 1 // 404: the key, or the db, is not there
+	exitError   = 2
+)
+
+// get runs "spangle get DB KEY": it prints the value on stdout, the status
+// and version on stderr, and returns the exit code.
+func get(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := addClientFlags(fs)
+	raw := fs.Bool("raw", false, "print the value's bytes as they are (default: quoted unless printable text, with a newline)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: spangle get [--http URL | --nats URL] [--raw] DB KEY")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(interleaved(fs, args)); err != nil {
+		return exitError
+	}
+	if fs.NArg() != 2 {
+		fs.Usage()
+		return exitError
+	}
+	db, key := fs.Arg(0), fs.Arg(1)
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	c, closeAll, err := cf.open()
+	if err != nil {
+		fmt.Fprintln(stderr, "spangle get:", err)
+		return exitError
+	}
+	defer closeAll()
+	res, err := c.Get(ctx, db, []byte(key))
+	switch {
+	case errors.Is(err, client.ErrUnknownDB):
+		fmt.Fprintf(stderr, "404 db %q unknown or without a version\n", db)
+		return exitMissing
+	case err != nil:
+		fmt.Fprintln(stderr, "spangle get:", err)
+		return exitError
+	case !res.Found:
+		fmt.Fprintf(stderr, "404 version=%s\n", res.Version)
+		return exitMissing
+	}
+	ct := res.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	fmt.Fprintf(stderr, "200 version=%s bytes=%d content-type=%s\n", res.Version, len(res.Value), ct)
+	if *raw {
+		stdout.Write(res.Value) //nolint:errcheck // nothing to do if stdout is gone
+		return exitFound
+	}
+	fmt.Fprintln(stdout, printable(res.Value))
+	return exitFound
+}
+
+// printable returns v as text when it is valid UTF-8 without control
+// characters other than tabs and newlines, else Go-quoted.
+func printable(v []byte) string {
+	if utf8.Valid(v) {
+		ok := true
+		for _, r := range string(v) {
+			if r < ' ' && r != '\t' && r != '\n' || r == 0x7f {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return string(v)
+		}
+	}
+	return strconv.Quote(string(v))
+}
+
+// clientFlags are the flags that choose and tune a client: get and status.
+type clientFlags struct {
+	httpURL, natsURL, cluster, creds string
+	timeout                          time.Duration
+}
+
+func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	cf := &clientFlags{}
+	fs.StringVar(&cf.httpURL, "http", "", "a node's HTTP address (default http://127.0.0.1:9599 unless --nats)")
+	fs.StringVar(&cf.natsURL, "nats", "", "NATS server URLs, comma-separated")
+	fs.StringVar(&cf.cluster, "cluster", "spangle", "spangle cluster name (NATS)")
+	fs.StringVar(&cf.creds, "creds", "", "NATS credentials file")
+	fs.DurationVar(&cf.timeout, "timeout", 5*time.Second, "how long to try")
+	return cf
+}
+
+// open returns a started client and a function that closes it (and the
+// NATS connection it opened).
+func (cf *clientFlags) open() (*client.Client, func(), error) {
+	if cf.httpURL != "" && cf.natsURL != "" {
+		return nil, nil, errors.New("--http and --nats are exclusive")
+	}
+	cfg := client.DefaultConfig()
+	cfg.ClusterName = cf.cluster
+	cfg.Timeout = cf.timeout
+	var nc *nats.Conn
+	if cf.natsURL != "" {
+		opts := []nats.Option{nats.Name("spangle-cli"), nats.Timeout(cf.timeout)}
+		if cf.creds != "" {
+			opts = append(opts, nats.UserCredentials(cf.creds))
+		}
+		var err error
+		if nc, err = nats.Connect(cf.natsURL, opts...); err != nil {
+			return nil, nil, fmt.Errorf("connect %s: %w", cf.natsURL, err)
+		}
+		cfg.Conn = nc
+	} else {
+		u := cf.httpURL
+		if u == "" {
+			u = "http://127.0.0.1:9599"
+		}
+		cfg.URLs = splitList(u)
+	}
+	c, err := client.New(cfg)
+	if err == nil {
+		err = c.Start()
+	}
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil, nil, err
+	}
+	return c, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+		defer cancel()
+		c.Close(ctx) //nolint:errcheck // exiting anyway
+		if nc != nil {
+			nc.Close()
+		}
+	}, nil
+}
+
+// interleaved reorders args so that flags given after the positional
+// arguments ("spangle get db key --raw") are parsed too.
+func interleaved(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := a[1:]
+		if name[0] == '-' {
+			name = name[1:]
+		}
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && i+1 < len(args) {
+			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+				continue
+			}
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(append(flags, "--"), pos...)
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/kvwatch"
+)
+
+// natsDoor starts kvwatch and then the NATS front door in the background,
+// so that HTTP serves at once and keeps serving while NATS is unreachable
+// (kvwatch.Start retries until it connects).
+type natsDoor struct {
+	log    *slog.Logger
+	kv     *kvwatch.KV
+	cfg    edge.NATSConfig // Conn is set once kvwatch has started
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+
+	mu  sync.Mutex // guards srv
+	srv *edge.NATSServer
+}
+
+func startNATS(log *slog.Logger, kv *kvwatch.KV, cfg edge.NATSConfig) *natsDoor {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &natsDoor{log: log, kv: kv, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	go d.run(ctx) // owned: stop cancels and waits for it
+	return d
+}
+
+func (d *natsDoor) run(ctx context.Context) {
+	defer close(d.done)
+	if err := d.kv.Start(ctx); err != nil {
+		if ctx.Err() == nil {
+			d.log.Error("NATS unavailable: serving HTTP only", "err", err)
+		}
+		return
+	}
+	d.cfg.Conn = d.kv.Conn()
+	srv, err := edge.NewNATSServer(d.cfg)
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		d.log.Error("NATS front door not started: serving HTTP only", "err", err)
+		return
+	}
+	d.mu.Lock()
+	d.srv = srv
+	d.mu.Unlock()
+	d.log.Info("NATS front door serving", "subjects", edge.SubjectPrefix(d.cfg.ClusterName)+".>",
+		"embedded_url", d.kv.ClientURL())
+}
+
+// stopFrontDoor cancels a start still under way and drains the front
+// door's subscriptions. The connection stays up for stopKV.
+func (d *natsDoor) stopFrontDoor(ctx context.Context) error {
+	d.cancel()
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return fmt.Errorf("NATS front door: %w", ctx.Err())
+	}
+	d.mu.Lock()
+	srv := d.srv
+	d.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}
+
+// stopKV withdraws what is left of this node's KV entries, closes the
+// connection and stops the embedded server.
+func (d *natsDoor) stopKV(ctx context.Context) error { return d.kv.Shutdown(ctx) }
+
+// advertisedAddress is the HTTP host:port published in this node's
+// entries: the bound address, with hostname (advertised_hostname) or, for
+// a wildcard bind, the machine's hostname as the host.
+func advertisedAddress(bound net.Addr, hostname string) string {
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return bound.String()
+	}
+	if hostname == "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			return bound.String()
+		}
+		if hostname, err = os.Hostname(); err != nil {
+			return bound.String()
+		}
+	}
+	return net.JoinHostPort(hostname, port)
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// status runs "spangle status": the dbs, versions, partitions × replicas
+// and nodes, from a node's HTTP status or from the cluster's KV buckets.
+func status(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := addClientFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON: the node's status (HTTP) or the cluster map (NATS)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("status takes no arguments (got %q)", fs.Args())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	if cf.natsURL == "" {
+		return httpStatus(ctx, cf, stdout, *asJSON)
+	}
+	c, closeAll, err := cf.open()
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		return fmt.Errorf("cluster map of %q not read within %v (is the cluster name right?)", cf.cluster, cf.timeout)
+	}
+	m := c.Map()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m)
+	}
+	printMap(stdout, m)
+	return nil
+}
+
+// httpStatus prints one node's status, GET / with Accept: application/json.
+func httpStatus(ctx context.Context, cf *clientFlags, stdout io.Writer, asJSON bool) error {
+	base := cf.httpURL
+	if base == "" {
+		base = "http://127.0.0.1:9599"
+	}
+	base = strings.TrimRight(splitList(base)[0], "/")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s/: %s", base, resp.Status)
+	}
+	if asJSON {
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			return fmt.Errorf("GET %s/: %w", base, err)
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	var st node.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("GET %s/: %w", base, err)
+	}
+	printStatus(stdout, base, st)
+	return nil
+}
+
+// printStatus prints a node's status as a table, one row per version and
+// node.
+func printStatus(w io.Writer, base string, st node.Status) {
+	fmt.Fprintf(w, "status of %s\n\n", base)
+	if len(st.DBs) == 0 {
+		fmt.Fprintln(w, "no dbs")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DB\tVERSION\tNODE\tSTATE\tCURRENT\tHELD\tREPLICAS AVG\tMISSING\tBUILD")
+	for _, db := range slices.Sorted(maps.Keys(st.DBs)) {
+		vs := st.DBs[db].Versions
+		for _, v := range slices.Sorted(maps.Keys(vs)) {
+			s := vs[v]
+			build := ""
+			if s.Build != nil && s.Build.DurationSec == 0 {
+				build = fmt.Sprintf("%.1f%%", s.Build.Percent)
+			}
+			for _, name := range slices.Sorted(maps.Keys(s.Nodes)) {
+				nv := s.Nodes[name]
+				b := build
+				if nv.Error != "" {
+					b = "error: " + nv.Error
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.2f (target %d)\t%d\t%s\n", db, v, name, nv.State,
+					yesNo(nv.Current), len(nv.Partitions), s.NumPartitions, s.AverageReplication,
+					s.TargetReplication, s.MissingPartitions, b)
+			}
+		}
+	}
+	tw.Flush()
+}
+
+// printMap prints the cluster map: nodes, then each db's versions with
+// partitions × replicas.
+func printMap(w io.Writer, m client.Map) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tNAME\tSHARD\tSTATE\tADDRESS\tUP\tRELEASE")
+	now := time.Now()
+	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
+		n := m.Nodes[id]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, n.Name, n.ShardID, n.State, n.Address,
+			now.Sub(n.Started).Round(time.Second), n.BinaryVersion)
+	}
+	if len(m.Nodes) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "DB\tVERSION\tLIVE\tPARTITIONS\tPARTITIONER\tREPLICAS MIN/AVG/MAX\tMISSING\tNODES")
+	type dbVersion struct{ db, version string }
+	groups := map[dbVersion][]advert.Partitions{}
+	for _, p := range m.Partitions {
+		k := dbVersion{p.DB, p.Version}
+		groups[k] = append(groups[k], p)
+	}
+	for db, v := range m.Versions {
+		k := dbVersion{db, v.Version}
+		if _, ok := groups[k]; !ok {
+			groups[k] = nil
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(groups), func(a, b dbVersion) int {
+		if c := strings.Compare(a.db, b.db); c != 0 {
+			return c
+		}
+		return strings.Compare(a.version, b.version)
+	})
+	for _, k := range keys {
+		entries := groups[k]
+		live := m.Versions[k.db].Version == k.version
+		n, partitioner := 0, ""
+		if v, ok := m.Versions[k.db]; ok && live {
+			n, partitioner = v.NumPartitions, v.Partitioner
+		}
+		var nodes []string
+		for _, e := range entries {
+			n, partitioner = e.NumPartitions, e.Partitioner
+			nodes = append(nodes, e.NodeID)
+		}
+		lo, avg, hi, missing := replicas(n, entries)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d/%.2f/%d\t%d\t%s\n", k.db, k.version, yesNo(live), n, partitioner,
+			lo, avg, hi, missing, strings.Join(nodes, ","))
+	}
+	if len(keys) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	tw.Flush()
+}
+
+// replicas counts the replicas of each of n partitions over the entries.
+func replicas(n int, entries []advert.Partitions) (lo int, avg float64, hi, missing int) {
+	if n <= 0 {
+		return 0, 0, 0, 0
+	}
+	counts := make([]int, n)
+	for _, e := range entries {
+		for _, p := range e.Partitions {
+			if p >= 0 && p < n {
+				counts[p]++
+			}
+		}
+	}
+	lo, hi = counts[0], counts[0]
+	total := 0
+	for _, c := range counts {
+		lo, hi = min(lo, c), max(hi, c)
+		total += c
+		if c == 0 {
+			missing++
+		}
+	}
+	return lo, float64(total) / float64(n), hi, missing
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

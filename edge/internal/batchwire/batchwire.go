@@ -1,0 +1,242 @@
+package batchwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ContentType is the media type of requests and replies.
+const ContentType = "application/x-spangle-batch"
+
+// FormatVersion is the format version this package writes and reads.
+const FormatVersion = 1
+
+var (
+	requestMagic = [4]byte{'S', 'B', 'Q', FormatVersion}
+	replyMagic   = [4]byte{'S', 'B', 'R', FormatVersion}
+)
+
+// Errors of the decoders, wrapped with details.
+var (
+	// ErrMalformed: the bytes are not a request (or reply) of this format.
+	ErrMalformed = errors.New("batchwire: malformed batch")
+	// ErrTooManyKeys: the request names more keys than allowed.
+	ErrTooManyKeys = errors.New("batchwire: too many keys in batch")
+)
+
+// Status is how a reply answers one key.
+type Status byte
+
+const (
+	// Missing: the key is not in the version. No bytes follow.
+	Missing Status = 0
+	// Found: the key's value follows.
+	Found Status = 1
+	// Failed: the key could not be looked up; a message follows.
+	Failed Status = 2
+)
+
+// Item is one key's answer in a reply.
+type Item struct {
+	Status Status
+	// Value is the value when Found, the message when Failed, nil when
+	// Missing. Decoded items alias the reply's bytes.
+	Value []byte
+}
+
+// Reply is a decoded reply.
+type Reply struct {
+	Version     string
+	ContentType string // of the values; "" means application/octet-stream
+	Items       []Item // one per requested key, in request order
+}
+
+// RequestSize returns the encoded size of a request for keys.
+func RequestSize(keys [][]byte) int {
+	n := len(requestMagic) + uvarintLen(uint64(len(keys)))
+	for _, k := range keys {
+		n += uvarintLen(uint64(len(k))) + len(k)
+	}
+	return n
+}
+
+// AppendRequest appends a request for keys to dst and returns the
+// extended slice.
+func AppendRequest(dst []byte, keys [][]byte) []byte {
+	dst = append(dst, requestMagic[:]...)
+	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	for _, k := range keys {
+		dst = binary.AppendUvarint(dst, uint64(len(k)))
+		dst = append(dst, k...)
+	}
+	return dst
+}
+
+// DecodeRequest decodes a request naming at most maxKeys keys (maxKeys <= 0:
+// no limit). The keys alias b.
+func DecodeRequest(b []byte, maxKeys int) ([][]byte, error) {
+	rest, err := cutMagic(b, requestMagic, "request")
+	if err != nil {
+		return nil, err
+	}
+	count, rest, err := cutUvarint(rest, "key count")
+	if err != nil {
+		return nil, err
+	}
+	if maxKeys > 0 && count > uint64(maxKeys) {
+		return nil, fmt.Errorf("%w: %d keys, at most %d allowed", ErrTooManyKeys, count, maxKeys)
+	}
+	if count > uint64(len(rest)) { // every key takes at least its length byte
+		return nil, fmt.Errorf("%w: %d keys in %d bytes", ErrMalformed, count, len(rest))
+	}
+	keys := make([][]byte, count)
+	for i := range keys {
+		keys[i], rest, err = cutBytes(rest, "key")
+		if err != nil {
+			return nil, fmt.Errorf("%w (key %d)", err, i)
+		}
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last key", ErrMalformed, len(rest))
+	}
+	return keys, nil
+}
+
+// ReplyHeaderSize returns the encoded size of a reply's header.
+func ReplyHeaderSize(version, contentType string, count int) int {
+	return len(replyMagic) + uvarintLen(uint64(len(version))) + len(version) +
+		uvarintLen(uint64(len(contentType))) + len(contentType) + uvarintLen(uint64(count))
+}
+
+// ItemSize returns the encoded size of an item with status s and n bytes.
+func ItemSize(s Status, n int) int {
+	if s == Missing {
+		return 1
+	}
+	return 1 + uvarintLen(uint64(n)) + n
+}
+
+// AppendReplyHeader appends the header of a reply answering count keys
+// from version; count items must follow (AppendItem).
+func AppendReplyHeader(dst []byte, version, contentType string, count int) []byte {
+	dst = append(dst, replyMagic[:]...)
+	dst = binary.AppendUvarint(dst, uint64(len(version)))
+	dst = append(dst, version...)
+	dst = binary.AppendUvarint(dst, uint64(len(contentType)))
+	dst = append(dst, contentType...)
+	return binary.AppendUvarint(dst, uint64(count))
+}
+
+// AppendItem appends one key's answer: s, then for Found and Failed the
+// length of b and b.
+func AppendItem(dst []byte, s Status, b []byte) []byte {
+	dst = append(dst, byte(s))
+	if s == Missing {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// AppendReply appends a whole reply.
+func AppendReply(dst []byte, r Reply) []byte {
+	dst = AppendReplyHeader(dst, r.Version, r.ContentType, len(r.Items))
+	for _, it := range r.Items {
+		dst = AppendItem(dst, it.Status, it.Value)
+	}
+	return dst
+}
+
+// DecodeReply decodes a reply holding at most maxItems items (maxItems
+// <= 0: no limit). Values alias b.
+func DecodeReply(b []byte, maxItems int) (Reply, error) {
+	rest, err := cutMagic(b, replyMagic, "reply")
+	if err != nil {
+		return Reply{}, err
+	}
+	var r Reply
+	var s []byte
+	if s, rest, err = cutBytes(rest, "version"); err != nil {
+		return Reply{}, err
+	}
+	r.Version = string(s)
+	if s, rest, err = cutBytes(rest, "content type"); err != nil {
+		return Reply{}, err
+	}
+	r.ContentType = string(s)
+	count, rest, err := cutUvarint(rest, "item count")
+	if err != nil {
+		return Reply{}, err
+	}
+	if maxItems > 0 && count > uint64(maxItems) {
+		return Reply{}, fmt.Errorf("%w: %d items, at most %d expected", ErrMalformed, count, maxItems)
+	}
+	if count > uint64(len(rest)) { // every item takes at least its status byte
+		return Reply{}, fmt.Errorf("%w: %d items in %d bytes", ErrMalformed, count, len(rest))
+	}
+	r.Items = make([]Item, count)
+	for i := range r.Items {
+		if len(rest) == 0 {
+			return Reply{}, fmt.Errorf("%w: reply ends at item %d", ErrMalformed, i)
+		}
+		st := Status(rest[0])
+		rest = rest[1:]
+		switch st {
+		case Missing:
+		case Found, Failed:
+			var v []byte
+			if v, rest, err = cutBytes(rest, "value"); err != nil {
+				return Reply{}, fmt.Errorf("%w (item %d)", err, i)
+			}
+			r.Items[i].Value = v
+		default:
+			return Reply{}, fmt.Errorf("%w: item %d has status %#x", ErrMalformed, i, byte(st))
+		}
+		r.Items[i].Status = st
+	}
+	if len(rest) != 0 {
+		return Reply{}, fmt.Errorf("%w: %d bytes after the last item", ErrMalformed, len(rest))
+	}
+	return r, nil
+}
+
+func cutMagic(b []byte, magic [4]byte, what string) ([]byte, error) {
+	if len(b) < len(magic) || [3]byte(b[:3]) != [3]byte(magic[:3]) {
+		return nil, fmt.Errorf("%w: not a batch %s (no %q prefix)", ErrMalformed, what, magic[:3])
+	}
+	if b[3] != magic[3] {
+		return nil, fmt.Errorf("%w: batch %s format %d, want %d", ErrMalformed, what, b[3], magic[3])
+	}
+	return b[len(magic):], nil
+}
+
+func cutUvarint(b []byte, what string) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("%w: bad %s", ErrMalformed, what)
+	}
+	return v, b[n:], nil
+}
+
+// cutBytes cuts a length-prefixed byte string. The result's capacity is
+// its length, so that appending to it never writes into b.
+func cutBytes(b []byte, what string) ([]byte, []byte, error) {
+	n, rest, err := cutUvarint(b, what+" length")
+	if err != nil {
+		return nil, nil, err
+	}
+	if n > uint64(len(rest)) {
+		return nil, nil, fmt.Errorf("%w: %s of %d bytes, %d left", ErrMalformed, what, n, len(rest))
+	}
+	return rest[:n:n], rest[n:], nil
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

@@ -1,0 +1,84 @@
+package edge
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/edge/internal/natswire"
+)
+
+// NATSConfig configures a NATSServer. Start from DefaultNATSConfig, set
+// Conn and Backend; NewNATSServer calls Validate.
+type NATSConfig struct {
+	// Conn is the connection the front door subscribes on. Required. The
+	// caller owns it (spangle serve passes kvwatch's) and must keep it
+	// open until Shutdown returns; the front door never closes it. While
+	// it is disconnected, the subscriptions wait for the reconnect.
+	Conn *nats.Conn
+
+	// Backend answers lookups and tells which versions are held. Required.
+	Backend NATSBackend
+
+	// ClusterName is the spangle cluster: subjects start with
+	// "spangle.<ClusterName>.". It must match ^[-_a-zA-Z0-9]+$. Default
+	// "spangle".
+	ClusterName string
+
+	// MaxBatchKeys bounds the keys of one batch lookup (mget); more is
+	// 413. Default 1000.
+	MaxBatchKeys int
+	// MaxBatchBytes bounds a batch request's payload; more is 413. The
+	// NATS server's max_payload (1 MiB by default) bounds every request
+	// and reply as well. Default 1 MiB.
+	MaxBatchBytes int
+
+	// RetryInterval is the pause before a subscription that failed (the
+	// connection was closed) is tried again. Default 1s.
+	RetryInterval time.Duration
+
+	// Logger receives failed requests (never successes) and subscription
+	// changes. Default nil: discard.
+	Logger *slog.Logger
+
+	// Registerer is where the NATS metrics are registered. Default nil: a
+	// private registry.
+	Registerer prometheus.Registerer
+}
+
+// DefaultNATSConfig returns a NATSConfig with every default set and no Conn
+// or Backend.
+func DefaultNATSConfig() NATSConfig {
+	return NATSConfig{
+		ClusterName:   "spangle",
+		MaxBatchKeys:  DefaultMaxBatchKeys,
+		MaxBatchBytes: DefaultMaxBatchBytes,
+		RetryInterval: time.Second,
+	}
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c *NATSConfig) Validate() error {
+	switch {
+	case c.Conn == nil:
+		return fmt.Errorf("%w: Conn is nil", ErrInvalidConfig)
+	case c.Backend == nil:
+		return fmt.Errorf("%w: Backend is nil", ErrInvalidConfig)
+	case !natswire.ValidToken(c.ClusterName):
+		return fmt.Errorf("%w: ClusterName %q must match ^[-_a-zA-Z0-9]+$", ErrInvalidConfig, c.ClusterName)
+	case c.MaxBatchKeys <= 0:
+		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
+	case c.MaxBatchBytes <= 0:
+		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
+	case c.RetryInterval <= 0:
+		return fmt.Errorf("%w: RetryInterval %v is not positive", ErrInvalidConfig, c.RetryInterval)
+	}
+	return nil
+}
+
+// SubjectPrefix returns the subject prefix of a cluster's NATS front door,
+// "spangle.<cluster>", as nodes advertise it (node.Config.AdvertiseSubjects).
+func SubjectPrefix(cluster string) string { return natswire.Prefix(cluster) }

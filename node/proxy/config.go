@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Proxy. Build one with DefaultConfig and change what
+// you need; New validates it. Nil injected fields get the default stated.
+type Config struct {
+	// Timeout caps a proxied lookup, from the first attempt to the last
+	// byte of the winning body: sequins' proxy_timeout. After it, Get
+	// returns ErrTimeout. Default 100ms, sequins' default: a lookup
+	// served from a peer's page cache takes well under a millisecond on
+	// a LAN, so 100ms only runs out when every replica is stuck. Must be
+	// > 0.
+	Timeout time.Duration
+	// StageTimeout is how long an attempt runs alone before a backup
+	// attempt starts on the next peer: sequins' proxy_stage_timeout. The
+	// proxy does not know the replication; sequins' default,
+	// proxy_timeout / replication, is for the caller to compute. Default
+	// 50ms (100ms over sequins' default replication of 2). Must be > 0; a
+	// value ≥ Timeout turns backup requests off (the next peer is then
+	// tried only when an attempt fails).
+	StageTimeout time.Duration
+	// MaxBodyBytes bounds a peer's response body; a longer one fails the
+	// attempt with ErrBodyTooLarge. Default 64 MiB. Must be > 0.
+	MaxBodyBytes int64
+	// CacheSize is the number of results (200 and 404) the hot cache
+	// keeps, least recently used out first; 0 turns the cache off.
+	// Versions are immutable, so entries never go stale. Default 4096.
+	CacheSize int
+	// CacheBytes bounds the bytes of keys and bodies the hot cache holds;
+	// a result larger than CacheBytes/8 is not cached. Default 16 MiB.
+	// Must be > 0 when CacheSize is.
+	CacheBytes int64
+	// Transport sends the requests to peers and keeps their connections
+	// alive. Default nil: New makes one with a keep-alive pool of up to
+	// 128 idle connections per peer (a node's fan-in from its proxying
+	// peers), 90s idle timeout, 5s dial timeout, no HTTP proxy from the
+	// environment and no compression, and closes its idle connections on
+	// Shutdown. An injected transport stays the caller's; Shutdown only
+	// closes its idle connections.
+	Transport *http.Transport
+	// Rand shuffles the peers of each lookup. Default nil: the runtime's
+	// random source. An injected source is used under a lock (tests seed
+	// one to fix the order).
+	Rand rand.Source
+	// Logger receives attempt failures at debug level. Default nil:
+	// discard.
+	Logger *slog.Logger
+	// Registerer receives the proxy's metrics (see the package doc).
+	// Default nil: not registered.
+	Registerer prometheus.Registerer
+	// OnAttempt, if set, is called with the peer's address as each
+	// attempt starts, from the goroutine that runs the lookup. It must
+	// not block. Default nil. (For tracing, and for tests to count
+	// attempts instead of sleeping.)
+	OnAttempt func(peer string)
+	// OnCoalesce, if set, is called each time a Get joins an identical
+	// lookup already in flight instead of starting its own, from that
+	// Get's goroutine, before it waits. It must not block. Default nil.
+	OnCoalesce func()
+}
+
+// DefaultConfig returns the defaults stated on each field.
+func DefaultConfig() Config {
+	return Config{
+		Timeout:      100 * time.Millisecond,
+		StageTimeout: 50 * time.Millisecond,
+		MaxBodyBytes: 64 << 20,
+		CacheSize:    4096,
+		CacheBytes:   16 << 20,
+	}
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Timeout <= 0:
+		return fmt.Errorf("%w: Timeout %v must be > 0", ErrInvalidConfig, c.Timeout)
+	case c.StageTimeout <= 0:
+		return fmt.Errorf("%w: StageTimeout %v must be > 0", ErrInvalidConfig, c.StageTimeout)
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("%w: MaxBodyBytes %d must be > 0", ErrInvalidConfig, c.MaxBodyBytes)
+	case c.CacheSize < 0:
+		return fmt.Errorf("%w: CacheSize %d must be ≥ 0", ErrInvalidConfig, c.CacheSize)
+	case c.CacheSize > 0 && c.CacheBytes <= 0:
+		return fmt.Errorf("%w: CacheBytes %d must be > 0 with a cache", ErrInvalidConfig, c.CacheBytes)
+	}
+	return nil
+}

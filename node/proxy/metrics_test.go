@@ -1,0 +1,61 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	good := startPeer(t, value("v1", "ok"))
+	bad := startPeer(t, status(http.StatusServiceUnavailable))
+	p := newProxy(t, func(c *Config) { c.Registerer = reg; c.CacheSize = 10; c.StageTimeout = c.Timeout })
+
+	if _, err := get(p, "a", bad.addr, bad.addr); !errors.Is(err, ErrNoReplica) {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := get(p, "b", good.addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := get(p, "c"); !errors.Is(err, ErrNoReplica) {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		name string
+		got  prometheus.Collector
+		want float64
+	}{
+		{"requests ok", p.m.byOutcome[outcomeOK], 3},
+		{"requests no_replica", p.m.byOutcome[outcomeNoReplica], 2},
+		{"attempts status", p.m.byAttempt[outcomeStatus], 2},
+		{"attempts ok", p.m.byAttempt[outcomeOK], 1},
+		{"cache hits", p.m.cacheHits, 2},
+		{"cache misses", p.m.cacheMisses, 3},
+		{"coalesced", p.m.coalesced, 0},
+	} {
+		if got := testutil.ToFloat64(c.got); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(p.m.duration); n != 1 {
+		t.Errorf("duration histogram: %d series", n)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+
+	// A second Proxy on the same registry fails cleanly, registering
+	// nothing.
+	cfg := DefaultConfig()
+	cfg.Registerer = reg
+	if _, err := New(cfg); err == nil {
+		t.Fatal("duplicate registration accepted")
+	}
+}
