@@ -100,7 +100,8 @@ func (b *builder) openFile(ctx context.Context, i int, count *atomic.Int64) (*se
 const checkEvery = 4096
 
 // BatchPartitioner is a Partitioner that also places many keys per call:
-// Wasm modules with a batch export, for which one call costs about 1 µs.
+// Wasm modules with a batch export, for which one call costs far more than
+// a key of a batch.
 // Builds use PartitionBatch when Batched reports true.
 type BatchPartitioner interface {
 	Partitioner

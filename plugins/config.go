@@ -41,6 +41,14 @@ type Config struct {
 	// ErrPluginTimeout, and its instance is discarded. Default 100ms.
 	CallTimeout time.Duration
 
+	// WatchdogInterval is how often the host checks the calls in progress
+	// against their deadline (CallTimeout, InitTimeout) and Decode's ctx: a
+	// call is stopped between its deadline, or its ctx being done, and one
+	// interval later, plus scheduling delays. One goroutine per module does
+	// the checks, and sleeps while no call runs. Default (0): CallTimeout/4,
+	// within [1ms, 50ms].
+	WatchdogInterval time.Duration
+
 	// InitTimeout bounds the instantiation of one instance, including the
 	// guest's _initialize (a Go guest takes about 4 ms). Default 5s.
 	InitTimeout time.Duration
@@ -84,6 +92,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.CallTimeout < 0:
 		return fmt.Errorf("%w: CallTimeout %v is negative", ErrConfig, c.CallTimeout)
+	case c.WatchdogInterval < 0:
+		return fmt.Errorf("%w: WatchdogInterval %v is negative", ErrConfig, c.WatchdogInterval)
 	case c.InitTimeout < 0:
 		return fmt.Errorf("%w: InitTimeout %v is negative", ErrConfig, c.InitTimeout)
 	case c.MemoryLimitPages > maxMemoryLimitPages:

@@ -16,6 +16,7 @@ func TestConfigValidate(t *testing.T) {
 	for name, mutate := range map[string]func(*Config){
 		"CallTimeout":      func(c *Config) { c.CallTimeout = -time.Second },
 		"InitTimeout":      func(c *Config) { c.InitTimeout = -1 },
+		"WatchdogInterval": func(c *Config) { c.WatchdogInterval = -1 },
 		"MemoryLimitPages": func(c *Config) { c.MemoryLimitPages = 65537 },
 		"PoolSize":         func(c *Config) { c.PoolSize = -1 },
 	} {

@@ -24,13 +24,17 @@
 // Each module gets its own wazero runtime: compiled once (Config.CacheDir
 // keeps compiled code across restarts), with a pool of at most
 // Config.PoolSize instances created on demand; an instance serves one call
-// at a time. Every call runs under a deadline (Config.CallTimeout, enforced
-// with wazero's WithCloseOnContextDone and a per-instance timer) and a
-// memory limit (Config.MemoryLimitPages). A guest that loops, traps, exits,
-// exhausts its memory or returns a result out of range fails that call with
-// an error (see errors.go); its instance is discarded and replaced on the
-// next call. The guest sees only deterministic WASI: no files, environment,
-// network, real clock or real randomness. Metrics go to Config.Registerer.
+// at a time. Every call runs under a deadline (Config.CallTimeout) and a
+// memory limit (Config.MemoryLimitPages). One watchdog goroutine per module
+// checks the calls in progress every Config.WatchdogInterval and stops
+// those past their deadline, or whose Decode ctx is done, by closing their
+// instance: the guest notices at its next loop header, where wazero's
+// WithCloseOnContextDone has compiled in a check. A guest that loops,
+// traps, exits, exhausts its memory or returns a result out of range fails
+// that call with an error (see errors.go); its instance is discarded and
+// replaced on the next call. The guest sees only deterministic WASI: no
+// files, environment, network, real clock or real randomness. Metrics go to
+// Config.Registerer.
 //
 // # Caveats
 //
@@ -38,12 +42,21 @@
 //     matches Java's String.hashCode only for ASCII keys.
 //   - "hadoop" matches Hadoop's default HashPartitioner for Text and
 //     BytesWritable keys only (WritableComparator.hashBytes).
-//   - A call into a plugin costs about 1 µs whatever the guest does: wazero
-//     starts a watchdog goroutine per call to honour deadlines. Builds should
-//     use PartitionBatch, which pays it once per 4096 keys; a per-key
-//     Partition is fine on the read path (one per request).
+//   - A call into a plugin costs the host about 170 ns besides the guest's
+//     work (ABI.md, "Cost"). Builds should still use PartitionBatch, which
+//     pays it once per 4096 keys.
 //   - The guest checks in with the host at every backward jump (15-35 ns),
 //     which Go guests do at every taken branch: see ABI.md, "Cost".
+//   - A call is stopped between its deadline and one WatchdogInterval later
+//     (default CallTimeout/4, within [1ms, 50ms]), plus scheduling delays;
+//     likewise a Decode whose ctx is done.
+//   - wazero starts a goroutine per call when a module is compiled with
+//     WithCloseOnContextDone (about 1 µs). The host turns that off by
+//     clearing a flag inside wazero's compiled module (wazero_internals.go),
+//     which depends on wazero v1.12's internal types: should an upgrade
+//     change them, calls pay the goroutine again, the host logs a warning
+//     and TestCallsStartNoGoroutine fails. A module with a start section
+//     keeps the goroutine (it bounds the start section with InitTimeout).
 //   - Out of memory is inferred: a fault while the guest's memory is within
 //     a page of the limit, or after it printed "out of memory", is
 //     ErrPluginMemory; a guest that handles a failed allocation itself (and

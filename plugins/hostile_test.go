@@ -29,6 +29,7 @@ func TestHostileModuleFails(t *testing.T) {
 		{"command", ErrBadModule, "-buildmode=c-shared"},
 		{"big_memory", ErrPluginMemory, "1000 pages"},
 		{"init_loop", ErrPluginTimeout, "_initialize"},
+		{"start_loop", ErrPluginTimeout, "InitTimeout"}, // a start section that loops
 		{"bad_alloc", nil, ""}, // opens: spangle_alloc is called on first use
 	} {
 		t.Run(tc.module, func(t *testing.T) {

@@ -78,6 +78,13 @@ type host struct {
 	// done is closed when Close begins; callers waiting for an entry give up.
 	done chan struct{}
 
+	// watch stops calls past their deadline; its goroutine runs from
+	// loadHost to close.
+	watch *watchdog
+	// noCallGoroutine says that wazero starts no goroutine per call (see
+	// skipCallGoroutine); set by loadHost.
+	noCallGoroutine bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -101,6 +108,7 @@ func loadHost(ctx context.Context, path string, cfg Config, required ...fn) (_ *
 		identity: "wasm:sha256:" + hex.EncodeToString(sum[:]),
 		slots:    make(chan *instance, cfg.PoolSize),
 		done:     make(chan struct{}),
+		watch:    newWatchdog(watchdogInterval(cfg)),
 	}
 	h.log = cfg.Logger.With("module", path)
 	info, err := scanModule(bin)
@@ -134,8 +142,10 @@ func loadHost(ctx context.Context, path string, cfg Config, required ...fn) (_ *
 		}
 	}
 	h.rt = wazero.NewRuntimeWithConfig(ctx, rcfg)
+	h.watch.start()
 	defer func() {
 		if err != nil {
+			h.watch.stop()
 			h.closeRuntime()
 		}
 	}()
@@ -172,6 +182,14 @@ func loadHost(ctx context.Context, path string, cfg Config, required ...fn) (_ *
 	in, err := h.acquire(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// Then drop wazero's goroutine per call, while no other goroutine can
+	// call. A start section runs at every instantiation: it needs it.
+	if !info.hasStart {
+		h.noCallGoroutine = skipCallGoroutine(in.mod)
+		if !h.noCallGoroutine {
+			h.log.Warn("plugins: wazero internals not as expected: each call into the plugin starts a goroutine (about 1 µs)")
+		}
 	}
 	h.release(in)
 	return h, nil
@@ -223,11 +241,15 @@ func signature(params, results []api.ValueType) string {
 func (h *host) acquire(ctx context.Context) (*instance, error) {
 	var in *instance
 	select {
-	case in = <-h.slots:
-	case <-h.done:
-		return nil, fmt.Errorf("%w: %s", ErrClosed, h.path)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("plugins: %s: waiting for an instance: %w", h.path, ctx.Err())
+	case in = <-h.slots: // an entry is free: cheaper than the select below
+	default:
+		select {
+		case in = <-h.slots:
+		case <-h.done:
+			return nil, fmt.Errorf("%w: %s", ErrClosed, h.path)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("plugins: %s: waiting for an instance: %w", h.path, ctx.Err())
+		}
 	}
 	select {
 	case <-h.done:
@@ -264,11 +286,12 @@ func (h *host) release(in *instance) {
 // close releases the host:
 //
 //  1. callers waiting for an instance, and later callers, get ErrClosed;
-//  2. it waits for the calls in flight (each bounded by CallTimeout) and
-//     closes their instances, until ctx is done;
-//  3. it closes the runtime, which stops any call still running (it
+//  2. it waits for the calls in flight (each stopped by the watchdog at
+//     CallTimeout) and closes their instances, until ctx is done;
+//  3. it stops the watchdog and waits for its goroutine;
+//  4. it closes the runtime, which stops any call still running (it
 //     returns an error) and frees the compiled code;
-//  4. it closes the compilation cache (the on-disk entries stay).
+//  5. it closes the compilation cache (the on-disk entries stay).
 //
 // It is idempotent: later calls return the first one's result.
 func (h *host) close(ctx context.Context) error {
@@ -286,6 +309,7 @@ func (h *host) close(ctx context.Context) error {
 				break wait
 			}
 		}
+		h.watch.stop()
 		h.closeErr = h.closeRuntime()
 	})
 	return h.closeErr

@@ -40,10 +40,19 @@ type moduleInfo struct {
 	// hasMem says whether it defines one.
 	memMin uint32
 	hasMem bool
+	// hasStart says whether the module has a start section (a function
+	// that runs at every instantiation).
+	hasStart bool
 }
 
-// scanModule reads a Wasm binary's preamble, import section and memory
-// section. wazero validates the rest.
+// sectionOrder is the rank of each known non-custom section id in a
+// module: the tag section (13) comes after memory, the data count section
+// (12) before code.
+var sectionOrder = [...]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+
+// scanModule reads a Wasm binary's preamble and its sections up to the
+// start section: it decodes the import and memory sections, and notes the
+// start section. wazero validates the rest.
 func scanModule(bin []byte) (moduleInfo, error) {
 	var info moduleInfo
 	if len(bin) < 8 || !bytes.Equal(bin[:4], []byte("\x00asm")) {
@@ -57,8 +66,8 @@ func scanModule(bin []byte) (moduleInfo, error) {
 		if r.err != nil || uint64(size) > uint64(len(r.b)) {
 			return info, fmt.Errorf("section %d: %w", id, errTruncated)
 		}
-		if id != 0 {
-			if id <= last {
+		if id != 0 && int(id) < len(sectionOrder) && sectionOrder[id] != 0 {
+			if last != 0 && sectionOrder[id] <= sectionOrder[last] {
 				return info, fmt.Errorf("section %d after section %d", id, last)
 			}
 			last = id
@@ -80,9 +89,11 @@ func scanModule(bin []byte) (moduleInfo, error) {
 			if body.err != nil {
 				return info, fmt.Errorf("memory section: %w", body.err)
 			}
+		case 8:
+			info.hasStart = true
 			return info, nil
-		case 0, 1, 3, 4: // custom, type, function, table: before memory
-		default:
+		case 0, 1, 3, 4, 6, 7, 13: // custom, type, function, table, global, export, tag: before start
+		default: // element, data count, code, data, unknown: after start
 			return info, nil
 		}
 	}

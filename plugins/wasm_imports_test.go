@@ -49,6 +49,15 @@ func TestScanModule(t *testing.T) {
 			}
 		})
 	}
+	for module, want := range map[string]bool{"murmur3": false, "hostile": false, "start": true, "start_loop": true} {
+		bin, err := os.ReadFile("testdata/" + module + ".wasm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := scanModule(bin); err != nil || info.hasStart != want {
+			t.Errorf("%s: hasStart %v, %v; want %v", module, info.hasStart, err, want)
+		}
+	}
 	for _, bad := range [][]byte{nil, []byte("\x00asm"), []byte("\x00asm\x01\x00\x00\x00\x02\x05\x01"), []byte("ELF.....")} {
 		if _, err := scanModule(bad); err == nil {
 			t.Errorf("scanModule(%q): no error", bad)
