@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test check bench bench-go bench-e2e deps-bench tools examples clean
+.PHONY: all build run test check bench bench-go bench-nats bench-e2e deps-bench tools examples clean
 
 all: build
 
@@ -42,10 +42,14 @@ tools:
 # Benchmarks: the packages' go test -bench figures, then the end-to-end run
 # (2,000,000 records, real binary, wrk at 1 and 50 connections vs a trivial
 # net/http baseline measured in the same run).
-bench: bench-go bench-e2e
+bench: bench-go bench-nats bench-e2e
 
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./blocks/... ./edge/... ./plugins/... ./examples/plugins/...
+	$(GO) test -run '^$$' -bench . -benchmem ./blocks/... ./edge ./plugins/... ./examples/plugins/... ./node/...
+
+# NATS lookups (get, part, batch) beside a bare NATS echo responder.
+bench-nats:
+	$(GO) test -run '^$$' -bench BenchmarkNATS -benchtime 2s ./edge/client
 
 deps-bench:
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)

@@ -73,13 +73,15 @@ func appendBatchReply(dst []byte, version, contentType string, results []node.Re
 	return dst
 }
 
-// batchContentType is the content type of a batch's values: the db's, as
-// every result carries it.
+// batchContentType is the content type of a batch's values: that of the
+// first value found (they share the db's, or its decoder's).
 func batchContentType(results []node.Result) string {
-	if len(results) == 0 {
-		return ""
+	for i := range results {
+		if results[i].Found {
+			return results[i].ContentType
+		}
 	}
-	return results[0].ContentType
+	return ""
 }
 
 // serveBatch answers POST /<db>/_batch: the body is a batch request

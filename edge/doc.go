@@ -1,5 +1,6 @@
-// Package edge is spangle's HTTP front door: key lookups, status pages,
-// health checks and metrics. It speaks sequins' HTTP API where sequins was
+// Package edge is spangle's front doors: over HTTP, key lookups, batch
+// lookups, status pages, health checks and metrics; over NATS,
+// request-reply lookups (see "NATS"). It speaks sequins' HTTP API where sequins was
 // right, so sequins clients keep working, and departs from it where sequins
 // was wrong (see "Differences from sequins").
 //
@@ -21,7 +22,8 @@
 //	GET /metrics                 Prometheus exposition of Config.Gatherer
 //	GET //<anything>             400: empty db name
 //	HEAD <any of the above>      as GET, without the body (same Content-Length)
-//	other methods                405 with "Allow: GET, HEAD"
+//	POST /<db>/_batch            a batch lookup (see "Batch lookups")
+//	other methods                405 with "Allow: GET, HEAD" ("GET, HEAD, POST" on /<db>/_batch)
 //
 // The key is everything after the first "/" that follows the db, decoded:
 // it may contain "/" and any byte, so /baby-names/1881%2Fboy and
@@ -73,6 +75,60 @@
 // With Config.SequinsHeaders, X-Sequins-Version and X-Sequins-Proxied-To
 // are sent as well.
 //
+// # Batch lookups
+//
+// POST /<db>/_batch and the NATS subject spangle.<cluster>.mget.<db> take
+// many keys in one request and answer each from one version, in a compact
+// binary format specified in BATCH.md (beside this file), with a worked
+// example. The Backend must also implement BatchBackend (GetMany);
+// otherwise batches get 501. GET /<db>/_batch remains the lookup of the
+// key "_batch". Errors use the table above, plus:
+//
+//	batch error                          status  body (HTTP) / Spangle-Error (NATS)
+//	malformed request                    400     the decoder's reason
+//	more keys than MaxBatchKeys          413     the count and the limit
+//	request over MaxBatchBytes           413     the size and the limit
+//	reply over NATS max_payload          413     the size and the limit (NATS only)
+//
+// # NATS
+//
+// A NATSServer answers requests on a NATS connection it is given (spangle
+// serve passes kvwatch's, in-process to the embedded server):
+//
+//	subject                                       queue group              payload → reply
+//	spangle.<cluster>.get.<db>                    spangle.<cluster>.get    key → value
+//	spangle.<cluster>.part.<db>.<version>.<p>     the subject itself       key → value
+//	spangle.<cluster>.mget.<db>                   spangle.<cluster>.mget   batch → batch reply
+//
+// Every node subscribes to get and mget: NATS hands each request to one
+// of them. A node subscribes to the part subject of each partition it holds
+// of each version it can read, following NATSBackend.Held: when a version
+// becomes readable its subjects are added; when it is retired they are
+// drained (requests already routed here are answered) and removed, so
+// that NATS answers "no responders" once no node holds a partition, and
+// the client falls back to get. A part request for a version retired
+// since the client routed it is answered from the active version, which
+// Spangle-Version names. Which node answers a get request, and whether a
+// partition is held locally, is the node's concern (NATSBackend.Get).
+//
+// A reply carries the value as payload and the headers Spangle-Status
+// (the status the same wire-code table gives HTTP: 200, 404, 413, 500,
+// 502, 504...), Spangle-Version (absent for an unknown db or a db without
+// a version), Content-Type (on 200) and, on failures, Spangle-Error. A
+// missing key is an empty payload with Spangle-Status 404 and the
+// version; an empty value is an empty payload with 200. A reply larger
+// than the server's max_payload is replaced by a 413 that says so, so that
+// the requester never waits for a timeout.
+//
+// KVAdvertiser writes a node's entries (node.Advertiser) through kvwatch;
+// they are what edge/client routes by.
+//
+// NATS metrics, by operation (get, part, mget) rather than by db:
+//
+//	spangle_nats_requests_total{op,code}         counter
+//	spangle_nats_request_duration_seconds{op}    histogram, 50µs to 5s
+//	spangle_nats_part_subscriptions              gauge
+//
 // # Health
 //
 // /healthz answers as sequins did: {"<db>": {"<version>": <this node's
@@ -122,6 +178,12 @@
 //     during an outage (502/504) the log grows with the request rate.
 //   - The status pages call Backend.Status and encode the whole view on
 //     every request; they are meant for people and peers, not for load.
-//   - Peer proxying and the batch multi-get are not here yet; the statuses
-//     for proxy failures are.
+//   - Peer proxying is not here yet; the statuses for proxy failures are.
+//   - NATS requests carry no deadline of their own: a lookup runs until it
+//     is answered (local lookups never block), and Shutdown cancels those
+//     still running once its context ends.
+//   - nats.go delivers a subscription's messages one at a time, on one
+//     goroutine: get and mget have NATSConfig.Handlers subscriptions each
+//     (one queue group), a part subject one, so requests for one partition
+//     are handled in turn and those for different partitions in parallel.
 package edge

@@ -3,6 +3,7 @@ package edge
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,14 @@ type NATSConfig struct {
 	// and reply as well. Default 1 MiB.
 	MaxBatchBytes int
 
+	// Handlers is how many subscriptions, each with its own goroutine,
+	// share the get and mget subjects (one queue group): nats delivers a
+	// subscription's messages one at a time, so one subscription would
+	// handle every single and batch lookup of the node in turn. Each part
+	// subject has one (a node holds many partitions). Default
+	// runtime.GOMAXPROCS(0).
+	Handlers int
+
 	// RetryInterval is the pause before a subscription that failed (the
 	// connection was closed) is tried again. Default 1s.
 	RetryInterval time.Duration
@@ -57,6 +66,7 @@ func DefaultNATSConfig() NATSConfig {
 		MaxBatchKeys:  DefaultMaxBatchKeys,
 		MaxBatchBytes: DefaultMaxBatchBytes,
 		RetryInterval: time.Second,
+		Handlers:      runtime.GOMAXPROCS(0),
 	}
 }
 
@@ -73,6 +83,8 @@ func (c *NATSConfig) Validate() error {
 		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
 	case c.MaxBatchBytes <= 0:
 		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
+	case c.Handlers <= 0:
+		return fmt.Errorf("%w: Handlers %d is not positive", ErrInvalidConfig, c.Handlers)
 	case c.RetryInterval <= 0:
 		return fmt.Errorf("%w: RetryInterval %v is not positive", ErrInvalidConfig, c.RetryInterval)
 	}

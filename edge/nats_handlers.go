@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,9 +104,9 @@ func (s *NATSServer) answer(m *nats.Msg, op *natsOp, db string, res *node.Result
 	case err != nil:
 		status = s.answerError(m, op, db, "", err)
 	case !res.Found:
-		status = s.send(m, &nats.Msg{Header: s.headersFor(db, res).missing}, res.Version, http.StatusNotFound)
+		status = s.send(m, s.headersFor(db, res).missing, nil, res.Version, http.StatusNotFound)
 	default:
-		status = s.send(m, &nats.Msg{Header: s.headersFor(db, res).found, Data: res.Value}, res.Version, http.StatusOK)
+		status = s.send(m, s.headersFor(db, res).found, res.Value, res.Version, http.StatusOK)
 	}
 	op.observe(status, time.Since(start))
 }
@@ -140,7 +141,7 @@ func (s *NATSServer) mget(m *nats.Msg, db string) int {
 	}
 	res := node.Result{Version: version, ContentType: ct}
 	data := appendBatchReply(make([]byte, 0, size), version, ct, results)
-	return s.send(m, &nats.Msg{Header: s.headersFor(db, &res).batch, Data: data}, version, http.StatusOK)
+	return s.send(m, s.headersFor(db, &res).batch, data, version, http.StatusOK)
 }
 
 // answerError replies with the status the wire-code table gives err, an
@@ -159,23 +160,31 @@ func (s *NATSServer) answerError(m *nats.Msg, op *natsOp, db, version string, er
 		s.log.LogAttrs(s.ctx, row.level, "edge: NATS lookup failed",
 			slog.String("op", op.name), slog.String("db", db), slog.Int("status", row.status), slog.Any("err", err))
 	}
-	return s.send(m, &nats.Msg{Header: h}, "", row.status)
+	return s.send(m, h, nil, "", row.status)
 }
 
-// send publishes reply to m's reply subject and returns the status
-// answered. A reply over the server's max_payload is replaced by a 413
-// that says so, so that the requester gets an answer rather than a
-// timeout.
-func (s *NATSServer) send(m, reply *nats.Msg, version string, status int) int {
+// replies recycles reply messages: nats only reads one while publishing
+// it, so a reply is free again once RespondMsg returns.
+var replies = sync.Pool{New: func() any { return new(nats.Msg) }}
+
+// send publishes a reply of hdr and data to m's reply subject and returns
+// the status answered. A reply over the server's max_payload is replaced
+// by a 413 that says so, so that the requester gets an answer rather than
+// a timeout.
+func (s *NATSServer) send(m *nats.Msg, hdr nats.Header, data []byte, version string, status int) int {
 	if m.Reply == "" {
 		return status // a publish, not a request: nobody to answer
 	}
+	reply := replies.Get().(*nats.Msg)
+	reply.Header, reply.Data = hdr, data
 	err := m.RespondMsg(reply)
+	*reply = nats.Msg{}
+	replies.Put(reply)
 	if err == nil {
 		return status
 	}
 	if errors.Is(err, nats.ErrMaxPayload) && status != http.StatusRequestEntityTooLarge {
-		tooBig := fmt.Errorf("%w: answer of %d bytes exceeds the NATS max_payload of %d bytes", errTooLarge, len(reply.Data), s.nc.MaxPayload())
+		tooBig := fmt.Errorf("%w: answer of %d bytes exceeds the NATS max_payload of %d bytes", errTooLarge, len(data), s.nc.MaxPayload())
 		h := nats.Header{
 			natswire.HeaderStatus: []string{statusText(http.StatusRequestEntityTooLarge)},
 			natswire.HeaderError:  []string{tooBig.Error()},

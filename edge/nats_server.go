@@ -125,15 +125,17 @@ func (s *NATSServer) Start() error {
 		{s.getPrefix + "*", prefix + ".get", s.onGet},
 		{s.mgetPrefix + "*", prefix + ".mget", s.onMGet},
 	} {
-		sub, err := s.nc.QueueSubscribe(sc.subject, sc.queue, sc.handler)
-		if err != nil {
-			for _, sub := range s.subs {
-				_ = sub.Unsubscribe()
+		for range s.cfg.Handlers {
+			sub, err := s.nc.QueueSubscribe(sc.subject, sc.queue, sc.handler)
+			if err != nil {
+				for _, sub := range s.subs {
+					_ = sub.Unsubscribe()
+				}
+				s.subs = nil
+				return fmt.Errorf("edge: subscribe %s: %w", sc.subject, err)
 			}
-			s.subs = nil
-			return fmt.Errorf("edge: subscribe %s: %w", sc.subject, err)
+			s.subs = append(s.subs, sub)
 		}
-		s.subs = append(s.subs, sub)
 	}
 	s.state = stateRunning
 	s.wg.Add(1)
@@ -141,7 +143,7 @@ func (s *NATSServer) Start() error {
 		defer s.wg.Done()
 		s.follow()
 	}()
-	s.log.Info("NATS front door started", "get", s.getPrefix+"*", "mget", s.mgetPrefix+"*")
+	s.log.Info("NATS front door started", "get", s.getPrefix+"*", "mget", s.mgetPrefix+"*", "handlers", s.cfg.Handlers)
 	return nil
 }
 

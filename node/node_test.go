@@ -411,9 +411,11 @@ func TestDBRemoved(t *testing.T) {
 		_, err := n.get(t, "b", "key-1")
 		return errors.Is(err, ErrUnknownDB)
 	})
-	if _, err := os.Stat(filepath.Join(n.data, "dbs", "b", "1")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("data of removed db still there: %v", err)
-	}
+	// Its files go right after it leaves the read path.
+	waitFor(t, "data of db b to be deleted", func() bool {
+		_, err := os.Stat(filepath.Join(n.data, "dbs", "b", "1"))
+		return errors.Is(err, os.ErrNotExist)
+	})
 	if res, err := n.get(t, "a", "key-1"); err != nil || !res.Found {
 		t.Fatalf("db a: %+v %v", res, err)
 	}

@@ -60,7 +60,7 @@ func TestServeExample(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	cmd := exec.Command(bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
-		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--log-format", "json")
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func TestUpgradesOverHTTP(t *testing.T) {
 
 	bin := buildBinary(t)
 	cmd := exec.Command(bin, "serve", "--config", config, "--source", root,
-		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--log-format", "json")
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,46 +18,54 @@ import (
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 )
 
-// Benchmark data: benchKeys records of 16-byte keys and 100-byte values
-// in 16 partitions, as in FACTS.md's request-reply figures.
+// Benchmark data: benchKeys records of 16-byte keys and 100-byte values in
+// 16 partitions, as in FACTS.md's request-reply figures.
 const (
 	benchKeys  = 50_000
 	benchParts = 16
 	benchBatch = 100
 )
 
-func benchKey(i int) []byte { return benchKeyList[i] }
+var (
+	benchValue   = bytes.Repeat([]byte("v"), 100)
+	benchKeyList = func() [][]byte {
+		keys := make([][]byte, benchKeys)
+		for i := range keys {
+			keys[i] = fmt.Appendf(nil, "key-%012d", i)
+		}
+		return keys
+	}()
+)
 
-var benchKeyList = func() [][]byte {
-	keys := make([][]byte, benchKeys)
-	for i := range keys {
-		keys[i] = []byte(fmt.Sprintf("key-%012d", i))
-	}
-	return keys
-}()
-
-var benchValue = bytes.Repeat([]byte("v"), 100)
-
-// benchSetup is one node with embedded NATS serving the benchmark data, a
-// requester connection over TCP, and an echo responder on the node's own
-// connection (the baseline: same connections, same payload sizes).
-type benchSetup struct {
-	nc     *nats.Conn
-	client *client.Client
+// benchOp is one kind of request a benchmark makes: do makes one request
+// of keys keys.
+type benchOp struct {
+	name string
+	keys int
+	do   func(r *rand.Rand) error
 }
 
-func setupBench(b *testing.B) *benchSetup {
+// setupBench starts one node with embedded NATS serving the benchmark
+// data, as spangle serve runs it (GC at 400%), and returns the operations
+// to compare, all over one requester connection (TCP) to that server:
+//
+//	echo     nc.Request to a bare responder answering 100 bytes, on the
+//	         node's own connection (the front door's): the baseline
+//	get      client.Get through spangle.<c>.get.<db> (any node)
+//	part     client.Get through spangle.<c>.part.<db>.<v>.<p>
+//	mget100  client.GetMany of 100 keys through spangle.<c>.mget.<db>
+func setupBench(b *testing.B) []benchOp {
 	b.Helper()
+	old := debug.SetGCPercent(400)
+	b.Cleanup(func() { debug.SetGCPercent(old) })
 	root := b.TempDir()
 	recs := make([]nodetest.Record, benchKeys)
 	for i := range recs {
-		recs[i] = nodetest.Record{Key: benchKey(i), Value: benchValue}
+		recs[i] = nodetest.Record{Key: benchKeyList[i], Value: benchValue}
 	}
 	nodetest.WriteVersion(b, root, "bench", "1", benchParts, recs)
 	kv := nodetest.StartKV(b, nodetest.NATSConfig(b))
 	nodetest.StartNode(b, kv, root, nodetest.Options{})
-	// The echo responder shares the node's connection, as the front door
-	// does, and answers with a value as long.
 	echo, err := kv.Conn().QueueSubscribe("bench.echo", "bench.echo", func(m *nats.Msg) {
 		m.Respond(benchValue) //nolint:errcheck // benchmark
 	})
@@ -64,177 +73,190 @@ func setupBench(b *testing.B) *benchSetup {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { echo.Unsubscribe() }) //nolint:errcheck // benchmark
-	hdr := nats.Header{"Spangle-Status": {"200"}, "Spangle-Version": {"1"}, "Content-Type": {"application/octet-stream"}}
-	echoh, err := kv.Conn().QueueSubscribe("bench.echoh", "bench.echoh", func(m *nats.Msg) {
-		m.RespondMsg(&nats.Msg{Header: hdr, Data: benchValue}) //nolint:errcheck // benchmark
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { echoh.Unsubscribe() }) //nolint:errcheck // benchmark
+
 	nc := nodetest.Connect(b, kv.ClientURL())
 	cfg := client.DefaultConfig()
 	cfg.Conn = nc
 	cfg.ClusterName = nodetest.Cluster
-	c, err := client.New(cfg)
+	partClient, err := client.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
+	if err := partClient.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { c.Close(context.Background()) }) //nolint:errcheck // benchmark
-	select {
-	case <-c.Ready():
-	case <-time.After(nodetest.Timeout):
-		b.Fatal("client map not ready")
+	b.Cleanup(func() { partClient.Close(context.Background()) }) //nolint:errcheck // benchmark
+	// Not started: without a cluster map, every Get takes the get subject.
+	getClient, err := client.New(cfg)
+	if err != nil {
+		b.Fatal(err)
 	}
-	// Wait until the part subjects answer.
-	nodetest.WaitFor(b, "part subjects", func() error {
-		if m := c.Map(); len(m.Partitions) == 0 {
-			return fmt.Errorf("no partitions entry yet")
+	nodetest.WaitFor(b, "part subjects in the map and answering", func() error {
+		if m := partClient.Map(); len(m.Partitions) == 0 || m.Versions["bench"].Version != "1" {
+			return fmt.Errorf("not in the map yet")
 		}
-		_, err := nc.Request("spangle."+nodetest.Cluster+".part.bench.1.0", benchKey(0), time.Second)
+		_, err := nc.Request("spangle."+nodetest.Cluster+".part.bench.1.0", benchKeyList[0], time.Second)
 		return err
 	})
-	return &benchSetup{nc: nc, client: c}
-}
 
-// BenchmarkNATS compares lookups through the NATS front door with a bare
-// echo responder, at 1 and 64 concurrent requesters. Each sub-benchmark
-// reports req/s (keys/s for batches) and p50/p99 latencies in µs.
-//
-//	echo      nc.Request to a responder answering 100 bytes
-//	get       client.Get through spangle.<c>.get.<db> (any node)
-//	part      client.Get through spangle.<c>.part.<db>.<v>.<p> (the client partitions)
-//	mget100   client.GetMany of 100 keys through spangle.<c>.mget.<db>
-func BenchmarkNATS(b *testing.B) {
-	env := setupBench(b)
 	ctx := context.Background()
-	getClient := getOnlyClient(b, env.nc)
-	ops := []struct {
-		name string
-		keys int // per request
-		do   func(r *rand.Rand) error
-	}{
+	get := func(c *client.Client) func(r *rand.Rand) error {
+		return func(r *rand.Rand) error {
+			res, err := c.Get(ctx, "bench", benchKeyList[r.IntN(benchKeys)])
+			if err == nil && !res.Found {
+				err = fmt.Errorf("not found")
+			}
+			return err
+		}
+	}
+	return []benchOp{
 		{"echo", 1, func(r *rand.Rand) error {
-			_, err := env.nc.Request("bench.echo", benchKey(r.IntN(benchKeys)), 5*time.Second)
+			_, err := nc.Request("bench.echo", benchKeyList[r.IntN(benchKeys)], 5*time.Second)
 			return err
 		}},
-		{"echoh", 1, func(r *rand.Rand) error {
-			m, err := env.nc.Request("bench.echoh", benchKey(r.IntN(benchKeys)), 5*time.Second)
-			if err == nil && m.Header.Get("Spangle-Status") != "200" {
-				err = fmt.Errorf("bad status")
-			}
-			return err
-		}},
-		{"rawpart", 1, func(r *rand.Rand) error {
-			m, err := env.nc.Request("spangle.test.part.bench.1.0", benchKey(r.IntN(benchKeys)), 5*time.Second)
-			if err == nil && m.Header.Get("Spangle-Status") == "" {
-				err = fmt.Errorf("bad status")
-			}
-			return err
-		}},
-		{"rawpart16", 1, func(r *rand.Rand) error {
-			m, err := env.nc.Request(fmt.Sprintf("spangle.test.part.bench.1.%d", r.IntN(16)), benchKey(r.IntN(benchKeys)), 5*time.Second)
-			if err == nil && m.Header.Get("Spangle-Status") == "" {
-				err = fmt.Errorf("bad status")
-			}
-			return err
-		}},
-		{"rawpartctx", 1, func(r *rand.Rand) error {
-			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			m, err := env.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: "spangle.test.part.bench.1.0", Data: benchKey(r.IntN(benchKeys))})
-			if err == nil && m.Header.Get("Spangle-Status") == "" {
-				err = fmt.Errorf("bad status")
-			}
-			return err
-		}},
-		{"get", 1, func(r *rand.Rand) error {
-			res, err := getClient.Get(ctx, "bench", benchKey(r.IntN(benchKeys)))
-			if err == nil && !res.Found {
-				err = fmt.Errorf("not found")
-			}
-			return err
-		}},
-		{"part", 1, func(r *rand.Rand) error {
-			res, err := env.client.Get(ctx, "bench", benchKey(r.IntN(benchKeys)))
-			if err == nil && !res.Found {
-				err = fmt.Errorf("not found")
-			}
-			return err
-		}},
+		{"get", 1, get(getClient)},
+		{"part", 1, get(partClient)},
 		{"mget100", benchBatch, func(r *rand.Rand) error {
 			keys := make([][]byte, benchBatch)
 			for i := range keys {
-				keys[i] = benchKey(r.IntN(benchKeys))
+				keys[i] = benchKeyList[r.IntN(benchKeys)]
 			}
-			rs, err := env.client.GetMany(ctx, "bench", keys)
+			rs, err := partClient.GetMany(ctx, "bench", keys)
 			if err == nil && !rs[benchBatch-1].Found {
 				err = fmt.Errorf("not found")
 			}
 			return err
 		}},
 	}
+}
+
+// BenchmarkNATS measures each operation (see setupBench) at 1 and 64
+// concurrent requesters, one sub-benchmark each, reporting req/s (and
+// keys/s for batches) and p50/p99 latencies in µs.
+func BenchmarkNATS(b *testing.B) {
+	ops := setupBench(b)
 	for _, conc := range []int{1, 64} {
 		for _, op := range ops {
 			b.Run(fmt.Sprintf("%s/c=%d", op.name, conc), func(b *testing.B) {
-				runConcurrent(b, conc, op.keys, op.do)
+				// conc goroutines share b.N requests (RunParallel would
+				// start at least GOMAXPROCS of them).
+				var mu sync.Mutex
+				var lat []time.Duration
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for range conc {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+						own := make([]time.Duration, 0, 1024)
+						for next.Add(1) <= int64(b.N) {
+							t0 := time.Now()
+							if err := op.do(r); err != nil {
+								b.Error(err)
+								return
+							}
+							own = append(own, time.Since(t0))
+						}
+						mu.Lock()
+						lat = append(lat, own...)
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				s := summarize(lat, b.Elapsed())
+				b.ReportMetric(s.perSecond, "req/s")
+				if op.keys > 1 {
+					b.ReportMetric(s.perSecond*float64(op.keys), "keys/s")
+				}
+				b.ReportMetric(s.p50, "p50-µs")
+				b.ReportMetric(s.p99, "p99-µs")
 			})
 		}
 	}
 }
 
-// getOnlyClient returns a client that is not started, so that it has no
-// cluster map and every Get takes the get subject.
-func getOnlyClient(b *testing.B, nc *nats.Conn) *client.Client {
-	cfg := client.DefaultConfig()
-	cfg.Conn = nc
-	cfg.ClusterName = nodetest.Cluster
-	c, err := client.New(cfg)
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkNATSPaired runs the operations in alternating 25 ms slices, one
+// round (b.N rounds) giving each one slice, so that every operation sees
+// the same machine: a noisy neighbour slows all of them alike. It reports
+// each one's req/s (keys/s for batches) and the ratios the targets are
+// about: part/echo (≥ 0.85), get/echo, and mget100-keys/part (≥ 10).
+func BenchmarkNATSPaired(b *testing.B) {
+	ops := setupBench(b)
+	const slice = 25 * time.Millisecond
+	for _, conc := range []int{1, 64} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			count := make([]int64, len(ops))
+			busy := make([]time.Duration, len(ops))
+			for range b.N {
+				for i, op := range ops {
+					n, d, err := runSlice(conc, slice, op.do)
+					if err != nil {
+						b.Fatal(err)
+					}
+					count[i] += n
+					busy[i] += d
+				}
+			}
+			rate := map[string]float64{}
+			for i, op := range ops {
+				rate[op.name] = float64(count[i]) * float64(op.keys) / busy[i].Seconds()
+				unit := "req/s"
+				if op.keys > 1 {
+					unit = "keys/s"
+				}
+				b.ReportMetric(rate[op.name], op.name+"-"+unit)
+			}
+			b.ReportMetric(rate["part"]/rate["echo"], "part/echo")
+			b.ReportMetric(rate["get"]/rate["echo"], "get/echo")
+			b.ReportMetric(rate["mget100"]/rate["part"], "mget100/part-keys")
+		})
 	}
-	return c // not started: the map stays empty
 }
 
-// runConcurrent runs do from conc goroutines until b.N requests are done,
-// and reports throughput and latency percentiles.
-func runConcurrent(b *testing.B, conc, keysPerOp int, do func(r *rand.Rand) error) {
-	b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-	var mu sync.Mutex
-	var all []time.Duration
-	b.ResetTimer()
+// runSlice runs do from conc goroutines for d and returns the requests
+// done and the time taken.
+func runSlice(conc int, d time.Duration, do func(r *rand.Rand) error) (int64, time.Duration, error) {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
 	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		r := rand.New(rand.NewPCG(rand.Uint64(), 1))
-		lat := make([]time.Duration, 0, 1024)
-		for pb.Next() {
-			t0 := time.Now()
-			if err := do(r); err != nil {
-				b.Error(err)
-				return
+	deadline := start.Add(d)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+			for time.Now().Before(deadline) {
+				if err := do(r); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+				n.Add(1)
 			}
-			lat = append(lat, time.Since(t0))
-		}
-		mu.Lock()
-		all = append(all, lat...)
-		mu.Unlock()
-	})
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if len(all) == 0 {
-		return
+		}()
 	}
-	slices.Sort(all)
+	wg.Wait()
+	if err := first.Load(); err != nil {
+		return 0, 0, *err
+	}
+	return n.Load(), time.Since(start), nil
+}
+
+type latencySummary struct {
+	perSecond, p50, p99 float64
+}
+
+// summarize returns the throughput and the percentiles, in µs, of lat.
+func summarize(lat []time.Duration, elapsed time.Duration) latencySummary {
+	if len(lat) == 0 || elapsed <= 0 {
+		return latencySummary{}
+	}
+	slices.Sort(lat)
 	pct := func(p float64) float64 {
-		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Nanoseconds()) / 1e3
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) / 1e3
 	}
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	if keysPerOp > 1 {
-		b.ReportMetric(float64(b.N*keysPerOp)/elapsed.Seconds(), "keys/s")
-	}
+	return latencySummary{perSecond: float64(len(lat)) / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99)}
 }

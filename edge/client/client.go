@@ -36,7 +36,8 @@ type Client struct {
 	cfg  Config
 	log  *slog.Logger
 	http *http.Client
-	next atomic.Uint32 // round robin over cfg.URLs
+	next atomic.Uint32  // round robin over cfg.URLs
+	down []atomic.Int64 // per URL: unix nanoseconds until which it is skipped after a connection error
 
 	partitioners map[string]plugins.Partitioner // by identity, beside the built-ins
 
@@ -86,6 +87,7 @@ func New(cfg Config) (*Client, error) {
 			}
 		}
 		c.http = &http.Client{Transport: tr}
+		c.down = make([]atomic.Int64, len(cfg.URLs))
 	}
 	return c, nil
 }
@@ -167,7 +169,7 @@ func (c *Client) Get(ctx context.Context, db string, key []byte) (Result, error)
 		if c.cfg.Conn != nil {
 			res, retry, err = c.natsGet(ctx, db, key)
 		} else {
-			res, retry, err = c.httpGet(ctx, db, key)
+			res, retry, err = c.httpGet(ctx, &a, db, key)
 		}
 		if err == nil || !retry {
 			return res, err
@@ -194,7 +196,7 @@ func (c *Client) GetMany(ctx context.Context, db string, keys [][]byte) ([]Resul
 		if c.cfg.Conn != nil {
 			res, retry, err = c.natsGetMany(ctx, db, keys)
 		} else {
-			res, retry, err = c.httpGetMany(ctx, db, keys)
+			res, retry, err = c.httpGetMany(ctx, &a, db, keys)
 		}
 		if err == nil || !retry {
 			return res, err
@@ -205,15 +207,21 @@ func (c *Client) GetMany(ctx context.Context, db string, keys [][]byte) ([]Resul
 	}
 }
 
-// attempts counts the attempts of one lookup and paces them.
+// attempts counts the attempts of one lookup and paces them. Over HTTP,
+// attempt i goes to the node after the one attempt i-1 went to.
 type attempts struct {
 	left  int
 	pause time.Duration
 	max   time.Duration
+	node  int // HTTP: index in Config.URLs of the next node to ask
 }
 
 func (c *Client) newAttempts() attempts {
-	return attempts{left: c.cfg.Attempts - 1, pause: c.cfg.Backoff, max: c.cfg.MaxBackoff}
+	a := attempts{left: c.cfg.Attempts - 1, pause: c.cfg.Backoff, max: c.cfg.MaxBackoff}
+	if len(c.cfg.URLs) > 0 {
+		a.node = int((c.next.Add(1) - 1) % uint32(len(c.cfg.URLs)))
+	}
+	return a
 }
 
 // next records a retryable failure and waits before the next attempt. It

@@ -51,7 +51,9 @@ type Config struct {
 	// Backoff is the pause after the first failed attempt; it doubles
 	// after each one, up to MaxBackoff. Default 10ms.
 	Backoff time.Duration
-	// MaxBackoff bounds the pause between attempts. Default 500ms.
+	// MaxBackoff bounds the pause between attempts; it is also how long a
+	// node that refused or dropped a connection is skipped (HTTP).
+	// Default 500ms.
 	MaxBackoff time.Duration
 
 	// Logger receives the cluster map's problems. Default nil: discard.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spangledb/spangle/edge/internal/batchwire"
 )
@@ -15,10 +16,27 @@ import (
 // maxErrorBody bounds how much of an error answer's body is read.
 const maxErrorBody = 4 << 10
 
-// baseURL returns the node to ask first, in turn, and moves the turn on.
-func (c *Client) baseURL() string {
-	i := c.next.Add(1) - 1
-	return c.cfg.URLs[int(i%uint32(len(c.cfg.URLs)))]
+// pickNode returns the index of the node an attempt asks: a's next one,
+// or the first after it that no connection error marked down recently
+// (if all are, a's next one anyway). It moves a on.
+func (c *Client) pickNode(a *attempts) int {
+	n := len(c.cfg.URLs)
+	now := time.Now().UnixNano()
+	pick := a.node % n
+	for i := range n {
+		if j := (a.node + i) % n; c.down[j].Load() <= now {
+			pick = j
+			break
+		}
+	}
+	a.node = pick + 1
+	return pick
+}
+
+// markDown makes attempts skip node i for MaxBackoff: it refused or
+// dropped a connection.
+func (c *Client) markDown(i int) {
+	c.down[i].Store(time.Now().Add(c.cfg.MaxBackoff).UnixNano())
 }
 
 // keyPath escapes key as the rest of a lookup path: every byte but the
@@ -46,9 +64,9 @@ func keyPath(key []byte) string {
 
 // httpGet does one attempt of Get over HTTP. An empty key has no lookup
 // path (GET /<db>/ is the db's status), so it goes as a batch of one.
-func (c *Client) httpGet(ctx context.Context, db string, key []byte) (Result, bool, error) {
+func (c *Client) httpGet(ctx context.Context, a *attempts, db string, key []byte) (Result, bool, error) {
 	if len(key) == 0 {
-		rs, retry, err := c.httpGetMany(ctx, db, [][]byte{key})
+		rs, retry, err := c.httpGetMany(ctx, a, db, [][]byte{key})
 		if err != nil {
 			return Result{}, retry, err
 		}
@@ -56,13 +74,17 @@ func (c *Client) httpGet(ctx context.Context, db string, key []byte) (Result, bo
 	}
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
-	base := c.baseURL()
+	i := c.pickNode(a)
+	base := c.cfg.URLs[i]
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/"+url.PathEscape(db)+"/"+keyPath(key), nil)
 	if err != nil {
 		return Result{}, false, fmt.Errorf("client: %w", err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.markDown(i)
+		}
 		return Result{}, true, fmt.Errorf("client: GET %s: %w", base, err)
 	}
 	defer resp.Body.Close()
@@ -85,10 +107,11 @@ func (c *Client) httpGet(ctx context.Context, db string, key []byte) (Result, bo
 }
 
 // httpGetMany does one attempt of GetMany over HTTP: POST /<db>/_batch.
-func (c *Client) httpGetMany(ctx context.Context, db string, keys [][]byte) ([]Result, bool, error) {
+func (c *Client) httpGetMany(ctx context.Context, a *attempts, db string, keys [][]byte) ([]Result, bool, error) {
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
-	base := c.baseURL()
+	i := c.pickNode(a)
+	base := c.cfg.URLs[i]
 	body := batchwire.AppendRequest(make([]byte, 0, batchwire.RequestSize(keys)), keys)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/"+url.PathEscape(db)+"/_batch", bytes.NewReader(body))
 	if err != nil {
@@ -97,6 +120,9 @@ func (c *Client) httpGetMany(ctx context.Context, db string, keys [][]byte) ([]R
 	req.Header.Set("Content-Type", batchwire.ContentType)
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			c.markDown(i)
+		}
 		return nil, true, fmt.Errorf("client: POST %s: %w", base, err)
 	}
 	defer resp.Body.Close()
