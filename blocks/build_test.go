@@ -1,8 +1,10 @@
 package blocks
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -431,5 +433,58 @@ func TestParseCompression(t *testing.T) {
 		if got != tt.want || (err == nil) != tt.ok {
 			t.Errorf("ParseCompression(%q) = %q, %v", tt.in, got, err)
 		}
+	}
+}
+
+// TestSharedKeyPrefix sorts keys that share a long prefix (the sort indexes
+// the bytes after it), including the bare prefix and keys one byte longer.
+func TestSharedKeyPrefix(t *testing.T) {
+	dir := t.TempDir()
+	const prefix = "tenant-0000000000:"
+	want := map[string]string{}
+	var recs []record
+	add := func(k string) {
+		v := fmt.Sprintf("v%d", len(recs))
+		recs = append(recs, record{[]byte(k), []byte(v)})
+		want[k] = v
+	}
+	add(prefix)
+	add(prefix + "\x00")
+	add(prefix + "\xff")
+	add(prefix + "a")
+	for i := range 5000 {
+		add(fmt.Sprintf("%s%016x", prefix, (i*7919)%5000))
+	}
+	writeSeqFile(t, filepath.Join(dir, "part-00000"), recs)
+	s := openTestStore(t, t.TempDir(), Options{})
+	v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, dir, []string{"part-00000"})})
+	for k, w := range want {
+		got, err := v.Get(0, []byte(k))
+		if err != nil || string(got) != w {
+			t.Fatalf("Get(%q) = %q, %v; want %q", k, got, err, w)
+		}
+	}
+	// In key order, as bbolt's checker and a cursor see it.
+	err := v.parts[0].db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		var prev []byte
+		n := 0
+		c := tx.Bucket(dataBucket).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if prev != nil && bytes.Compare(prev, k) >= 0 {
+				t.Errorf("keys out of order: %q then %q", prev, k)
+			}
+			prev = append(prev[:0], k...)
+			n++
+		}
+		if n != len(want) {
+			t.Errorf("%d keys, want %d", n, len(want))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

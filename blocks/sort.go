@@ -24,7 +24,7 @@ const (
 
 // entry indexes one record of a sortedRecs.
 type entry struct {
-	prefix uint64 // the key's first 8 bytes, big-endian, zero-padded
+	prefix uint64 // the 8 key bytes after sortedRecs.skip, big-endian, zero-padded
 	seq    uint64
 	ref    uint64 // chunk index << 32 | offset of the record's key length
 }
@@ -33,6 +33,38 @@ type entry struct {
 type sortedRecs struct {
 	chunks  []*chunk
 	entries []entry
+	skip    int // bytes every key starts with alike; entry prefixes follow them
+}
+
+// commonPrefixLen returns the length of the prefix all keys of chunks
+// share, in one sequential pass.
+func commonPrefixLen(chunks []*chunk) int {
+	var first []byte
+	l := -1
+	for _, c := range chunks {
+		buf := c.buf
+		for off := 0; off < len(buf) && l != 0; {
+			_, n1 := uvarint(buf[off:])
+			off += n1
+			klen, n2 := uvarint(buf[off:])
+			off += n2
+			vlen, n3 := uvarint(buf[off:])
+			off += n3
+			k := buf[off : off+int(klen)]
+			off += int(klen) + int(vlen)
+			if l < 0 {
+				first, l = k, len(k)
+				continue
+			}
+			m := min(l, len(k))
+			i := 0
+			for i < m && k[i] == first[i] {
+				i++
+			}
+			l = i
+		}
+	}
+	return max(l, 0)
 }
 
 func uvarint(b []byte) (uint64, int) {
@@ -59,6 +91,10 @@ func sortChunks(chunks []*chunk) *sortedRecs {
 		n += c.n
 	}
 	s := &sortedRecs{chunks: chunks, entries: make([]entry, 0, n)}
+	// Keys often share a long prefix ("user:0000…"): index the 8 bytes
+	// after the prefix all keys share, so that the radix pass and most
+	// comparisons see bytes that differ.
+	s.skip = commonPrefixLen(chunks)
 	for ci, c := range chunks {
 		buf := c.buf
 		for off := 0; off < len(buf); {
@@ -71,7 +107,7 @@ func sortChunks(chunks []*chunk) *sortedRecs {
 			off += n3
 			k := buf[off : off+int(klen)]
 			off += int(klen) + int(vlen)
-			s.entries = append(s.entries, entry{prefix: keyPrefix(k), seq: seqOf(c.file, rec), ref: ref})
+			s.entries = append(s.entries, entry{prefix: keyPrefix(k[s.skip:]), seq: seqOf(c.file, rec), ref: ref})
 		}
 	}
 	s.sort()
