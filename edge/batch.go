@@ -110,7 +110,8 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
 	}
-	version, results, err := bb.GetMany(r.Context(), db, keys, node.GetOptions{Version: proxy})
+	raw := proxy != "" || rawParam(r.URL.RawQuery)
+	version, results, err := bb.GetMany(r.Context(), db, keys, node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return

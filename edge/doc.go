@@ -118,7 +118,9 @@
 // missing key is an empty payload with Spangle-Status 404 and the
 // version; an empty value is an empty payload with 200. A reply larger
 // than the server's max_payload is replaced by a 413 that says so, so that
-// the requester never waits for a timeout.
+// the requester never waits for a timeout. A request header
+// Spangle-Raw: 1 asks for values as stored, skipping the db's decoder (HTTP:
+// ?raw=1).
 //
 // KVAdvertiser writes a node's entries (node.Advertiser) through kvwatch;
 // they are what edge/client routes by.

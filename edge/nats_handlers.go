@@ -80,7 +80,7 @@ func (s *NATSServer) headersFor(db string, res *node.Result) *natsHeaders {
 func (s *NATSServer) onGet(m *nats.Msg) {
 	start := time.Now()
 	db := strings.TrimPrefix(m.Subject, s.getPrefix)
-	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{})
+	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Raw: rawRequest(m)})
 	s.answer(m, s.met.get, db, &res, err, start)
 }
 
@@ -90,11 +90,17 @@ func (s *NATSServer) onGet(m *nats.Msg) {
 // Spangle-Version.
 func (s *NATSServer) onPart(m *nats.Msg, db, version string) {
 	start := time.Now()
-	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Version: version})
+	raw := rawRequest(m)
+	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Version: version, Raw: raw})
 	if errors.Is(err, node.ErrUnknownVersion) {
-		res, err = s.backend.Get(s.ctx, db, m.Data, node.GetOptions{})
+		res, err = s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Raw: raw})
 	}
 	s.answer(m, s.met.part, db, &res, err, start)
+}
+
+// rawRequest reports whether a request asks for values as stored.
+func rawRequest(m *nats.Msg) bool {
+	return m.Header != nil && natswire.Raw(m.Header.Get(natswire.HeaderRaw))
 }
 
 // answer replies to a single lookup.
@@ -129,7 +135,7 @@ func (s *NATSServer) mget(m *nats.Msg, db string) int {
 	if err != nil {
 		return s.answerError(m, s.met.mget, db, "", err)
 	}
-	version, results, err := s.backend.GetMany(s.ctx, db, keys, node.GetOptions{})
+	version, results, err := s.backend.GetMany(s.ctx, db, keys, node.GetOptions{Raw: rawRequest(m)})
 	if err != nil {
 		return s.answerError(m, s.met.mget, db, "", err)
 	}

@@ -20,7 +20,14 @@ const (
 	HeaderError = "Spangle-Error"
 	// HeaderContentType is the media type of the body.
 	HeaderContentType = "Content-Type"
+	// HeaderRaw, on a request, set to "1" or "true", asks for values as
+	// stored, skipping the db's decoder (HTTP: ?raw=1).
+	HeaderRaw = "Spangle-Raw"
 )
+
+// Raw reports whether a request header value of HeaderRaw asks for raw
+// values.
+func Raw(v string) bool { return v == "1" || v == "true" }
 
 var tokenRe = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
 
