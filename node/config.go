@@ -73,6 +73,10 @@ type Config struct {
 	// BinaryVersion is the release published in the node entry. Default "".
 	BinaryVersion string
 
+	// Cluster configures cluster mode ([sharding]); off by default. See
+	// ClusterConfig.
+	Cluster ClusterConfig
+
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
 	// decoder is a module ("wasm:<path>"). Zero fields take the plugins
 	// package's defaults; an empty CacheDir becomes <DataDir>/wasm-cache,
@@ -113,6 +117,7 @@ func DefaultConfig() Config {
 		MaxParallelLoads: 4,
 		MemoryBudget:     256 << 20,
 		Compression:      string(blocks.CompressionNone),
+		Cluster:          DefaultClusterConfig(),
 	}
 }
 
@@ -145,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShardID != "" && !ValidName(c.ShardID) {
 		return fmt.Errorf("%w: shard ID %q must match %s", ErrConfig, c.ShardID, validName)
+	}
+	if err := c.Cluster.validate(); err != nil {
+		return err
 	}
 	if c.Plugins.CacheDir == "" {
 		c.Plugins.CacheDir = filepath.Join(c.DataDir, "wasm-cache")

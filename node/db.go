@@ -27,6 +27,10 @@ type db struct {
 
 	// active is the version lookups use; nil until one is built.
 	active atomic.Pointer[version]
+	// pending is, in cluster mode, a version built and advertised but not
+	// yet switched to (cluster.go): readable by name only. Changed on the
+	// loop goroutine only.
+	pending atomic.Pointer[version]
 
 	mu sync.Mutex // guards versions and failed
 	// versions holds the status of every version this node knows of for
@@ -36,10 +40,11 @@ type db struct {
 	// until a forced refresh.
 	failed map[string]bool
 
-	kickCh chan kick
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when loop returns
+	kickCh  chan kick
+	nudgeCh chan struct{} // cluster mode: re-check the pending version
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when loop returns
 }
 
 type kick struct {
@@ -106,6 +111,7 @@ func (n *Node) newDB(name string) (*db, error) {
 		versions:    map[string]*versionState{},
 		failed:      map[string]bool{},
 		kickCh:      make(chan kick, 1),
+		nudgeCh:     make(chan struct{}, 1),
 		ctx:         ctx,
 		cancel:      cancel,
 		done:        make(chan struct{}),
@@ -138,6 +144,8 @@ func (d *db) loop() {
 		case k := <-d.kickCh:
 			d.update(k.force)
 			close(k.done)
+		case <-d.nudgeCh:
+			d.trySwitch()
 		}
 	}
 }
@@ -175,6 +183,9 @@ func closePartitioner(p plugins.Partitioner) {
 // closeVersions closes the active version; lookups that race with it see
 // ErrUnknownDB or ErrNoVersion afterwards.
 func (d *db) closeVersions() {
+	if v := d.pending.Swap(nil); v != nil {
+		v.data.Close()
+	}
 	if v := d.active.Swap(nil); v != nil {
 		v.data.Close()
 	}
@@ -197,6 +208,10 @@ func (d *db) update(force bool) {
 	cur := d.active.Load()
 	if cur != nil && latest <= cur.name {
 		return // never downgrade; nothing new
+	}
+	if p := d.pending.Load(); p != nil && p.name == latest {
+		d.trySwitch() // built already, waiting for replicas
+		return
 	}
 	d.mu.Lock()
 	if force {
@@ -272,13 +287,17 @@ func (d *db) build(name string) error {
 	for i := range all {
 		all[i] = i
 	}
+	if n.clustered() {
+		all = d.assigned(name, len(files))
+		spec.Partitions = all
+	}
 	started := time.Now()
 	d.mu.Lock()
 	state.n = len(files)
 	state.partitions = all
 	state.progress = &BuildProgress{FilesTotal: len(files), BytesTotal: total, StartedAt: started}
 	d.mu.Unlock()
-	log.Info("building version", "files", len(files), "bytes", total)
+	log.Info("building version", "files", len(files), "bytes", total, "partitions", len(all))
 
 	lastLog := started
 	spec.Progress = func(p blocks.BuildProgress) {
@@ -319,7 +338,12 @@ func (d *db) build(name string) error {
 	n.metrics.buildProgress.WithLabelValues(d.name).Set(1)
 	log.Info("version built", "records", m.Records, "bytes", m.Bytes, "seconds", elapsed.Seconds(),
 		"records_per_second", int64(float64(m.Records)/max(elapsed.Seconds(), 1e-9)))
-	d.activate(state, bv)
+	if n.clustered() {
+		d.setPending(state, bv)
+		d.trySwitch()
+	} else {
+		d.activate(state, bv)
+	}
 	// A build leaves its sort buffers to the garbage collector: hand the
 	// memory back to the OS now rather than serving with a build-sized heap.
 	debug.FreeOSMemory()
@@ -330,16 +354,22 @@ func (d *db) build(name string) error {
 // lookups that still hold it finish (Close waits for them) or retry on the
 // new one, so no request fails or sees an older version.
 func (d *db) activate(state *versionState, bv *blocks.Version) {
-	m := bv.Manifest()
-	now := time.Now()
-	v := &version{
+	d.activateVersion(&version{
 		name:        state.name,
-		n:           m.NumPartitions,
+		n:           bv.Manifest().NumPartitions,
 		data:        bv,
 		partitioner: d.partitioner,
-		modified:    now.Truncate(time.Second),
+		modified:    time.Now().Truncate(time.Second),
 		state:       state,
-	}
+	})
+}
+
+// activateVersion switches lookups to v (see activate); v.modified is
+// when it becomes active.
+func (d *db) activateVersion(v *version) {
+	state := v.state
+	m := v.data.Manifest()
+	now := v.modified
 	d.mu.Lock()
 	state.state = StateActive
 	state.activeAt = now

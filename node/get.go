@@ -35,23 +35,37 @@ type Result struct {
 // Get looks key up in db. It never waits on a build or on the source: it
 // reads the active version, or with opts.Version the named version. The
 // caller owns key and the returned value.
+//
+// In cluster mode, a key whose partition is held elsewhere is proxied to
+// its replicas (cluster_get.go); a lookup naming a version (a peer's) is
+// never proxied again, and may read a version built but not yet active.
 func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) (Result, error) {
+	return n.lookup(ctx, db, key, opts, opts.Version == "")
+}
+
+// lookup is Get; mayProxy allows proxying in cluster mode even when
+// opts.Version is set (GetMany pins its batch to one version).
+func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOptions, mayProxy bool) (Result, error) {
 	d := (*n.dbs.Load())[db]
 	if d == nil {
 		return Result{}, ErrUnknownDB
 	}
 	for {
-		v := d.active.Load()
-		if v == nil {
-			if opts.Version != "" {
+		var v *version
+		if opts.Version != "" {
+			if v = d.byName(opts.Version); v == nil {
 				return Result{}, ErrUnknownVersion
 			}
+		} else if v = d.active.Load(); v == nil {
 			return Result{}, ErrNoVersion
 		}
-		if opts.Version != "" && opts.Version != v.name {
-			return Result{}, ErrUnknownVersion
+		var res Result
+		var err error
+		if mayProxy && n.proxy != nil {
+			res, err = n.getCluster(ctx, d, v, key)
+		} else {
+			res, err = v.get(key)
 		}
-		res, err := v.get(key)
 		if errors.Is(err, blocks.ErrClosed) {
 			// The version was retired between loading it and reading it;
 			// its successor is active already.
@@ -85,6 +99,11 @@ func (v *version) get(key []byte) (Result, error) {
 	val, err := v.data.Get(p, key)
 	if errors.Is(err, blocks.ErrNotFound) && alt != p {
 		val, err = v.data.Get(alt, key)
+		if errors.Is(err, blocks.ErrPartitionNotHeld) {
+			// The key's own partition is held and lacks it; the alternate
+			// is another node's, which the proxying node asks next.
+			err = blocks.ErrNotFound
+		}
 	}
 	switch {
 	case err == nil:

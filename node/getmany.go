@@ -37,7 +37,7 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 			}
 			version = v.name
 		}
-		err := n.getAll(ctx, db, keys, GetOptions{Version: version, Raw: opts.Raw}, results)
+		err := n.getAll(ctx, db, keys, GetOptions{Version: version, Raw: opts.Raw}, opts.Version == "", results)
 		if err == nil {
 			return version, results, nil
 		}
@@ -50,15 +50,15 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 
 // getAll fills results with the lookups of keys, stopping at the first
 // error or when ctx ends (checked every 64 keys: local lookups do not
-// block).
-func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOptions, results []Result) error {
+// block; proxied ones end with ctx). mayProxy is lookup's.
+func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOptions, mayProxy bool, results []Result) error {
 	for i, k := range keys {
 		if i%64 == 63 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		res, err := n.Get(ctx, db, k, opts)
+		res, err := n.lookup(ctx, db, k, opts, mayProxy)
 		if err != nil {
 			return err
 		}

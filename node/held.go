@@ -50,28 +50,32 @@ func (n *Node) Held() ([]HeldVersion, <-chan struct{}) {
 	return v.versions, v.changed
 }
 
-// heldChanged recomputes the held versions from the dbs' active versions
-// and publishes them if they changed. It is called after every switch of
+// heldChanged recomputes the held versions from the dbs' active (and, in
+// cluster mode, pending) versions and publishes them if they changed. It is called after every switch of
 // an active version, and after dbs come and go.
 func (n *Node) heldChanged() {
 	n.heldMu.Lock()
 	defer n.heldMu.Unlock()
 	var vs []HeldVersion
 	for name, d := range *n.dbs.Load() {
-		v := d.active.Load()
-		if v == nil {
-			continue
+		// In cluster mode a pending version is held (peers read it by
+		// name) before it is active.
+		active := d.active.Load()
+		for _, v := range []*version{active, d.pending.Load()} {
+			if v == nil || (v != active && active != nil && active.name == v.name) {
+				continue
+			}
+			m := v.data.Manifest()
+			vs = append(vs, HeldVersion{
+				DB:            name,
+				Version:       v.name,
+				NumPartitions: m.NumPartitions,
+				Partitions:    m.Partitions,
+				Partitioner:   m.Partitioner,
+				Active:        v == active,
+				ActiveAt:      v.modified,
+			})
 		}
-		m := v.data.Manifest()
-		vs = append(vs, HeldVersion{
-			DB:            name,
-			Version:       v.name,
-			NumPartitions: m.NumPartitions,
-			Partitions:    m.Partitions,
-			Partitioner:   m.Partitioner,
-			Active:        true,
-			ActiveAt:      v.modified,
-		})
 	}
 	slices.SortFunc(vs, func(a, b HeldVersion) int {
 		if c := strings.Compare(a.DB, b.DB); c != 0 {

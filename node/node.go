@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/node/proxy"
 )
 
 // Node is one spangle process's data plane: it finds versions in its source,
@@ -34,8 +35,9 @@ type Node struct {
 	readyCh   chan struct{}
 	wg        sync.WaitGroup // every goroutine the node starts
 
-	id  string      // set by Start: Config.NodeID or <data_dir>/node_id
-	adv *advertiser // set by Start when Config.Advertiser is set
+	id    string       // set by Start: Config.NodeID or <data_dir>/node_id
+	adv   *advertiser  // set by Start when Config.Advertiser is set
+	proxy *proxy.Proxy // cluster mode only: lookups of partitions held elsewhere
 
 	heldMu sync.Mutex // serialises heldChanged
 	held   atomic.Pointer[heldView]
@@ -70,6 +72,16 @@ func New(cfg Config) (*Node, error) {
 		refreshCh: make(chan bool, 1),
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
+	}
+	if cfg.Cluster.Enabled {
+		pc := proxy.DefaultConfig()
+		pc.Timeout = cfg.Cluster.ProxyTimeout
+		pc.StageTimeout = cfg.Cluster.ProxyStageTimeout
+		pc.Logger = log.With("component", "proxy")
+		pc.Registerer = cfg.Registerer
+		if n.proxy, err = proxy.New(pc); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
 	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
@@ -121,6 +133,13 @@ func (n *Node) start() error {
 		defer n.wg.Done()
 		n.refreshLoop()
 	}()
+	if n.clustered() {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.clusterLoop()
+		}()
+	}
 	return nil
 }
 
@@ -239,6 +258,9 @@ func (n *Node) refreshLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	if n.clustered() && !n.converge() {
+		return
+	}
 	n.refresh(true, false)
 	for {
 		select {
@@ -326,8 +348,8 @@ func (n *Node) startDB(d *db) {
 // Shutdown stops the node: (1) drains (see Drain), (2) cancels builds,
 // the refresh loop and the advertiser, (3) waits for them, (4) withdraws
 // the node's KV entries (failures are logged: they expire anyway), (5)
-// closes every version, waiting for in-flight lookups, (6) releases the
-// data dir. It is idempotent; ctx bounds the wait.
+// stops the proxy (cluster mode), closes every version, waiting for
+// in-flight lookups, (6) releases the data dir. It is idempotent; ctx bounds the wait.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var err error
 	n.shutdownOnce.Do(func() {
@@ -349,6 +371,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		if n.adv != nil {
 			_ = n.adv.withdrawAll(ctx) // logged; the entries expire anyway
+		}
+		if n.proxy != nil {
+			_ = n.proxy.Shutdown(ctx) // in-flight lookups ended with the front doors
 		}
 		for _, d := range *n.dbs.Load() {
 			d.closeVersions()

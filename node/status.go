@@ -7,9 +7,12 @@ import (
 // Version states, as sequins names them.
 const (
 	StateBuilding = "BUILDING"
-	StateActive   = "ACTIVE"
-	StateRemoving = "REMOVING"
-	StateError    = "ERROR"
+	// StateAvailable: built and served to peers, not yet to clients
+	// (cluster mode, waiting for min_replication).
+	StateAvailable = "AVAILABLE"
+	StateActive    = "ACTIVE"
+	StateRemoving  = "REMOVING"
+	StateError     = "ERROR"
 )
 
 // Status is the node's view of every db, as served at "/". Field names follow

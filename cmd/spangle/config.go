@@ -42,6 +42,20 @@ type fileConfig struct {
 		ClusterName string     `toml:"cluster_name"`
 	} `toml:"nats"`
 
+	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
+	// [nats], shard_id at the top level).
+	Sharding struct {
+		Enabled              bool     `toml:"enabled"`
+		Replication          int      `toml:"replication"`
+		MinReplication       int      `toml:"min_replication"`
+		MaxReplication       int      `toml:"max_replication"`
+		Assignment           string   `toml:"assignment"`
+		TimeToConverge       duration `toml:"time_to_converge"`
+		ProxyTimeout         duration `toml:"proxy_timeout"`
+		ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
+		VersionRemoveTimeout duration `toml:"version_remove_timeout"`
+	} `toml:"sharding"`
+
 	Storage struct {
 		Compression  string `toml:"compression"`
 		MemoryBudget string `toml:"memory_budget"` // e.g. "256MiB"
@@ -224,6 +238,26 @@ func loadConfig(path string, cfg *config) error {
 	n.ContentType = fc.ContentType
 	n.ShardID = fc.ShardID
 	cfg.advertisedHostname = fc.AdvertisedHostname
+	sh, c := fc.Sharding, &n.Cluster
+	c.Enabled = sh.Enabled
+	setInt := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	setInt(&c.Replication, sh.Replication)
+	setInt(&c.MinReplication, sh.MinReplication)
+	setInt(&c.MaxReplication, sh.MaxReplication)
+	set(&c.Assignment, sh.Assignment)
+	setDur := func(dst *time.Duration, v duration) {
+		if v.Duration != 0 {
+			*dst = v.Duration
+		}
+	}
+	setDur(&c.TimeToConverge, sh.TimeToConverge)
+	setDur(&c.ProxyTimeout, sh.ProxyTimeout)
+	setDur(&c.ProxyStageTimeout, sh.ProxyStageTimeout)
+	setDur(&c.VersionRemoveTimeout, sh.VersionRemoveTimeout)
 	k := &cfg.nats
 	k.URLs = fc.NATS.URL
 	set(&k.EmbeddedListen, fc.NATS.Listen)

@@ -224,3 +224,42 @@ presharded = true
 		})
 	}
 }
+
+func TestConfigSharding(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "spangle.toml")
+	body := `
+source = "/src"
+shard_id = "3"
+[sharding]
+enabled = true
+replication = 3
+min_replication = 2
+max_replication = 4
+assignment = "rendezvous"
+time_to_converge = "2s"
+proxy_timeout = "300ms"
+proxy_stage_timeout = "50ms"
+version_remove_timeout = "1m"
+`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	if err := loadConfig(p, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.node.Cluster
+	if !c.Enabled || c.Replication != 3 || c.MinReplication != 2 || c.MaxReplication != 4 || c.Assignment != "rendezvous" ||
+		c.TimeToConverge != 2*time.Second || c.ProxyTimeout != 300*time.Millisecond ||
+		c.ProxyStageTimeout != 50*time.Millisecond || c.VersionRemoveTimeout != time.Minute || cfg.node.ShardID != "3" {
+		t.Fatalf("sharding: %+v", c)
+	}
+
+	// Without the table: off, with sequins' defaults.
+	def := defaultConfig().node.Cluster
+	if def.Enabled || def.Replication != 2 || def.MinReplication != 1 || def.MaxReplication != 0 ||
+		def.Assignment != "sequential" || def.TimeToConverge != 10*time.Second || def.ProxyTimeout != 100*time.Millisecond ||
+		def.VersionRemoveTimeout != 10*time.Minute {
+		t.Fatalf("defaults: %+v", def)
+	}
+}

@@ -108,6 +108,13 @@ func serve(args []string) error {
 	cfg.node.AdvertiseSubjects = edge.SubjectPrefix(kcfg.ClusterName)
 	cfg.node.AdvertiseAddress = advertisedAddress(ln.Addr(), cfg.advertisedHostname)
 	cfg.node.BinaryVersion = version
+	var view *edge.KVClusterView
+	if cfg.node.Cluster.Enabled {
+		view = edge.NewKVClusterView(kv, log)
+		view.Start()
+		defer view.Stop()
+		cfg.node.Cluster.View = view
+	}
 	n, err := node.New(cfg.node)
 	if err != nil {
 		ln.Close()

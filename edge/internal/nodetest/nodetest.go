@@ -156,6 +156,9 @@ type Options struct {
 	Node func(*node.Config)
 	NATS func(*edge.NATSConfig)
 	HTTP func(*edge.Config)
+	// NoWait returns without waiting for Loaded (cluster nodes wait for
+	// their peers before loading).
+	NoWait bool
 }
 
 // StartNode starts a node serving the source root, advertising through kv
@@ -222,12 +225,20 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	if err := ns.Start(); err != nil {
 		t.Fatal(err)
 	}
+	if !opts.NoWait {
+		WaitLoaded(t, tn)
+	}
+	return tn
+}
+
+// WaitLoaded waits until n has processed its first source listing.
+func WaitLoaded(t testing.TB, n *Node) {
+	t.Helper()
 	select {
 	case <-n.Loaded():
 	case <-time.After(Timeout):
 		t.Fatal("node did not load")
 	}
-	return tn
 }
 
 // Stop shuts the node down as spangle serve does: drain, NATS front door,

@@ -1,0 +1,323 @@
+package edge_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/plugins"
+)
+
+// clusterNode is one node of an in-process cluster.
+type clusterNode struct {
+	*nodetest.Node
+	shard string
+	view  *edge.KVClusterView
+}
+
+// clusterOpts shape startCluster.
+type clusterOpts struct {
+	roots          []string // one source root per node
+	replication    int
+	minReplication int
+}
+
+// startCluster starts one node per root, with shard IDs "1", "2", …,
+// sharing one embedded NATS server (the first node's KV embeds it, the
+// others connect to it), each with its own data dir and loopback HTTP
+// server, and waits until every node has loaded.
+func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
+	t.Helper()
+	kcfg := nodetest.NATSConfig(t)
+	kcfg.EntryTTL = time.Second
+	kcfg.Heartbeat = 200 * time.Millisecond
+	first := nodetest.StartKV(t, kcfg)
+	var nodes []*clusterNode
+	for i, root := range o.roots {
+		kv := first
+		if i > 0 {
+			c := nodetest.NATSConfig(t, first.ClientURL())
+			c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
+			kv = nodetest.StartKV(t, c)
+		}
+		view := edge.NewKVClusterView(kv, nodetest.Logger())
+		view.Start()
+		t.Cleanup(view.Stop) // after the node's cleanup: cleanups run last in, first out
+		shard := fmt.Sprint(i + 1)
+		n := nodetest.StartNode(t, kv, root, nodetest.Options{
+			NoWait: true,
+			Node: func(c *node.Config) {
+				c.NodeID = "node" + shard
+				c.ShardID = shard
+				c.Name = c.NodeID
+				c.Cluster.Enabled = true
+				c.Cluster.View = view
+				c.Cluster.Replication = o.replication
+				c.Cluster.MinReplication = o.minReplication
+				c.Cluster.TimeToConverge = 300 * time.Millisecond
+				c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
+			},
+		})
+		nodes = append(nodes, &clusterNode{Node: n, shard: shard, view: view})
+	}
+	for _, n := range nodes {
+		nodetest.WaitLoaded(t, n.Node)
+	}
+	return nodes
+}
+
+// held returns what n holds of db's version: its partitions and whether it
+// is active; ok false if n does not hold it.
+func held(n *clusterNode, db, version string) (parts []int, active, ok bool) {
+	hs, _ := n.Held()
+	for _, h := range hs {
+		if h.DB == db && h.Version == version {
+			return h.Partitions, h.Active, true
+		}
+	}
+	return nil, false, false
+}
+
+// activeVersion returns n's active version of db, "" if none.
+func activeVersion(n *clusterNode, db string) string {
+	hs, _ := n.Held()
+	for _, h := range hs {
+		if h.DB == db && h.Active {
+			return h.Version
+		}
+	}
+	return ""
+}
+
+// waitActive waits until every node answers db from version.
+func waitActive(t *testing.T, nodes []*clusterNode, db, version string) {
+	t.Helper()
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" active on "+version, func() error {
+			if v := activeVersion(n, db); v != version {
+				return fmt.Errorf("active version %q", v)
+			}
+			return nil
+		})
+	}
+}
+
+// checkAllKeys reads keys key-0..key-<count-1> of db d from every node
+// over HTTP and checks each value is <version>:<i>; a key whose partition
+// the node does not hold must have been proxied.
+func checkAllKeys(t *testing.T, nodes []*clusterNode, version string, count int) {
+	t.Helper()
+	proxied := 0
+	for _, n := range nodes {
+		parts, _, _ := held(n, "d", version)
+		for i := range count {
+			key := fmt.Sprintf("key-%d", i)
+			resp, err := http.Get(n.HTTPURL + "/d/" + key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(body) != fmt.Sprintf("%s:%d", version, i) {
+				t.Fatalf("%s: GET %s: %d %q", n.ID(), key, resp.StatusCode, body)
+			}
+			if v := resp.Header.Get("X-Spangle-Version"); v != version {
+				t.Fatalf("%s: GET %s: version %q", n.ID(), key, v)
+			}
+			to := resp.Header.Get("X-Spangle-Proxied-To")
+			p := partition(t, key)
+			if _, local := slices.BinarySearch(parts, p); local != (to == "") {
+				t.Fatalf("%s: GET %s (partition %d, held %v): proxied to %q", n.ID(), key, p, parts, to)
+			}
+			if to != "" {
+				proxied++
+				if to == strings.TrimPrefix(n.HTTPURL, "http://") {
+					t.Fatalf("%s proxied %s to itself", n.ID(), key)
+				}
+			}
+		}
+	}
+	if proxied == 0 {
+		t.Fatal("nothing was proxied")
+	}
+}
+
+// watchVersions records, per node, every active version of db it goes
+// through, until the returned stop is called; stop returns the records.
+func watchVersions(nodes []*clusterNode, db string) (stop func() map[string][]string) {
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	for _, n := range nodes {
+		wg.Go(func() {
+			for {
+				hs, changed := n.Held()
+				for _, h := range hs {
+					if h.DB == db && h.Active {
+						mu.Lock()
+						if s := seen[n.ID()]; len(s) == 0 || s[len(s)-1] != h.Version {
+							seen[n.ID()] = append(s, h.Version)
+						}
+						mu.Unlock()
+					}
+				}
+				select {
+				case <-quit:
+					return
+				case <-changed:
+				}
+			}
+		})
+	}
+	return func() map[string][]string {
+		close(quit)
+		wg.Wait()
+		return seen
+	}
+}
+
+func TestClusterAssignProxyUpgrade(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	nodes := startCluster(t, clusterOpts{roots: []string{root, root, root}, replication: 2, minReplication: 1})
+	waitActive(t, nodes, "d", "v1")
+
+	// sequins' sets for 3 nodes, 5 partitions, replication 2 (SEQUINS.md §5.3).
+	want := map[string][]int{"1": {0, 1, 3, 4}, "2": {0, 2, 3}, "3": {1, 2, 4}}
+	for _, n := range nodes {
+		if parts, _, _ := held(n, "d", "v1"); !slices.Equal(parts, want[n.shard]) {
+			t.Errorf("shard %s holds %v, want %v", n.shard, parts, want[n.shard])
+		}
+	}
+	// Every peer's partitions must be in each view before every key can
+	// be proxied: the entries travel through NATS.
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+			return seesHolders(n, "d", "v1", len(nodes))
+		})
+	}
+	checkAllKeys(t, nodes, "v1", 60)
+
+	// A second version: every node switches, never going back.
+	stop := watchVersions(nodes, "d")
+	nodetest.WriteVersion(t, root, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	for _, n := range nodes {
+		n.Refresh()
+	}
+	waitActive(t, nodes, "d", "v2")
+	for id, vs := range stop() {
+		if !slices.IsSorted(vs) || vs[len(vs)-1] != "v2" {
+			t.Errorf("%s went through versions %v", id, vs)
+		}
+	}
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peers' v2 partitions", func() error {
+			return seesHolders(n, "d", "v2", len(nodes))
+		})
+	}
+	checkAllKeys(t, nodes, "v2", 60)
+
+	// A peer's request naming the version is never proxied again.
+	n := nodes[2] // shard 3 does not hold partition 0
+	key := keyIn(t, 0)
+	resp, err := http.Get(n.HTTPURL + "/d/" + key + "?proxy=v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("X-Spangle-Proxied-To") != "" {
+		t.Fatalf("pinned lookup of a partition not held: %d, proxied to %q", resp.StatusCode, resp.Header.Get("X-Spangle-Proxied-To"))
+	}
+}
+
+// seesHolders reports whether n's cluster view has want nodes' partitions
+// entries for db's version.
+func seesHolders(n *clusterNode, db, version string, want int) error {
+	s, _ := n.view.Cluster()
+	if got := len(s.Holders(db, version)); got != want {
+		return fmt.Errorf("%d holders of %s.%s", got, db, version)
+	}
+	return nil
+}
+
+// keyIn returns a key key-<i> of partition p (5 partitions).
+func keyIn(t *testing.T, p int) string {
+	t.Helper()
+	for i := range 60 {
+		k := fmt.Sprintf("key-%d", i)
+		if partition(t, k) == p {
+			return k
+		}
+	}
+	t.Fatalf("no key in partition %d", p)
+	return ""
+}
+
+func TestClusterMinReplication(t *testing.T) {
+	// Shard 3's source lacks v2 until the end: the partitions assigned to
+	// it have one replica only.
+	main, late := t.TempDir(), t.TempDir()
+	for _, r := range []string{main, late} {
+		nodetest.WriteVersion(t, r, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	}
+	nodes := startCluster(t, clusterOpts{roots: []string{main, main, late}, replication: 2, minReplication: 2})
+	waitActive(t, nodes, "d", "v1")
+
+	stop := watchVersions(nodes, "d")
+	nodetest.WriteVersion(t, main, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	nodes[0].Refresh()
+	nodes[1].Refresh()
+	for _, n := range nodes[:2] {
+		nodetest.WaitFor(t, n.ID()+" has v2 built", func() error {
+			if _, active, ok := held(n, "d", "v2"); !ok || active {
+				return fmt.Errorf("v2 held %v, active %v", ok, active)
+			}
+			return nil
+		})
+		nodetest.WaitFor(t, n.ID()+" sees both v2 entries", func() error { return seesHolders(n, "d", "v2", 2) })
+	}
+	for _, n := range nodes {
+		if v := activeVersion(n, "d"); v != "v1" {
+			t.Fatalf("%s switched to %s with partitions under min_replication", n.ID(), v)
+		}
+	}
+	// The version is readable by name (as peers do) before the switch.
+	parts, _, _ := held(nodes[0], "d", "v2")
+	resp, err := http.Get(nodes[0].HTTPURL + "/d/" + keyIn(t, parts[0]) + "?proxy=v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Spangle-Version") != "v2" {
+		t.Fatalf("pinned lookup of a pending version: %d %q", resp.StatusCode, resp.Header.Get("X-Spangle-Version"))
+	}
+
+	// Shard 3 builds its part: every partition reaches 2 replicas.
+	nodetest.WriteVersion(t, late, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	nodes[2].Refresh()
+	waitActive(t, nodes, "d", "v2")
+	for id, vs := range stop() {
+		if !slices.Equal(vs, []string{"v1", "v2"}) {
+			t.Errorf("%s went through versions %v", id, vs)
+		}
+	}
+	checkAllKeys(t, nodes, "v2", 60)
+}
+
+// partition returns the sequins partition of key among 5.
+func partition(t *testing.T, key string) int {
+	p, _, err := must(plugins.Builtin("sequins")).Partition([]byte(key), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,112 @@
+package edge
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// KVClusterView is node.ClusterView over a kvwatch.KV: it follows the KV's
+// snapshots (Subscribe) and turns each into a node.ClusterSnapshot of the
+// nodes and partitions buckets, decoding the entries; undecodable entries
+// are skipped and logged at debug level. One goroutine, started by Start,
+// does the conversion; Cluster never blocks. Safe for concurrent use.
+type KVClusterView struct {
+	kv  *kvwatch.KV
+	log *slog.Logger
+
+	cur atomic.Pointer[viewState]
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	cancel    func()        // cancels the subscription; set by Start
+	done      chan struct{} // closed when run returns
+}
+
+// viewState is one published snapshot and the channel closed when the
+// next one replaces it.
+type viewState struct {
+	snap    *node.ClusterSnapshot
+	changed chan struct{}
+}
+
+// NewKVClusterView returns a view of kv's buckets; it starts nothing. A
+// nil log discards.
+func NewKVClusterView(kv *kvwatch.KV, log *slog.Logger) *KVClusterView {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	v := &KVClusterView{kv: kv, log: log.With("component", "cluster_view"), done: make(chan struct{})}
+	v.cur.Store(&viewState{snap: node.NewClusterSnapshot(nil, nil, true), changed: make(chan struct{})})
+	return v
+}
+
+// Start subscribes to the KV's snapshots and follows them until Stop or
+// the KV's Shutdown. It may be called before the KV has started (the view
+// is then empty and stale). It is idempotent.
+func (v *KVClusterView) Start() {
+	v.startOnce.Do(func() {
+		ch, cancel := v.kv.Subscribe()
+		v.cancel = cancel
+		go v.run(ch) // owned: Stop waits for it
+	})
+}
+
+// Stop stops following the KV and waits for the goroutine; the last
+// snapshot stays readable. It is idempotent; calling it without Start is
+// allowed.
+func (v *KVClusterView) Stop() {
+	v.stopOnce.Do(func() {
+		v.startOnce.Do(func() {}) // a later Start does nothing
+		if v.cancel != nil {
+			v.cancel()
+			<-v.done
+		}
+	})
+}
+
+func (v *KVClusterView) run(ch <-chan *kvwatch.Snapshot) {
+	defer close(v.done)
+	for s := range ch {
+		next := &viewState{snap: v.convert(s), changed: make(chan struct{})}
+		old := v.cur.Swap(next)
+		close(old.changed)
+	}
+}
+
+// convert decodes the nodes and partitions buckets of s.
+func (v *KVClusterView) convert(s *kvwatch.Snapshot) *node.ClusterSnapshot {
+	var nodes []advert.Node
+	s.Range(kvwatch.Nodes, "", func(key string, e kvwatch.Entry) bool {
+		n, err := advert.DecodeNode(key, e.Value)
+		if err != nil {
+			v.log.Debug("skipping node entry", "key", key, "err", err)
+			return true
+		}
+		nodes = append(nodes, n)
+		return true
+	})
+	var parts []advert.Partitions
+	s.Range(kvwatch.Partitions, "", func(key string, e kvwatch.Entry) bool {
+		p, err := advert.DecodePartitions(key, e.Value)
+		if err != nil {
+			v.log.Debug("skipping partitions entry", "key", key, "err", err)
+			return true
+		}
+		parts = append(parts, p)
+		return true
+	})
+	return node.NewClusterSnapshot(nodes, parts, s.Stale())
+}
+
+// Cluster implements node.ClusterView.
+func (v *KVClusterView) Cluster() (*node.ClusterSnapshot, <-chan struct{}) {
+	st := v.cur.Load()
+	return st.snap, st.changed
+}
+
+var _ node.ClusterView = (*KVClusterView)(nil)

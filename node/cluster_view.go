@@ -1,0 +1,86 @@
+package node
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// ClusterView is the cluster state as this node sees it: the node declares
+// it so that it needs nothing of NATS; edge.KVClusterView implements it
+// over kvwatch. Implementations must be safe for concurrent use.
+type ClusterView interface {
+	// Cluster returns the latest snapshot and a channel closed when a
+	// newer one replaces it. It never blocks. The snapshot is shared and
+	// must not be modified; it is never nil.
+	Cluster() (*ClusterSnapshot, <-chan struct{})
+}
+
+// ClusterSnapshot is one immutable state of the cluster: the nodes'
+// entries and their partitions entries, indexed. Build one with
+// NewClusterSnapshot; its methods are safe for concurrent use.
+type ClusterSnapshot struct {
+	nodes []advert.Node // by ID
+	// Stale is true while the view may lag behind the cluster (NATS down,
+	// or not caught up yet); start-up does not converge on a stale view.
+	stale bool
+	// holders maps "<db>.<version>" to the partitions entries of that
+	// version, by node ID.
+	holders map[string][]advert.Partitions
+}
+
+// NewClusterSnapshot indexes the entries of the nodes and partitions
+// buckets. It takes ownership of nodes and parts.
+func NewClusterSnapshot(nodes []advert.Node, parts []advert.Partitions, stale bool) *ClusterSnapshot {
+	slices.SortFunc(nodes, func(a, b advert.Node) int { return strings.Compare(a.ID, b.ID) })
+	s := &ClusterSnapshot{nodes: nodes, stale: stale, holders: map[string][]advert.Partitions{}}
+	for _, p := range parts {
+		k := p.DB + "." + p.Version
+		s.holders[k] = append(s.holders[k], p)
+	}
+	for _, ps := range s.holders {
+		slices.SortFunc(ps, func(a, b advert.Partitions) int { return strings.Compare(a.NodeID, b.NodeID) })
+	}
+	return s
+}
+
+// Stale reports whether the snapshot may lag behind the cluster.
+func (s *ClusterSnapshot) Stale() bool { return s.stale }
+
+// Live returns the entries of the nodes that are not draining, by ID. The
+// caller must not modify the result.
+func (s *ClusterSnapshot) Live() []advert.Node {
+	var out []advert.Node
+	for _, n := range s.nodes {
+		if n.State != advert.StateDraining {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Holders returns the partitions entries of db's version, by node ID. The
+// caller must not modify the result.
+func (s *ClusterSnapshot) Holders(db, version string) []advert.Partitions {
+	return s.holders[db+"."+version]
+}
+
+// membership is the part of a snapshot start-up waits to see stable:
+// "<id>=<shard>" of the live nodes, sorted.
+func (s *ClusterSnapshot) membership() string {
+	var b strings.Builder
+	for _, n := range s.Live() {
+		b.WriteString(n.ID + "=" + n.ShardID + ",")
+	}
+	return b.String()
+}
+
+// hasNode reports whether node id has an entry.
+func (s *ClusterSnapshot) hasNode(id string) bool {
+	_, ok := slices.BinarySearchFunc(s.nodes, id, func(n advert.Node, id string) int { return strings.Compare(n.ID, id) })
+	return ok
+}
+
+// emptyCluster is the snapshot of a view that has seen nothing yet.
+var emptyCluster = NewClusterSnapshot(nil, nil, true)
