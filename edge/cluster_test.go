@@ -28,6 +28,7 @@ type clusterOpts struct {
 	roots          []string // one source root per node
 	replication    int
 	minReplication int
+	partitioners   []string // db "d"'s partitioner per node; nil: the default
 }
 
 // startCluster starts one node per root, with shard IDs "1", "2", …,
@@ -64,6 +65,9 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 				c.Cluster.MinReplication = o.minReplication
 				c.Cluster.TimeToConverge = 300 * time.Millisecond
 				c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
+				if o.partitioners != nil {
+					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
+				}
 			},
 		})
 		nodes = append(nodes, &clusterNode{Node: n, shard: shard, view: view})
@@ -320,4 +324,39 @@ func partition(t *testing.T, key string) int {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestClusterPartitionerMismatch: a node whose partitioner differs from the
+// one a version was built with elsewhere refuses to build it, clearly.
+func TestClusterPartitionerMismatch(t *testing.T) {
+	main, late := t.TempDir(), t.TempDir()
+	nodetest.WriteVersion(t, main, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	nodes := startCluster(t, clusterOpts{roots: []string{main, late}, replication: 2, minReplication: 1,
+		partitioners: []string{"sequins", "murmur3"}})
+	waitActive(t, nodes[:1], "d", "v1")
+	nodetest.WaitFor(t, "node2 sees node1's v1 entry", func() error { return seesHolders(nodes[1], "d", "v1", 1) })
+
+	nodetest.WriteVersion(t, late, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	nodes[1].Refresh()
+	nodetest.WaitFor(t, "node2 refuses v1", func() error {
+		st := nodes[1].Status().DBs["d"].Versions["v1"].Nodes[nodes[1].Name()]
+		if st.State != node.StateError {
+			return fmt.Errorf("state %q", st.State)
+		}
+		if !strings.Contains(st.Error, "partitioner") || !strings.Contains(st.Error, "murmur3") || !strings.Contains(st.Error, "sequins") {
+			return fmt.Errorf("error %q does not say which partitioners differ", st.Error)
+		}
+		return nil
+	})
+	// node1 still serves every key, none of them through node2.
+	for i := range 60 {
+		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", nodes[0].HTTPURL, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Spangle-Proxied-To") != "" {
+			t.Fatalf("key-%d: %d via %q", i, resp.StatusCode, resp.Header.Get("X-Spangle-Proxied-To"))
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -113,6 +114,20 @@ func (d *db) assigned(version string, n int) []int {
 		ps = []int{}
 	}
 	return ps
+}
+
+// checkPartitioner refuses to build version when another node already
+// advertises it built with a different partitioner: the two would place
+// keys differently, and lookups routed by one would miss on the other.
+func (d *db) checkPartitioner(s *ClusterSnapshot, version string) error {
+	mine := d.partitioner.Identity()
+	for _, h := range s.Holders(d.name, version) {
+		if h.NodeID != d.node.id && h.Partitioner != "" && h.Partitioner != mine {
+			return fmt.Errorf("%w: %s/%s: this node's partitioner is %s, but node %s built it with %s",
+				ErrPartitionerMismatch, d.name, version, mine, h.NodeID, h.Partitioner)
+		}
+	}
+	return nil
 }
 
 // remoteReplicas counts, per partition of version (n partitions), the

@@ -288,6 +288,9 @@ func (d *db) build(name string) error {
 		all[i] = i
 	}
 	if n.clustered() {
+		if err := d.checkPartitioner(n.cluster(), name); err != nil {
+			return fail(err)
+		}
 		all = d.assigned(name, len(files))
 		spec.Partitions = all
 	}

@@ -15,6 +15,9 @@ var (
 	ErrNoReplica = errors.New("node: no replica answered")
 	// ErrProxyTimeout: peers did not answer within proxy_timeout (HTTP 504).
 	ErrProxyTimeout = errors.New("node: proxy timeout")
+	// ErrPartitionerMismatch: the cluster holds a version built with
+	// another partitioner than this node's (the build is refused).
+	ErrPartitionerMismatch = errors.New("node: partitioner differs from the cluster's")
 )
 
 // ErrConfig: the configuration is invalid.
