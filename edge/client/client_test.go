@@ -255,6 +255,14 @@ func TestUnknownPartitioner(t *testing.T) {
 	e := startOneNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout)
 	defer cancel()
+	// The node writes the db's versions entry once, as v1 becomes active:
+	// wait for it, so that it cannot land after the overwrite below.
+	nodetest.WaitFor(t, "the node's versions entry", func() error {
+		if p := e.nats.Map().Versions["d"].Partitioner; p != "sequins" {
+			return fmt.Errorf("partitioner %q", p)
+		}
+		return nil
+	})
 	// Overwrite the db's versions entry as a node with a Wasm partitioner
 	// would write it.
 	if _, err := e.kv.Put(ctx, kvwatch.Versions, "d", []byte(`{"db":"d","version":"v1","num_partitions":4,"partitioner":"wasm:sha256:00"}`)); err != nil {
