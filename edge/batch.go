@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -148,28 +147,7 @@ func (s *Server) readBatch(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // writeBatchError answers a failed batch lookup per the wire-code table,
 // with the error's own text for the rows that say so, and logs it.
 func (s *Server) writeBatchError(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time) {
-	row := lookupWireCode(r, err)
-	status := row.status
-	if proxy != "" {
-		status = row.peer
-	}
-	dh := s.metrics.lookup(db)
-	if dbKnown(err) {
-		dh = s.metrics.known(db)
-	}
-	if msg := row.message(err); msg != "" {
-		writeText(w, r, status, msg)
-	} else {
-		w.Header()[hdrContentLength] = valZero
-		w.WriteHeader(status)
-	}
-	elapsed := time.Since(start)
-	dh.observe(status, elapsed)
-	if !row.quiet {
-		s.log.LogAttrs(r.Context(), row.level, "edge: batch lookup failed",
-			slog.String("db", db), slog.Int("status", status), slog.String("proxy", proxy),
-			slog.Duration("elapsed", elapsed), slog.Any("err", err))
-	}
+	s.writeFailure(w, r, db, proxy, err, start, "edge: batch lookup failed")
 }
 
 // statusText is a status code as a header value.

@@ -176,6 +176,13 @@ func anyNoneMatch(fields []string, etag []byte) bool {
 // writeError answers a failed lookup per the wire-code table, logs it as
 // the table says and counts it.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time) {
+	s.writeFailure(w, r, db, proxy, err, start, "edge: lookup failed")
+}
+
+// writeFailure answers a failed lookup or batch per the wire-code table
+// (with the error's own text for the rows that say so), counts it, and
+// logs it as what unless the table says it is quiet.
+func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time, what string) {
 	row := lookupWireCode(r, err)
 	status := row.status
 	if proxy != "" {
@@ -187,8 +194,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, db, proxy st
 	} else {
 		dh = s.metrics.lookup(db)
 	}
-	if row.body != "" {
-		writeText(w, r, status, row.body)
+	if msg := row.message(err); msg != "" {
+		writeText(w, r, status, msg)
 	} else {
 		w.Header()[hdrContentLength] = valZero
 		w.WriteHeader(status)
@@ -196,7 +203,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, db, proxy st
 	elapsed := time.Since(start)
 	dh.observe(status, elapsed)
 	if !row.quiet {
-		s.log.LogAttrs(r.Context(), row.level, "edge: lookup failed",
+		s.log.LogAttrs(r.Context(), row.level, what,
 			slog.String("db", db), slog.Int("status", status), slog.String("proxy", proxy),
 			slog.Duration("elapsed", elapsed), slog.Any("err", err))
 	}
