@@ -29,6 +29,8 @@ type clusterOpts struct {
 	replication    int
 	minReplication int
 	partitioners   []string // db "d"'s partitioner per node; nil: the default
+	// versionRemoveTimeout is Cluster.VersionRemoveTimeout; 0: the default.
+	versionRemoveTimeout time.Duration
 }
 
 // startCluster starts one node per root, with shard IDs "1", "2", …,
@@ -65,6 +67,7 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 				c.Cluster.MinReplication = o.minReplication
 				c.Cluster.TimeToConverge = 300 * time.Millisecond
 				c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
+				c.Cluster.VersionRemoveTimeout = o.versionRemoveTimeout
 				if o.partitioners != nil {
 					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
 				}

@@ -18,7 +18,10 @@ import (
 //     readable by name, and becomes active once every partition has
 //     MinReplication replicas cluster-wide (trySwitch), re-checked on every
 //     View change (clusterLoop → db.nudge);
-//  4. lookups of partitions held elsewhere are proxied (cluster_get.go).
+//  4. lookups of partitions held elsewhere are proxied (cluster_get.go);
+//  5. the version replaced at a switch stays for peers naming it until
+//     VersionRemoveTimeout passes without a request (retention.go);
+//  6. Status merges the View's entries (cluster_status.go).
 //
 // Lock order: none is needed beyond db.mu; the pending and active versions
 // change only on the db's loop goroutine.

@@ -37,9 +37,9 @@ type ClusterConfig struct {
 	// backup attempt starts on the next replica. Default 0:
 	// ProxyTimeout / Replication.
 	ProxyStageTimeout time.Duration
-	// VersionRemoveTimeout is how long a replaced version stays for peers
-	// naming it without a request. Default 10m. (Not used yet: a replaced
-	// version is removed at once.)
+	// VersionRemoveTimeout is how long a replaced version stays open and
+	// advertised for peers naming it after the last request for it; each
+	// request restarts the wait. Default 10m.
 	VersionRemoveTimeout time.Duration
 	// View is the cluster state as this node sees it. Required when
 	// Enabled; edge.KVClusterView implements it over kvwatch.

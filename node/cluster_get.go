@@ -11,7 +11,8 @@ import (
 	"github.com/spangledb/spangle/node/proxy"
 )
 
-// byName returns the active or pending version called name, or nil.
+// byName returns the active, pending or retired version called name, or
+// nil; naming a retired version restarts its retention timer.
 func (d *db) byName(name string) *version {
 	if v := d.active.Load(); v != nil && v.name == name {
 		return v
@@ -19,7 +20,7 @@ func (d *db) byName(name string) *version {
 	if v := d.pending.Load(); v != nil && v.name == name {
 		return v
 	}
-	return nil
+	return d.retiredByName(name)
 }
 
 // getCluster looks key up in v, reading the partitions held here and

@@ -31,6 +31,12 @@ type db struct {
 	// yet switched to (cluster.go): readable by name only. Changed on the
 	// loop goroutine only.
 	pending atomic.Pointer[version]
+	// retired is, in cluster mode, the versions replaced as active but
+	// kept for peers naming them (retention.go); nil or a list replaced,
+	// never modified, on the loop goroutine only.
+	retired atomic.Pointer[[]*version]
+	// retireTimer fires at the earliest retention deadline; owned by loop.
+	retireTimer *time.Timer
 
 	mu sync.Mutex // guards versions and failed
 	// versions holds the status of every version this node knows of for
@@ -73,6 +79,9 @@ type versionState struct {
 	n          int
 	err        string
 	progress   *BuildProgress
+	// lastUsed is when a lookup last named the version, in Unix
+	// nanoseconds, once it is retired (retention.go); atomic, not guarded.
+	lastUsed atomic.Int64
 }
 
 func (n *Node) newDB(name string) (*db, error) {
@@ -146,6 +155,8 @@ func (d *db) loop() {
 			close(k.done)
 		case <-d.nudgeCh:
 			d.trySwitch()
+		case <-d.retireWake():
+			d.expireRetired()
 		}
 	}
 }
@@ -183,6 +194,7 @@ func closePartitioner(p plugins.Partitioner) {
 // closeVersions closes the active version; lookups that race with it see
 // ErrUnknownDB or ErrNoVersion afterwards.
 func (d *db) closeVersions() {
+	d.closeRetired()
 	if v := d.pending.Swap(nil); v != nil {
 		v.data.Close()
 	}
@@ -381,6 +393,10 @@ func (d *db) activateVersion(v *version) {
 	d.mu.Unlock()
 
 	old := d.active.Swap(v)
+	clustered := d.node.clustered()
+	if old != nil && clustered {
+		d.retire(old) // before heldChanged: it stays advertised
+	}
 	d.node.heldChanged() // the NATS front door and the advertiser follow (held.go)
 	d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
 	d.node.log.Info("version active", "db", d.name, "version", v.name)
@@ -390,12 +406,11 @@ func (d *db) activateVersion(v *version) {
 	d.mu.Lock()
 	old.state.state = StateRemoving
 	d.mu.Unlock()
-	if err := old.data.Close(); err != nil {
-		d.node.log.Warn("closing old version", "db", d.name, "version", old.name, "err", err)
+	if !clustered {
+		d.discard(old)
+		d.node.log.Info("old version removed", "db", d.name, "version", old.name)
 	}
-	d.node.removeVersionFiles(d.name, old.name)
 	d.mu.Lock()
-	delete(d.versions, old.name)
 	// Failed versions older than the active one will never be built: drop them.
 	for name, s := range d.versions {
 		if name < v.name && s.state == StateError {
@@ -404,7 +419,6 @@ func (d *db) activateVersion(v *version) {
 		}
 	}
 	d.mu.Unlock()
-	d.node.log.Info("old version removed", "db", d.name, "version", old.name)
 }
 
 // status returns the db's status; self is this node's name.

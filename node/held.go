@@ -61,7 +61,11 @@ func (n *Node) heldChanged() {
 		// In cluster mode a pending version is held (peers read it by
 		// name) before it is active.
 		active := d.active.Load()
-		for _, v := range []*version{active, d.pending.Load()} {
+		vers := []*version{active, d.pending.Load()}
+		if rs := d.retired.Load(); rs != nil {
+			vers = append(vers, *rs...) // kept for peers naming them (retention.go)
+		}
+		for _, v := range vers {
 			if v == nil || (v != active && active != nil && active.name == v.name) {
 				continue
 			}

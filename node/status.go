@@ -72,13 +72,33 @@ type BuildProgress struct {
 
 // Status returns this node's view of every db. It is safe to call at any
 // time; it takes each db's status lock briefly.
+//
+// In cluster mode it merges the View: each version lists every live node
+// holding it, and the replica counters count them all against
+// ClusterConfig.Replication (cluster_status.go).
 func (n *Node) Status() Status {
 	st := Status{DBs: map[string]DBStatus{}}
+	if !n.clustered() {
+		for name, d := range *n.dbs.Load() {
+			st.DBs[name] = d.status(n.cfg.Name, 1)
+		}
+		return st
+	}
+	st.ShardID = n.shardID()
+	s, target := n.cluster(), n.cfg.Cluster.Replication
 	for name, d := range *n.dbs.Load() {
-		st.DBs[name] = d.status(n.cfg.Name, 1)
+		ds := d.status(n.Name(), target)
+		n.mergeCluster(s, name, &ds, target)
+		st.DBs[name] = ds
 	}
 	return st
 }
 
-// Name is this node's name in the status.
-func (n *Node) Name() string { return n.cfg.Name }
+// Name is this node's name in the status: Config.Name, or in cluster mode
+// the name peers know it by, its advertised address (else its ID).
+func (n *Node) Name() string {
+	if n.clustered() {
+		return statusName(n.cfg.AdvertiseAddress, n.id)
+	}
+	return n.cfg.Name
+}

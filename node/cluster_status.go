@@ -1,0 +1,110 @@
+package node
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// Status merging (cluster mode). A node's status shows, per version of a
+// db, every live node holding it as the View sees it, besides itself:
+// name (advertised address, else ID), state, partitions and shard ID from
+// its partitions entry; the replication counters are then computed over
+// all of them. A peer's state is ACTIVE for the version it answers
+// unpinned lookups from, REMOVING for one older than that (kept for peers
+// naming it, retention.go), AVAILABLE for one newer (built, waiting for
+// min_replication). Peers' created_at and active_at are not in their
+// entries and stay unset. Nothing is asked of the peers: the merge reads
+// the View's snapshot only.
+
+// statusName is how nodes name each other in the status in cluster mode:
+// the advertised address, else the node ID.
+func statusName(address, id string) string {
+	if address != "" {
+		return address
+	}
+	return id
+}
+
+// mergeCluster adds to ds, this node's status of db, the other live
+// nodes' entries from s and recomputes the replica counters with target.
+func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target int) {
+	live := map[string]advert.Node{}
+	for _, nd := range s.Live() {
+		live[nd.ID] = nd
+	}
+	self := n.Name()
+	for v, vs := range ds.Versions {
+		if nv, ok := vs.Nodes[self]; ok {
+			nv.ShardID = n.shardID()
+			vs.Nodes[self] = nv
+			ds.Versions[v] = vs
+		}
+	}
+	// The other live nodes' entries for db, by version, and the version
+	// each answers unpinned lookups from.
+	prefix := db + "."
+	byVersion := map[string][]advert.Partitions{}
+	activeOf := map[string]string{}
+	for k, hs := range s.holders {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		for _, h := range hs {
+			if _, ok := live[h.NodeID]; !ok || h.NodeID == n.id {
+				continue
+			}
+			byVersion[h.Version] = append(byVersion[h.Version], h)
+			if h.Active {
+				activeOf[h.NodeID] = h.Version
+			}
+		}
+	}
+	for v, hs := range byVersion {
+		vs, ok := ds.Versions[v]
+		if !ok {
+			vs = VersionStatus{NumPartitions: hs[0].NumPartitions, Partitioner: hs[0].Partitioner,
+				Nodes: map[string]NodeVersionStatus{}}
+		}
+		for _, h := range hs {
+			state := StateAvailable
+			switch a := activeOf[h.NodeID]; {
+			case h.Active:
+				state = StateActive
+			case a != "" && v < a:
+				state = StateRemoving
+			}
+			addr := h.Address
+			if addr == "" {
+				addr = live[h.NodeID].Address
+			}
+			shard := h.ShardID
+			if shard == "" {
+				shard = live[h.NodeID].ShardID
+			}
+			name := statusName(addr, h.NodeID)
+			vs.Nodes[name] = NodeVersionStatus{
+				Name:       name,
+				Current:    h.Active,
+				State:      state,
+				Partitions: slices.Clone(h.Partitions),
+				ShardID:    shard,
+			}
+		}
+		ds.Versions[v] = vs
+	}
+	for v, vs := range ds.Versions {
+		held := map[string][]int{}
+		for name, nv := range vs.Nodes {
+			switch nv.State {
+			case StateActive, StateAvailable, StateRemoving:
+				held[name] = nv.Partitions
+			}
+		}
+		vs.MissingPartitions, vs.UnderreplicatedPartitions, vs.OverreplicatedPartitions = 0, 0, 0
+		vs.AverageReplication = 0
+		vs.replication(held, target)
+		ds.Versions[v] = vs
+	}
+}

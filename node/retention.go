@@ -1,0 +1,129 @@
+package node
+
+import (
+	"slices"
+	"time"
+)
+
+// Old-version retention (cluster mode). When a db switches to a new
+// version, the one it replaces is retired rather than removed: it stays
+// open, held and advertised (Active false), readable by lookups naming it
+// (GetOptions.Version, a peer's "?proxy=<old>"), and shows as REMOVING. It
+// is closed and deleted once ClusterConfig.VersionRemoveTimeout passes
+// with no such lookup: each one stores its time in versionState.lastUsed
+// (an atomic, written at most once a millisecond per version), and the
+// db's loop keeps one timer for the earliest deadline, re-checking
+// lastUsed when it fires. Outside cluster mode the old version is removed
+// at once (activateVersion).
+//
+// The retired list is replaced, never modified, on the loop goroutine
+// only; readers load it.
+
+// retire keeps old, just replaced as active, for peers naming it. Called
+// on the loop, before heldChanged, so that old stays advertised.
+func (d *db) retire(old *version) {
+	old.state.lastUsed.Store(time.Now().UnixNano())
+	var list []*version
+	if cur := d.retired.Load(); cur != nil {
+		list = slices.Clone(*cur)
+	}
+	list = append(list, old)
+	d.retired.Store(&list)
+	d.node.log.Info("old version kept for peers naming it", "db", d.name, "version", old.name,
+		"version_remove_timeout", d.node.cfg.Cluster.VersionRemoveTimeout)
+	d.armRetire(time.Now())
+}
+
+// retiredByName returns the retired version called name, or nil, and
+// records the request for the retention timer.
+func (d *db) retiredByName(name string) *version {
+	rs := d.retired.Load()
+	if rs == nil {
+		return nil
+	}
+	for _, v := range *rs {
+		if v.name == name {
+			now := time.Now().UnixNano()
+			if now-v.state.lastUsed.Load() >= int64(time.Millisecond) {
+				v.state.lastUsed.Store(now)
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+// retireWake is the loop's channel for the retention timer; nil (never
+// ready) while nothing is retired.
+func (d *db) retireWake() <-chan time.Time {
+	if d.retireTimer == nil {
+		return nil
+	}
+	return d.retireTimer.C
+}
+
+// armRetire sets the retention timer to the earliest deadline of the
+// retired versions, or stops it if there are none. Called on the loop.
+func (d *db) armRetire(now time.Time) {
+	rs := d.retired.Load()
+	if rs == nil || len(*rs) == 0 {
+		if d.retireTimer != nil {
+			d.retireTimer.Stop()
+		}
+		return
+	}
+	timeout := d.node.cfg.Cluster.VersionRemoveTimeout
+	next := time.Duration(-1)
+	for _, v := range *rs {
+		left := time.Unix(0, v.state.lastUsed.Load()).Add(timeout).Sub(now)
+		if next < 0 || left < next {
+			next = left
+		}
+	}
+	next = max(next, time.Millisecond)
+	if d.retireTimer == nil {
+		d.retireTimer = time.NewTimer(next)
+	} else {
+		d.retireTimer.Reset(next)
+	}
+}
+
+// expireRetired removes the retired versions not asked for during the
+// last VersionRemoveTimeout and re-arms the timer. Called on the loop.
+func (d *db) expireRetired() {
+	rs := d.retired.Load()
+	if rs == nil {
+		return
+	}
+	now := time.Now()
+	timeout := d.node.cfg.Cluster.VersionRemoveTimeout
+	var keep, gone []*version
+	for _, v := range *rs {
+		if now.Sub(time.Unix(0, v.state.lastUsed.Load())) >= timeout {
+			gone = append(gone, v)
+		} else {
+			keep = append(keep, v)
+		}
+	}
+	if len(gone) > 0 {
+		d.retired.Store(&keep)
+		d.node.heldChanged()
+		for _, v := range gone {
+			d.discard(v)
+			d.node.log.Info("old version removed", "db", d.name, "version", v.name, "idle", timeout)
+		}
+	}
+	d.armRetire(now)
+}
+
+// closeRetired closes the retired versions at shutdown; their files stay.
+func (d *db) closeRetired() {
+	if rs := d.retired.Swap(nil); rs != nil {
+		for _, v := range *rs {
+			v.data.Close()
+		}
+	}
+	if d.retireTimer != nil {
+		d.retireTimer.Stop()
+	}
+}
