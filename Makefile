@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test check bench bench-go bench-nats bench-e2e deps-bench tools examples clean
+.PHONY: all build run test check bench bench-go bench-nats bench-e2e deps-bench tools examples cluster-example clean
 
 all: build
 
@@ -20,6 +20,10 @@ run: build
 examples:
 	mkdir -p bin/plugins
 	for p in murmur3 prefix csv2json; do GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/plugins/$$p.wasm ./examples/plugins/$$p || exit 1; done
+
+# Three nodes on one machine sharing one NATS server: a proxied request and the status.
+cluster-example:
+	examples/cluster/run.sh
 
 # The whole suite, with the race detector.
 test:
