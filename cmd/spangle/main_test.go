@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -9,10 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -58,56 +55,8 @@ func TestServeExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
-	cmd := exec.Command(bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
-		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-
-	// The bound address is in the start-up log line.
-	addrc := make(chan string, 1)
-	var logs bytes.Buffer
-	go func() {
-		re := regexp.MustCompile(`"bind":"([^"]+)"`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "spangle serving") {
-				addrc <- m[1]
-			}
-		}
-		close(addrc)
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-		if addr == "" {
-			t.Fatalf("spangle exited before serving:\n%s", logs.String())
-		}
-	case <-time.After(testTimeout):
-		t.Fatal("no start-up line")
-	}
-	base := "http://" + addr
-	deadline := time.Now().Add(testTimeout)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s := startServe(t, buildBinary(t), false)
+	base := s.http
 	for _, tc := range []struct {
 		path, body, version string
 		status              int
@@ -129,19 +78,7 @@ func TestServeExample(t *testing.T) {
 		}
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(testTimeout):
-		t.Fatal("did not stop after SIGTERM")
-	}
+	s.stop(t)
 }
 
 func TestInspect(t *testing.T) {

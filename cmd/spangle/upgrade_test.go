@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,38 +71,8 @@ func TestUpgradesOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bin := buildBinary(t)
-	cmd := exec.Command(bin, "serve", "--config", config, "--source", root,
-		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addrc := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`"bind":"([^"]+)"`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "spangle serving") {
-				addrc <- m[1]
-			}
-		}
-		close(addrc)
-	}()
-	var base string
-	select {
-	case addr := <-addrc:
-		if addr == "" {
-			t.Fatal("spangle exited before serving")
-		}
-		base = "http://" + addr
-	case <-time.After(testTimeout):
-		t.Fatal("no start-up line")
-	}
+	srv := startServe(t, buildBinary(t), false, "--config", config, "--source", root)
+	base := srv.http
 
 	client := &http.Client{Timeout: testTimeout}
 	version := func() string {
@@ -169,7 +135,7 @@ func TestUpgradesOverHTTP(t *testing.T) {
 	}
 	for u := 1; u <= upgrades && len(errs) == 0; u++ {
 		writeVersion(t, root, "d", vname(u), 3, keys)
-		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		waitVersion(vname(u))
