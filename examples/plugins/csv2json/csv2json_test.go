@@ -22,17 +22,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func open(tb testing.TB) *plugins.WasmDecoder {
-	tb.Helper()
-	cfg := plugins.DefaultConfig()
-	cfg.CacheDir = guest.CacheDir(tb)
-	d, err := plugins.OpenDecoder(context.Background(), guest.Path(tb), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { d.Close(context.Background()) })
-	return d
-}
+func open(tb testing.TB) *plugins.WasmDecoder { return guest.OpenDecoder(tb) }
 
 func TestDecode(t *testing.T) {
 	d := open(t)

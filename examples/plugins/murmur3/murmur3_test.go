@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,17 +22,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func open(tb testing.TB) *plugins.WasmPartitioner {
-	tb.Helper()
-	cfg := plugins.DefaultConfig()
-	cfg.CacheDir = guest.CacheDir(tb)
-	p, err := plugins.OpenPartitioner(context.Background(), guest.Path(tb), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { p.Close(context.Background()) })
-	return p
-}
+func open(tb testing.TB) *plugins.WasmPartitioner { return guest.OpenPartitioner(tb) }
 
 // randomKeys returns n keys of random bytes and lengths up to maxLen.
 func randomKeys(n, maxLen int) [][]byte {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -21,17 +20,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func open(tb testing.TB) *plugins.WasmPartitioner {
-	tb.Helper()
-	cfg := plugins.DefaultConfig()
-	cfg.CacheDir = guest.CacheDir(tb)
-	p, err := plugins.OpenPartitioner(context.Background(), guest.Path(tb), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { p.Close(context.Background()) })
-	return p
-}
+func open(tb testing.TB) *plugins.WasmPartitioner { return guest.OpenPartitioner(tb) }
 
 // want is the partition the plugin should give key: FNV-1a (hash/fnv) of
 // the bytes before the first ':'.

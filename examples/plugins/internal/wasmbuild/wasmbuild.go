@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/spangledb/spangle/plugins"
 )
 
 // ErrNoGo: the go command is not on PATH.
@@ -95,4 +97,36 @@ func (g *Guest) Cleanup() {
 	if g.tmp != "" {
 		os.RemoveAll(g.tmp)
 	}
+}
+
+// config returns the plugin host configuration for the guest's tests: the
+// defaults, with the compilation cache shared by the test binary.
+func (g *Guest) config(tb testing.TB) plugins.Config {
+	cfg := plugins.DefaultConfig()
+	cfg.CacheDir = g.CacheDir(tb)
+	return cfg
+}
+
+// OpenPartitioner builds the guest (once) and opens it as a partitioner,
+// closed when tb ends.
+func (g *Guest) OpenPartitioner(tb testing.TB) *plugins.WasmPartitioner {
+	tb.Helper()
+	p, err := plugins.OpenPartitioner(context.Background(), g.Path(tb), g.config(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+// OpenDecoder builds the guest (once) and opens it as a decoder, closed
+// when tb ends.
+func (g *Guest) OpenDecoder(tb testing.TB) *plugins.WasmDecoder {
+	tb.Helper()
+	d, err := plugins.OpenDecoder(context.Background(), g.Path(tb), g.config(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Close(context.Background()) })
+	return d
 }
