@@ -17,8 +17,13 @@ import (
 // DefaultConfig and set Source and DataDir.
 type Config struct {
 	// Source is the source root: a local directory or file:///path.
-	// Required.
+	// Required: with OpenedSource set it is only the name logs show.
 	Source string
+	// OpenedSource, when set, is the Source used instead of
+	// OpenSource(Source): a source the node cannot open by itself, such as
+	// the NATS Object Store one (node/objsource), whose connection the
+	// caller injects. Default nil.
+	OpenedSource Source
 	// DataDir holds the partitions this node builds (sequins' local_store).
 	// Required.
 	DataDir string

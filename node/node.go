@@ -56,9 +56,12 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	src, err := OpenSource(cfg.Source)
-	if err != nil {
-		return nil, err
+	var err error
+	src := cfg.OpenedSource
+	if src == nil {
+		if src, err = OpenSource(cfg.Source); err != nil {
+			return nil, err
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -247,6 +250,32 @@ func (n *Node) Drain(ctx context.Context) error {
 func (n *Node) Refresh() {
 	select {
 	case n.refreshCh <- true:
+	default:
+	}
+}
+
+// Announce tells the node that version of db was published (the change
+// feed: the versions bucket). When the node does not know it yet and it is
+// newer than the db's active version, or the db is new, the node lists its
+// source now, as Refresh does but without retrying failed builds. It does
+// not block and is safe for concurrent use.
+func (n *Node) Announce(db, version string) {
+	if !ValidName(db) || !ValidName(version) {
+		return
+	}
+	if d, ok := (*n.dbs.Load())[db]; ok {
+		if a := d.active.Load(); a != nil && version <= a.name {
+			return
+		}
+		d.mu.Lock()
+		_, known := d.versions[version]
+		d.mu.Unlock()
+		if known {
+			return
+		}
+	}
+	select {
+	case n.refreshCh <- false:
 	default:
 	}
 }

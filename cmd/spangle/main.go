@@ -4,6 +4,7 @@
 //	spangle serve [--config spangle.toml] [--source DIR] [--bind ADDR] [--data-dir DIR]
 //	spangle get [--http URL | --nats URL] [--raw] DB KEY
 //	spangle status [--http URL | --nats URL] [--json]
+//	spangle publish DIR --to nats-object://BUCKET --db DB --version V [--nats URL]
 //	spangle inspect FILE
 //	spangle plugin check MODULE.wasm
 //	spangle version
@@ -23,6 +24,7 @@ commands:
   serve     serve the dbs of a source root over HTTP and NATS
   get       look a key up (exit 0 found, 1 missing, 2 error)
   status    print the dbs, versions, partitions and nodes
+  publish   upload a version to a NATS Object Store and announce it
   inspect   print a SequenceFile's header and records
   plugin    check a Wasm plugin (spangle plugin check MODULE.wasm)
   version   print the version
@@ -43,6 +45,8 @@ func main() {
 		os.Exit(get(args, os.Stdout, os.Stderr))
 	case "status":
 		err = status(args, os.Stdout, os.Stderr)
+	case "publish":
+		err = publish(args, os.Stderr)
 	case "inspect":
 		err = inspect(args, os.Stdout)
 	case "plugin":

@@ -8,8 +8,11 @@ import (
 	"os"
 	"sync"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node/objsource"
 )
 
 // natsDoor starts kvwatch and then the NATS front door in the background,
@@ -96,4 +99,21 @@ func advertisedAddress(bound net.Addr, hostname string) string {
 		}
 	}
 	return net.JoinHostPort(hostname, port)
+}
+
+// kvJetStream returns a JetStream handle on kv's connection once kvwatch
+// is ready, for the Object Store source.
+func kvJetStream(kv *kvwatch.KV) objsource.JetStreamFunc {
+	return func(ctx context.Context) (jetstream.JetStream, error) {
+		select {
+		case <-kv.Ready():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		nc := kv.Conn()
+		if nc == nil {
+			return nil, fmt.Errorf("NATS connection closed")
+		}
+		return jetstream.New(nc)
+	}
 }

@@ -22,12 +22,13 @@ import (
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/objsource"
 )
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
-	source := fs.String("source", "", "source root: a directory or file:///path (overrides the config's source)")
+	source := fs.String("source", "", "source root: a directory, file:///path or nats-object://BUCKET (overrides the config's source)")
 	bind := fs.String("bind", "", "HTTP listen address (default 0.0.0.0:9599)")
 	dataDir := fs.String("data-dir", "", "where partitions are stored (overrides data_dir)")
 	fs.StringVar(dataDir, "local-store", "", "alias of --data-dir")
@@ -115,10 +116,31 @@ func serve(args []string) error {
 		defer view.Stop()
 		cfg.node.Cluster.View = view
 	}
+	objectSource := objsource.IsURL(cfg.node.Source)
+	if objectSource {
+		// The Object Store source uses kvwatch's connection: its listings
+		// wait until NATS is up.
+		bucket, err := objsource.ParseURL(cfg.node.Source)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		cfg.node.OpenedSource, err = objsource.New(bucket, kvJetStream(kv))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	n, err := node.New(cfg.node)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if objectSource {
+		// The change feed: versions announced by spangle publish.
+		feed := edge.NewVersionFeed(kv, n, log)
+		feed.Start()
+		defer feed.Stop()
 	}
 	ecfg := edge.DefaultConfig()
 	ecfg.Backend = n

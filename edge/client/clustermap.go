@@ -199,12 +199,15 @@ func (w *mapWatcher) publish(st *mapState) {
 		m.partitions = append(m.partitions, st.partitions[k])
 	}
 	// A db's route: its versions entry, else the newest active version
-	// advertised in the partitions bucket.
+	// advertised in the partitions bucket. An entry without partitions is
+	// an announcement (spangle publish) no node has activated yet.
 	for db, v := range m.versions {
-		m.routes[db] = c.newRoute(db, v.Version, v.NumPartitions, v.Partitioner)
+		if v.NumPartitions > 0 {
+			m.routes[db] = c.newRoute(db, v.Version, v.NumPartitions, v.Partitioner)
+		}
 	}
 	for _, p := range m.partitions {
-		if _, ok := m.versions[p.DB]; ok || !p.Active {
+		if v, ok := m.versions[p.DB]; (ok && v.NumPartitions > 0) || !p.Active {
 			continue
 		}
 		if r := m.routes[p.DB]; r == nil || r.version < p.Version {

@@ -60,6 +60,10 @@ type Partitions struct {
 
 // Version is a db's entry in the versions bucket, key VersionKey(DB): the
 // version clients should read, as the node that wrote it last saw it.
+// `spangle publish` writes an announcement of a version it uploaded: only
+// DB and Version set (NumPartitions 0, no NodeID); nodes reading the NATS
+// Object Store take it as the change feed, clients ignore it until a node
+// that activated the version overwrites it.
 type Version struct {
 	DB            string    `json:"db"`
 	Version       string    `json:"version"`

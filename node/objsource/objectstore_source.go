@@ -1,0 +1,217 @@
+package objsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// Scheme is the URL scheme of the Object Store source.
+const Scheme = "nats-object"
+
+// successFile marks a version as complete.
+const successFile = "_SUCCESS"
+
+// ParseURL returns the bucket of a source URL nats-object://<bucket>.
+func ParseURL(s string) (bucket string, err error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != Scheme {
+		return "", fmt.Errorf("%w: %q: want %s://<bucket>", ErrURL, s, Scheme)
+	}
+	if !node.ValidName(u.Host) || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("%w: %q: want %s://<bucket>, bucket matching ^[-_a-zA-Z0-9]+$", ErrURL, s, Scheme)
+	}
+	return u.Host, nil
+}
+
+// IsURL reports whether s names an Object Store source (its scheme is
+// nats-object).
+func IsURL(s string) bool { return strings.HasPrefix(s, Scheme+"://") }
+
+// JetStreamFunc returns the JetStream handle to use. It may block until the
+// connection is up, and must return when ctx ends.
+type JetStreamFunc func(ctx context.Context) (jetstream.JetStream, error)
+
+// Source is a node.Source over an Object Store bucket. It is safe for
+// concurrent use. A bucket that does not exist yet lists as empty.
+type Source struct {
+	bucket string
+	js     JetStreamFunc
+
+	mu  sync.Mutex // guards obs
+	obs jetstream.ObjectStore
+}
+
+var _ node.Source = (*Source)(nil)
+
+// New returns the source of bucket; js supplies the connection when the
+// source is first used. It connects to nothing.
+func New(bucket string, js JetStreamFunc) (*Source, error) {
+	if !node.ValidName(bucket) {
+		return nil, fmt.Errorf("%w: bucket %q", ErrURL, bucket)
+	}
+	if js == nil {
+		panic("objsource: New with a nil JetStreamFunc")
+	}
+	return &Source{bucket: bucket, js: js}, nil
+}
+
+// String returns nats-object://<bucket>.
+func (s *Source) String() string { return Scheme + "://" + s.bucket }
+
+// Path returns nats-object://<bucket>/<db>/<version>.
+func (s *Source) Path(db, version string) string { return s.String() + "/" + db + "/" + version }
+
+// store binds the bucket once; ok is false while it does not exist.
+func (s *Source) store(ctx context.Context) (obs jetstream.ObjectStore, ok bool, err error) {
+	s.mu.Lock()
+	obs = s.obs
+	s.mu.Unlock()
+	if obs != nil {
+		return obs, true, nil
+	}
+	js, err := s.js(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("objsource: %s: connect: %w", s, err)
+	}
+	obs, err = js.ObjectStore(ctx, s.bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("objsource: %s: bind bucket: %w", s, err)
+	}
+	s.mu.Lock()
+	s.obs = obs
+	s.mu.Unlock()
+	return obs, true, nil
+}
+
+// object is a listed object name split into its parts.
+type object struct {
+	db, version, file string
+	size              int64
+}
+
+// list lists the bucket's objects named <db>/<version>/<file> with valid db
+// and version names. Other names are ignored.
+func (s *Source) list(ctx context.Context) ([]object, error) {
+	obs, ok, err := s.store(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	infos, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("objsource: %s: list: %w", s, err)
+	}
+	objs := make([]object, 0, len(infos))
+	for _, in := range infos {
+		if in.Deleted {
+			continue
+		}
+		parts := strings.Split(in.Name, "/")
+		if len(parts) != 3 || !node.ValidName(parts[0]) || !node.ValidName(parts[1]) || parts[2] == "" {
+			continue
+		}
+		objs = append(objs, object{db: parts[0], version: parts[1], file: parts[2], size: int64(in.Size)})
+	}
+	return objs, nil
+}
+
+// ListDBs lists the valid db names in the bucket, sorted.
+func (s *Source) ListDBs(ctx context.Context) ([]string, error) {
+	objs, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, o := range objs {
+		set[o.db] = true
+	}
+	return sortedKeys(set), nil
+}
+
+// ListVersions lists db's valid version names, byte-wise; with
+// requireSuccess only those holding _SUCCESS.
+func (s *Source) ListVersions(ctx context.Context, db string, requireSuccess bool) ([]string, error) {
+	objs, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, o := range objs {
+		if o.db != db {
+			continue
+		}
+		set[o.version] = set[o.version] || o.file == successFile || !requireSuccess
+	}
+	for v, ok := range set {
+		if !ok {
+			delete(set, v)
+		}
+	}
+	return sortedKeys(set), nil
+}
+
+// ListFiles lists the version's data files with their sizes, sorted by name.
+func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.SourceFile, error) {
+	objs, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var files []node.SourceFile
+	for _, o := range objs {
+		if o.db == db && o.version == version && isDataFile(o.file) {
+			files = append(files, node.SourceFile{Name: o.file, Size: o.size})
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	return files, nil
+}
+
+// Open streams one object; nothing is copied locally. The reader checks
+// the object's digest at its end.
+func (s *Source) Open(ctx context.Context, db, version, file string) (io.ReadCloser, error) {
+	obs, ok, err := s.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("objsource: %s: open %s/%s/%s: %w", s, db, version, file, jetstream.ErrBucketNotFound)
+	}
+	r, err := obs.Get(ctx, ObjectName(db, version, file))
+	if err != nil {
+		return nil, fmt.Errorf("objsource: %s: open %s/%s/%s: %w", s, db, version, file, err)
+	}
+	return r, nil
+}
+
+// ObjectName returns the object name of a version's file.
+func ObjectName(db, version, file string) string { return db + "/" + version + "/" + file }
+
+// isDataFile is node's rule for the files of a version: not starting with
+// "_" or ".".
+func isDataFile(name string) bool {
+	return name != "" && !strings.HasPrefix(name, "_") && !strings.HasPrefix(name, ".")
+}
+
+func sortedKeys(set map[string]bool) []string {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,179 @@
+package objsource_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/objsource"
+)
+
+// startJS runs an embedded JetStream server for the test.
+func startJS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		in, bucket string
+		ok         bool
+	}{
+		{"nats-object://data", "data", true},
+		{"nats-object://data/", "data", true},
+		{"nats-object://da.ta", "", false},
+		{"nats-object://data/x", "", false},
+		{"file:///data", "", false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			b, err := objsource.ParseURL(tc.in)
+			if (err == nil) != tc.ok || b != tc.bucket {
+				t.Fatalf("ParseURL(%q) = %q, %v", tc.in, b, err)
+			}
+		})
+	}
+}
+
+func TestSource(t *testing.T) {
+	js := startJS(t)
+	c := ctx(t)
+	src, err := objsource.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A missing bucket lists as empty.
+	if dbs, err := src.ListDBs(c); err != nil || len(dbs) != 0 {
+		t.Fatalf("ListDBs on a missing bucket = %v, %v", dbs, err)
+	}
+	obs, err := objsource.CreateBucket(c, js, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, body string) {
+		t.Helper()
+		if _, err := obs.PutString(c, name, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("db1/v1/part-1", "bb")
+	put("db1/v1/part-0", "a")
+	put("db1/v1/_SUCCESS", "")
+	put("db1/v1/.hidden", "x")
+	put("db1/v1/_meta", "x")
+	put("db1/v2/part-0", "half") // no _SUCCESS: half-uploaded
+	put("db2/v1/part-0", "c")
+	put("db2/v1/_SUCCESS", "")
+	put("bad.db/v1/part-0", "x")
+	put("db1/bad.v/part-0", "x")
+	put("db1/v3/sub/part-0", "x") // too deep
+	put("toplevel", "x")
+
+	dbs, err := src.ListDBs(c)
+	if err != nil || !slices.Equal(dbs, []string{"db1", "db2"}) {
+		t.Fatalf("ListDBs = %v, %v", dbs, err)
+	}
+	vs, err := src.ListVersions(c, "db1", true)
+	if err != nil || !slices.Equal(vs, []string{"v1"}) {
+		t.Fatalf("ListVersions(require _SUCCESS) = %v, %v", vs, err)
+	}
+	vs, err = src.ListVersions(c, "db1", false)
+	if err != nil || !slices.Equal(vs, []string{"v1", "v2"}) {
+		t.Fatalf("ListVersions = %v, %v", vs, err)
+	}
+	files, err := src.ListFiles(c, "db1", "v1")
+	want := []node.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
+	if err != nil || !slices.Equal(files, want) {
+		t.Fatalf("ListFiles = %v, %v; want %v", files, err, want)
+	}
+	r, err := src.Open(c, "db1", "v1", "part-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || string(b) != "bb" {
+		t.Fatalf("Open read %q, %v", b, err)
+	}
+	if _, err := src.Open(c, "db1", "v1", "missing"); err == nil {
+		t.Fatal("Open of a missing object succeeded")
+	}
+}
+
+func TestPublish(t *testing.T) {
+	js := startJS(t)
+	c := ctx(t)
+	dir := t.TempDir()
+	for name, body := range map[string]string{"part-0": "zero", "part-1": "one!", "_SUCCESS": "", ".crc": "x"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs, err := objsource.CreateBucket(c, js, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress int
+	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{Parallel: 2, Progress: func(objsource.Report) { progress++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (objsource.Report{Files: 2, Uploaded: 2, Bytes: 8, BytesUploaded: 8}); rep != want || progress != 2 {
+		t.Fatalf("first publish: %+v (progress %d), want %+v", rep, progress, want)
+	}
+	rep, err = objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{})
+	if want := (objsource.Report{Files: 2, Skipped: 2, Bytes: 8}); err != nil || rep != want {
+		t.Fatalf("second publish: %+v, %v; want %+v", rep, err, want)
+	}
+	// A changed file of the same size is uploaded again.
+	if err := os.WriteFile(filepath.Join(dir, "part-1"), []byte("ONE!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{})
+	if want := (objsource.Report{Files: 2, Uploaded: 1, Skipped: 1, Bytes: 8, BytesUploaded: 4}); err != nil || rep != want {
+		t.Fatalf("third publish: %+v, %v; want %+v", rep, err, want)
+	}
+	src, _ := objsource.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	if vs, err := src.ListVersions(c, "db", true); err != nil || !slices.Equal(vs, []string{"v1"}) {
+		t.Fatalf("ListVersions after publish = %v, %v", vs, err)
+	}
+	n, err := objsource.DeleteVersion(c, obs, "db", "v1")
+	if err != nil || n != 3 {
+		t.Fatalf("DeleteVersion = %d, %v; want 3", n, err)
+	}
+	if vs, err := src.ListVersions(c, "db", false); err != nil || len(vs) != 0 {
+		t.Fatalf("ListVersions after delete = %v, %v", vs, err)
+	}
+}
