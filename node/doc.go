@@ -1,0 +1,42 @@
+// Package node is a spangle node's data plane: for each db it discovers
+// versions in a Source, builds the partitions this node holds (package
+// blocks), switches lookups to a new version atomically, retires the old
+// one, and answers lookups — locally, or in cluster mode by proxying to a
+// replica. It speaks no wire format: the front doors (package edge) call
+// Get, GetMany, Status and Held.
+//
+// # Model
+//
+// A Node owns a data dir (blocks.Store), a Source (a local directory, or
+// one injected through Config.OpenedSource such as node/objsource's NATS
+// Object Store), and one goroutine per db that lists versions, builds the
+// newest one newer than the active one, and switches to it. The refresh
+// loop lists the source at start, every Config.RefreshPeriod, on Refresh
+// (SIGHUP) and on Announce (a published version).
+//
+// The read path loads a db's active version from an atomic pointer and
+// never waits on a build, on the source or on NATS. A version retired
+// while a lookup holds it answers blocks.ErrClosed, and the lookup retries
+// on its successor, so that no lookup fails and none sees an older version
+// than one it could have seen before.
+//
+// In cluster mode (Config.Cluster) a node builds only the partitions the
+// assignment (node/assign) gives it over the live nodes of a ClusterView,
+// advertises them through an Advertiser, switches once every partition
+// has MinReplication replicas cluster-wide, proxies lookups of partitions
+// it does not hold (node/proxy), and keeps a replaced version for peers
+// until VersionRemoveTimeout passes without a request for it.
+//
+// Main types: Node (New, Start, Loaded, Ready, Refresh, Drain, Shutdown;
+// Get, GetMany, Status, Held), Config and DBConfig, Source, ClusterView,
+// Advertiser.
+//
+// # Caveats
+//
+//   - A version that failed to build is retried only on Refresh (SIGHUP),
+//     not on every periodic refresh.
+//   - Without RequireSuccessFile, a version is built as soon as it is
+//     listed: a job still writing its files gets a partial version.
+//   - Healing (loading partitions of the active version that lost
+//     replicas) is not wired in yet; node/assign.Heal decides it.
+package node
