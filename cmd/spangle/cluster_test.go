@@ -49,16 +49,23 @@ func freePort(t *testing.T) int {
 // server on natsPort: node 1 embeds it, the others connect to it.
 func startClusterProc(t *testing.T, bin, root string, id, natsPort int, proxyTimeout time.Duration) *clusterProc {
 	t.Helper()
-	dir := t.TempDir()
 	nats := fmt.Sprintf("listen = \"127.0.0.1:%d\"", natsPort)
 	if id > 1 {
 		nats = fmt.Sprintf("url = \"nats://127.0.0.1:%d\"", natsPort)
 	}
+	return startNodeProc(t, bin, root, id, nats+"\ncluster_name = \"proc\"", proxyTimeout)
+}
+
+// startNodeProc starts node id (shard id) of a sharded cluster (replication
+// 2, time_to_converge 1s) serving root, with nats as the body of its [nats]
+// table, and waits for its start-up line.
+func startNodeProc(t *testing.T, bin, root string, id int, nats string, proxyTimeout time.Duration) *clusterProc {
+	t.Helper()
+	dir := t.TempDir()
 	config := fmt.Sprintf(`require_success_file = true
 shard_id = "%d"
 [nats]
 %s
-cluster_name = "proc"
 [sharding]
 enabled = true
 replication = 2

@@ -40,6 +40,7 @@ type fileConfig struct {
 		TLSCert     string     `toml:"tls_cert"`
 		TLSKey      string     `toml:"tls_key"`
 		ClusterName string     `toml:"cluster_name"`
+		Replicas    int        `toml:"replicas"` // bucket replicas; 0: 1
 	} `toml:"nats"`
 
 	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
@@ -267,6 +268,7 @@ func loadConfig(path string, cfg *config) error {
 	k.TLSCertFile = fc.NATS.TLSCert
 	k.TLSKeyFile = fc.NATS.TLSKey
 	set(&k.ClusterName, fc.NATS.ClusterName)
+	setInt(&k.Replicas, fc.NATS.Replicas)
 	return nil
 }
 

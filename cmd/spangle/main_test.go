@@ -119,6 +119,8 @@ sequins_headers = true
 [storage]
 compression = "zstd"
 memory_budget = "64MiB"
+[nats]
+replicas = 3
 [dbs.baby-names]
 partitioner = "murmur3"
 cache_control = "max-age=60"
@@ -130,7 +132,7 @@ presharded = true
 	n := cfg.node
 	if n.Source != "/src" || n.DataDir != "/store" || n.RefreshPeriod != 90*time.Second || !n.RequireSuccessFile ||
 		n.MaxParallelLoads != 3 || n.Compression != "zstd" || n.MemoryBudget != 64<<20 || !cfg.sequinsHeaders ||
-		n.ContentType != "text/plain" {
+		n.ContentType != "text/plain" || cfg.nats.Replicas != 3 {
 		t.Fatalf("config: %+v", cfg)
 	}
 	if db := n.DBs["baby-names"]; db.Partitioner != "murmur3" || db.CacheControl != "max-age=60" || !db.Presharded {
