@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
@@ -30,12 +31,13 @@ type report struct {
 // count, build figures if it built anything, problems that make the run
 // fail although figures were measured, and notes that do not.
 type scenarioResult struct {
-	Name          string       `json:"name"`
-	Build         *buildResult `json:"build,omitempty"`
-	Loads         []loadResult `json:"loads"`
-	ServingRSSMiB float64      `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
-	Problems      []string     `json:"problems,omitempty"`
-	Notes         []string     `json:"notes,omitempty"` // worth saying, but not failures
+	Name          string         `json:"name"`
+	Build         *buildResult   `json:"build,omitempty"`
+	Loads         []loadResult   `json:"loads"`
+	ServingRSSMiB float64        `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
+	Cluster       *clusterResult `json:"cluster,omitempty"`         // the cluster scenario's own figures
+	Problems      []string       `json:"problems,omitempty"`
+	Notes         []string       `json:"notes,omitempty"` // worth saying, but not failures
 }
 
 // buildResult describes building the dataset: Records and Seconds as the
@@ -157,7 +159,7 @@ func (r *report) finish() {
 				l.VsBaseline = l.ReqPerSec / b
 			}
 			if n := l.Errors.Total(); n > 0 {
-				r.Failures = append(r.Failures, fmt.Sprintf("%s at %d connections: %d failed requests (%s)", s.Name, l.Conns, n, l.Errors))
+				r.Failures = append(r.Failures, fmt.Sprintf("%s at %d connections: %d failed requests (%s)", cmp.Or(l.Scenario, s.Name), l.Conns, n, l.Errors))
 			}
 		}
 		for _, p := range s.Problems {
@@ -184,6 +186,9 @@ func (r *report) print(w io.Writer) {
 	width := len("scenario")
 	for _, s := range r.Scenarios {
 		width = max(width, len(s.Name))
+		for _, l := range s.Loads {
+			width = max(width, len(l.Scenario))
+		}
 	}
 	r.printBuilds(w, width)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -195,7 +200,11 @@ func (r *report) print(w io.Writer) {
 			if l.VsBaseline > 0 {
 				ratio = fmt.Sprintf("%.2fx", l.VsBaseline)
 			}
-			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t\n", width, s.Name, l.Conns, l.ReqPerSec,
+			name := s.Name
+			if l.Scenario != "" {
+				name = l.Scenario
+			}
+			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t\n", width, name, l.Conns, l.ReqPerSec,
 				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct)
 			busy = busy || l.OtherCPUPct > busyThreshold
 		}

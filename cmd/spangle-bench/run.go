@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,12 @@ type runConfig struct {
 	Conns        []int         // connection counts; default 1,50
 	BuildTimeout time.Duration // from start to ACTIVE; default 10m
 	JSON         string        // also write the results there; default none
+	Scenarios    []string      // which scenarios run, in scenarios' order; default all
+
+	// The cluster scenario (cluster.go).
+	ClusterRecords  int64         // its dataset's records; default 500,000
+	ClusterConns    int           // wrk connections to the one node; default 50
+	ClusterConverge time.Duration // the nodes' time_to_converge; default 2s
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -40,6 +47,11 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Var((*intList)(&c.Conns), "conns", "comma-separated connection `counts`")
 	fs.DurationVar(&c.BuildTimeout, "build-timeout", 10*time.Minute, "how long spangle may take to make the version ACTIVE")
 	fs.StringVar(&c.JSON, "json", "", "also write the results as JSON to `file`")
+	c.Scenarios = scenarioNames()
+	fs.Var((*stringList)(&c.Scenarios), "scenarios", "comma-separated `names` of the scenarios to run: "+strings.Join(scenarioNames(), ", "))
+	fs.Int64Var(&c.ClusterRecords, "cluster-records", 500_000, "records of the cluster scenario's dataset (smaller, to fit three nodes on a small machine)")
+	fs.IntVar(&c.ClusterConns, "cluster-conns", 50, "wrk connections in the cluster scenario's loads")
+	fs.DurationVar(&c.ClusterConverge, "cluster-converge", 2*time.Second, "the cluster nodes' time_to_converge")
 }
 
 // Validate reports settings the run cannot use.
@@ -49,6 +61,24 @@ func (c *runConfig) Validate() error {
 	}
 	if len(c.Conns) == 0 || c.BuildTimeout <= 0 {
 		return errors.New("run: --conns and --build-timeout must be set")
+	}
+	for _, n := range c.Scenarios {
+		if !slices.Contains(scenarioNames(), n) {
+			return fmt.Errorf("run: unknown scenario %q (want some of %s)", n, strings.Join(scenarioNames(), ","))
+		}
+	}
+	if len(c.Scenarios) == 0 {
+		return errors.New("run: --scenarios is empty")
+	}
+	if slices.Contains(c.Scenarios, "cluster") {
+		g := c.Gen
+		g.Records = c.ClusterRecords
+		if err := g.Validate(); err != nil {
+			return fmt.Errorf("run: --cluster-records: %w", err)
+		}
+		if c.ClusterConns < 1 || c.ClusterConverge <= 0 {
+			return errors.New("run: --cluster-conns and --cluster-converge must be positive")
+		}
 	}
 	return c.Gen.Validate()
 }
@@ -131,6 +161,9 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 
 	for _, sc := range scenarios() {
+		if !slices.Contains(cfg.Scenarios, sc.name) {
+			continue
+		}
 		log.Info("scenario", "name", sc.name)
 		res, err := sc.run(ctx, b)
 		if ctx.Err() != nil {
@@ -153,6 +186,21 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	if len(r.Failures) > 0 {
 		return fmt.Errorf("run failed: %d problems (see above)", len(r.Failures))
+	}
+	return nil
+}
+
+// stringList is a flag.Value of comma-separated names.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = nil
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			*l = append(*l, f)
+		}
 	}
 	return nil
 }

@@ -47,8 +47,18 @@ const baselineName = "baseline"
 func scenarios() []scenario {
 	return []scenario{
 		{name: "spangle", run: runSpangle},
+		{name: "cluster", run: runCluster},
 		{name: baselineName, run: runBaseline},
 	}
+}
+
+// scenarioNames lists the scenarios' names in the order they run.
+func scenarioNames() []string {
+	var names []string
+	for _, s := range scenarios() {
+		names = append(names, s.name)
+	}
+	return names
 }
 
 // runSpangle builds the dataset with `spangle serve` on a fresh data dir,
