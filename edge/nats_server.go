@@ -259,24 +259,33 @@ func (s *NATSServer) Shutdown(ctx context.Context) error {
 	close(s.quit)
 	s.wg.Wait()
 
-	// 2.
-	s.mu.Lock()
-	var waits []<-chan nats.SubStatus
-	for _, sub := range s.subs {
-		waits = append(waits, sub.StatusChanged(nats.SubscriptionClosed))
-		if err := sub.Drain(); err != nil {
+	// 2. A drain needs the server: without a connection, unsubscribe
+	// (nothing is routed here meanwhile) and wait for nothing.
+	connected := s.nc.IsConnected()
+	stop := func(sub *nats.Subscription) {
+		if !connected || sub.Drain() != nil {
 			_ = sub.Unsubscribe()
 		}
 	}
-	for subject, ps := range s.parts {
-		if err := ps.sub.Drain(); err != nil {
-			_ = ps.sub.Unsubscribe()
+	s.mu.Lock()
+	var waits []<-chan nats.SubStatus
+	for _, sub := range s.subs {
+		if connected {
+			waits = append(waits, sub.StatusChanged(nats.SubscriptionClosed))
 		}
-		s.draining = append(s.draining, ps)
+		stop(sub)
+	}
+	for subject, ps := range s.parts {
+		stop(ps.sub)
+		if connected {
+			s.draining = append(s.draining, ps)
+		}
 		delete(s.parts, subject)
 	}
-	for _, ps := range s.draining {
-		waits = append(waits, ps.closed)
+	if connected {
+		for _, ps := range s.draining {
+			waits = append(waits, ps.closed)
+		}
 	}
 	s.draining = nil
 	s.met.parts.Set(0)
