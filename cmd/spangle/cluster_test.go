@@ -346,5 +346,29 @@ func TestClusterProcesses(t *testing.T) {
 	}
 	t.Logf("kill: %d requests over %v, %d failed within proxy_timeout", requests.Load(),
 		time.Since(phase).Round(time.Millisecond), early)
+
+	// With the node embedding NATS gone, the others still stop promptly on
+	// SIGTERM (draining NATS subscriptions needs the server).
+	if err := nodes[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].cmd.Wait()
+	stopped := time.Now()
+	if err := nodes[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- nodes[1].cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("node 2 after SIGTERM without NATS: %v\n%s", err, nodes[1].log())
+		}
+		if d := time.Since(stopped); d > 5*time.Second {
+			t.Errorf("node 2 took %v to stop without NATS", d)
+		}
+	case <-time.After(testTimeout):
+		t.Fatalf("node 2 did not stop after SIGTERM without NATS:\n%s", nodes[1].log())
+	}
 	t.Logf("total %v", time.Since(start).Round(time.Millisecond))
 }
