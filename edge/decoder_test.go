@@ -29,6 +29,7 @@ func TestDecoderOnEveryDoor(t *testing.T) {
 	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
 	n := nodetest.StartNode(t, kv, root, nodetest.Options{Node: func(c *node.Config) {
 		c.DBs = map[string]node.DBConfig{"d": {Decoder: "wasm:" + module, ContentType: raw}}
+		c.Plugins.CallTimeout = 10 * time.Second // a loaded CI machine under -race
 	}})
 	nc := nodetest.Connect(t, kv.ClientURL())
 	nodetest.WaitFor(t, "part subject", func() error {

@@ -113,6 +113,7 @@ func newTestNode(t testing.TB, root string, mod func(*Config)) *testNode {
 	// Tests write versions while nodes run: _SUCCESS, written last, marks
 	// them complete.
 	cfg.RequireSuccessFile = true
+	cfg.Plugins.CallTimeout = 10 * time.Second // a loaded CI machine under -race
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spangledb/spangle/plugins"
 )
@@ -104,6 +105,7 @@ func (g *Guest) Cleanup() {
 func (g *Guest) config(tb testing.TB) plugins.Config {
 	cfg := plugins.DefaultConfig()
 	cfg.CacheDir = g.CacheDir(tb)
+	cfg.CallTimeout = 10 * time.Second // a loaded CI machine under -race
 	return cfg
 }
 
