@@ -97,44 +97,11 @@ local ks = {{.KeySize}}
 local n = {{.N}}
 local prefix = "{{.Prefix}}"
 
-local threads = {}
-
-function setup(thread)
-  table.insert(threads, thread)
-  thread:set("id", #threads)
-end
-
-function init(args)
-  math.randomseed(1000003 * id)
-  non200 = 0
-end
-
 function request()
   local j = math.random(0, n - 1) * ks
   return wrk.format("GET", prefix .. string.sub(keys, j + 1, j + ks))
 end
-{{if .Strict}}
-function response(status, headers, body)
-  if status ~= 200 then
-    non200 = non200 + 1
-  end
-end
-{{end}}
-function done(summary, latency, requests)
-  local e = summary.errors
-  local status = e.status
-{{- if .Strict}}
-  status = 0
-  for _, t in ipairs(threads) do
-    status = status + t:get("non200")
-  end
-{{- end}}
-  io.write(string.format(
-    "{{.Marker}} requests=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d connect=%d read=%d write=%d timeout=%d status=%d\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.max,
-    e.connect, e.read, e.write, e.timeout, status))
-end
-`))
+` + wrkScriptCommon))
 
 // writeKeyListScript writes a script asking for the records ids (keys of
 // keySize) under prefix; strict as for writeWrkScript.

@@ -28,7 +28,14 @@ local n = {{.N}}
 local keyformat = "{{.KeyFormat}}"
 local prefix = "{{.Prefix}}"
 
-local threads = {}
+function request()
+  return wrk.format("GET", prefix .. string.format(keyformat, math.random(0, n - 1)))
+end
+` + wrkScriptCommon))
+
+// wrkScriptCommon is the part of every load script after its keys and
+// request(): per-thread seeds, the strict status count and done()'s line.
+const wrkScriptCommon = `local threads = {}
 
 function setup(thread)
   table.insert(threads, thread)
@@ -40,9 +47,6 @@ function init(args)
   non200 = 0
 end
 
-function request()
-  return wrk.format("GET", prefix .. string.format(keyformat, math.random(0, n - 1)))
-end
 {{if .Strict}}
 function response(status, headers, body)
   if status ~= 200 then
@@ -64,7 +68,7 @@ function done(summary, latency, requests)
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.max,
     e.connect, e.read, e.write, e.timeout, status))
 end
-`))
+`
 
 // wrkMarker starts the line the script's done() prints.
 const wrkMarker = "spangle-bench-result:"
