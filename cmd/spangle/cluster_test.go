@@ -163,6 +163,23 @@ func clusterGet(c *http.Client, base string, k int) (value, version string, prox
 // readable from every node, that an upgrade (SIGHUP to all) never takes a
 // reader's version back, and that with node 3 killed (SIGKILL) every key
 // stays readable from nodes 1 and 2 once proxy_timeout has passed.
+// readKey reads key-k from n and checks its value against the version the
+// answer names, and that version against last, the newest this reader has
+// seen, which it advances.
+func readKey(client *http.Client, n *clusterProc, k int, last *string) error {
+	val, v, _, err := clusterGet(client, n.base, k)
+	switch {
+	case err != nil:
+	case v < *last:
+		err = fmt.Errorf("node %d: version went back from %s to %s", n.id, *last, v)
+	case val != fmt.Sprintf("%s:%d", v, k):
+		err = fmt.Errorf("node %d key-%d: %q from version %s", n.id, k, val, v)
+	default:
+		*last = v
+	}
+	return err
+}
+
 func TestClusterProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three binaries")
@@ -250,16 +267,7 @@ func TestClusterProcesses(t *testing.T) {
 					if k%keys == 0 {
 						sweeps[i].Add(1)
 					}
-					val, v, _, err := clusterGet(client, n.base, k%keys)
-					switch {
-					case err != nil:
-					case v < last:
-						err = fmt.Errorf("node %d: version went back from %s to %s", n.id, last, v)
-					case val != fmt.Sprintf("%s:%d", v, k%keys):
-						err = fmt.Errorf("node %d key-%d: %q from version %s", n.id, k%keys, val, v)
-					default:
-						last = v
-					}
+					err := readKey(client, n, k%keys, &last)
 					requests.Add(1)
 					if err != nil {
 						fmu.Lock()

@@ -230,16 +230,7 @@ func TestNATSOutage(t *testing.T) {
 				if k%keys == 0 {
 					sweeps[i].Add(1)
 				}
-				val, v, _, err := clusterGet(client, n.base, k%keys)
-				switch {
-				case err != nil:
-				case v < last:
-					err = fmt.Errorf("node %d: version went back from %s to %s", n.id, last, v)
-				case val != fmt.Sprintf("%s:%d", v, k%keys):
-					err = fmt.Errorf("node %d key-%d: %q from version %s", n.id, k%keys, val, v)
-				default:
-					last = v
-				}
+				err := readKey(client, n, k%keys, &last)
 				requests.Add(1)
 				if err != nil {
 					fmu.Lock()
