@@ -39,6 +39,17 @@ type Config struct {
 	// MaxParallelLoads bounds the source files read at once, over all dbs.
 	// Default 4.
 	MaxParallelLoads int
+	// MaxDownloadBandwidth bounds the bytes per second read from the
+	// source, over all builds of the node. Default 0: unlimited.
+	MaxDownloadBandwidth int64
+	// DownloadRetries is how many times a failed open or read of a source
+	// file is retried (with exponential backoff) before the build fails;
+	// negative means never. Default 5.
+	DownloadRetries int
+	// DownloadBackoff is the pause before the first retry; it doubles on
+	// each retry, up to DownloadBackoffMax. Defaults 1s and 30s.
+	DownloadBackoff    time.Duration
+	DownloadBackoffMax time.Duration
 	// MemoryBudget bounds the record bytes a build keeps in memory before it
 	// spills sorted runs to disk. Default 256 MiB.
 	MemoryBudget int64
@@ -118,11 +129,14 @@ type DBConfig struct {
 // DefaultConfig returns the defaults; Source and DataDir are still to be set.
 func DefaultConfig() Config {
 	return Config{
-		Name:             "localhost",
-		MaxParallelLoads: 4,
-		MemoryBudget:     256 << 20,
-		Compression:      string(blocks.CompressionNone),
-		Cluster:          DefaultClusterConfig(),
+		Name:               "localhost",
+		MaxParallelLoads:   4,
+		MemoryBudget:       256 << 20,
+		DownloadRetries:    5,
+		DownloadBackoff:    time.Second,
+		DownloadBackoffMax: 30 * time.Second,
+		Compression:        string(blocks.CompressionNone),
+		Cluster:            DefaultClusterConfig(),
 	}
 }
 
@@ -146,6 +160,24 @@ func (c *Config) Validate() error {
 	}
 	if c.Compression == "" {
 		c.Compression = d.Compression
+	}
+	if c.MaxDownloadBandwidth < 0 {
+		return fmt.Errorf("%w: max_download_bandwidth %d is negative", ErrConfig, c.MaxDownloadBandwidth)
+	}
+	if c.DownloadRetries == 0 {
+		c.DownloadRetries = d.DownloadRetries
+	}
+	if c.DownloadRetries < 0 {
+		c.DownloadRetries = 0
+	}
+	if c.DownloadBackoff <= 0 {
+		c.DownloadBackoff = d.DownloadBackoff
+	}
+	if c.DownloadBackoffMax <= 0 {
+		c.DownloadBackoffMax = d.DownloadBackoffMax
+	}
+	if c.DownloadBackoffMax < c.DownloadBackoff {
+		c.DownloadBackoffMax = c.DownloadBackoff
 	}
 	if c.AdvertiseRetry <= 0 {
 		c.AdvertiseRetry = time.Second

@@ -291,7 +291,7 @@ func (d *db) build(name string) error {
 			Name: f.Name,
 			Size: f.Size,
 			Open: func(ctx context.Context) (io.ReadCloser, error) {
-				return n.source.Open(ctx, d.name, name, f.Name)
+				return n.download(ctx, d.name, name, f)
 			},
 		})
 	}

@@ -22,3 +22,8 @@ var (
 
 // ErrConfig: the configuration is invalid.
 var ErrConfig = errors.New("node: invalid config")
+
+// ErrPermanent marks a source error that retrying cannot fix (a file
+// that is gone, access denied). Sources wrap it; downloads retry every other
+// error except the end of their context.
+var ErrPermanent = errors.New("node: permanent source error")

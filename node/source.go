@@ -65,3 +65,12 @@ func OpenSource(root string) (Source, error) {
 	}
 	return newFileSource(root)
 }
+
+// RangeSource is a Source that can open a file from a byte offset. A
+// download that fails mid-file resumes where it stopped instead of reading
+// the file again from the start.
+type RangeSource interface {
+	Source
+	// OpenAt opens file for reading from offset (0 ≤ offset ≤ size).
+	OpenAt(ctx context.Context, db, version, file string, offset int64) (io.ReadCloser, error)
+}

@@ -17,17 +17,21 @@ import (
 // fileConfig is spangle.toml. Key names follow sequins where sequins has
 // them; unknown keys are an error.
 type fileConfig struct {
-	Source             string   `toml:"source"`
-	Bind               string   `toml:"bind"`
-	DataDir            string   `toml:"data_dir"`
-	LocalStore         string   `toml:"local_store"` // sequins' name for data_dir
-	MaxParallelLoads   int      `toml:"max_parallel_loads"`
-	RefreshPeriod      duration `toml:"refresh_period"`
-	RequireSuccessFile bool     `toml:"require_success_file"`
-	ContentType        string   `toml:"content_type"`
-	SequinsHeaders     bool     `toml:"sequins_headers"`
-	ShardID            string   `toml:"shard_id"`
-	AdvertisedHostname string   `toml:"advertised_hostname"`
+	Source           string `toml:"source"`
+	Bind             string `toml:"bind"`
+	DataDir          string `toml:"data_dir"`
+	LocalStore       string `toml:"local_store"` // sequins' name for data_dir
+	MaxParallelLoads int    `toml:"max_parallel_loads"`
+	// MaxDownloadBandwidth is bytes per second over all builds ("50MiB").
+	MaxDownloadBandwidth string   `toml:"max_download_bandwidth"`
+	DownloadRetries      int      `toml:"download_retries"` // -1: none
+	DownloadBackoff      duration `toml:"download_backoff"`
+	RefreshPeriod        duration `toml:"refresh_period"`
+	RequireSuccessFile   bool     `toml:"require_success_file"`
+	ContentType          string   `toml:"content_type"`
+	SequinsHeaders       bool     `toml:"sequins_headers"`
+	ShardID              string   `toml:"shard_id"`
+	AdvertisedHostname   string   `toml:"advertised_hostname"`
 
 	// NATS replaces sequins' [zk]: the embedded server (no url) or
 	// external ones, and the spangle cluster's name.
@@ -199,6 +203,15 @@ func loadConfig(path string, cfg *config) error {
 		n.MaxParallelLoads = fc.MaxParallelLoads
 	}
 	n.RefreshPeriod = fc.RefreshPeriod.Duration
+	if fc.MaxDownloadBandwidth != "" {
+		b, err := parseBytes(fc.MaxDownloadBandwidth)
+		if err != nil {
+			return fmt.Errorf("config %s: max_download_bandwidth: %w", path, err)
+		}
+		n.MaxDownloadBandwidth = b
+	}
+	n.DownloadRetries = fc.DownloadRetries
+	n.DownloadBackoff = fc.DownloadBackoff.Duration
 	n.RequireSuccessFile = fc.RequireSuccessFile
 	cfg.sequinsHeaders = fc.SequinsHeaders
 	set(&n.Compression, fc.Storage.Compression)
