@@ -112,3 +112,18 @@ func (s *fileSource) Open(ctx context.Context, db, version, file string) (io.Rea
 	}
 	return f, nil
 }
+
+var _ RangeSource = (*fileSource)(nil)
+
+// OpenAt opens a file for reading from offset: a download resumes there.
+func (s *fileSource) OpenAt(ctx context.Context, db, version, file string, offset int64) (io.ReadCloser, error) {
+	f, err := os.Open(filepath.Join(s.root, db, version, file))
+	if err != nil {
+		return nil, fmt.Errorf("node: open source file: %w", err)
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("node: seek source file: %w", err)
+	}
+	return f, nil
+}

@@ -21,6 +21,7 @@ type Node struct {
 	log     *slog.Logger
 	source  Source
 	metrics *metrics
+	dl      *downloads // source reads of builds: limits, retries, metrics
 
 	// Set by Start.
 	store *blocks.Store
@@ -72,6 +73,7 @@ func New(cfg Config) (*Node, error) {
 		log:       log,
 		source:    src,
 		metrics:   newMetrics(cfg.Registerer),
+		dl:        newDownloads(cfg, log),
 		refreshCh: make(chan bool, 1),
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
