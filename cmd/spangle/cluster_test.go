@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,11 +19,14 @@ import (
 	"time"
 )
 
-// clusterProc is one "spangle serve" process of TestClusterProcesses.
+// clusterProc is one "spangle serve" process of a cluster test.
 type clusterProc struct {
-	id   int
-	cmd  *exec.Cmd
-	base string // http://host:port
+	id      int
+	bin     string
+	cfgPath string
+	args    []string // serve's arguments
+	cmd     *exec.Cmd
+	base    string // http://host:port
 
 	mu   sync.Mutex
 	logs strings.Builder
@@ -46,20 +50,23 @@ func freePort(t *testing.T) int {
 }
 
 // startClusterProc starts node id (shard id) of a cluster sharing the NATS
-// server on natsPort: node 1 embeds it, the others connect to it.
-func startClusterProc(t *testing.T, bin, root string, id, natsPort int, proxyTimeout time.Duration) *clusterProc {
+// server on natsPort: node 1 embeds it, the others connect to it. A node
+// killed without a word stays a member for entryTTL; sharding holds extra
+// lines of the [sharding] table.
+func startClusterProc(t *testing.T, bin, root string, id, natsPort int, proxyTimeout, entryTTL time.Duration, sharding string) *clusterProc {
 	t.Helper()
 	nats := fmt.Sprintf("listen = \"127.0.0.1:%d\"", natsPort)
 	if id > 1 {
 		nats = fmt.Sprintf("url = \"nats://127.0.0.1:%d\"", natsPort)
 	}
-	return startNodeProc(t, bin, root, id, nats+"\ncluster_name = \"proc\"", proxyTimeout)
+	nats += fmt.Sprintf("\ncluster_name = \"proc\"\nentry_ttl = \"%s\"", entryTTL)
+	return startNodeProc(t, bin, root, id, nats, proxyTimeout, sharding)
 }
 
 // startNodeProc starts node id (shard id) of a sharded cluster (replication
-// 2, time_to_converge 1s) serving root, with nats as the body of its [nats]
-// table, and waits for its start-up line.
-func startNodeProc(t *testing.T, bin, root string, id int, nats string, proxyTimeout time.Duration) *clusterProc {
+// 2, time_to_converge 1s, plus the lines in sharding) serving root, with nats
+// as the body of its [nats] table, and waits for its start-up line.
+func startNodeProc(t *testing.T, bin, root string, id int, nats string, proxyTimeout time.Duration, sharding string) *clusterProc {
 	t.Helper()
 	dir := t.TempDir()
 	config := fmt.Sprintf(`require_success_file = true
@@ -71,27 +78,35 @@ enabled = true
 replication = 2
 time_to_converge = "1s"
 proxy_timeout = "%s"
-`, id, nats, proxyTimeout)
-	cfgPath := filepath.Join(dir, "spangle.toml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+%s
+`, id, nats, proxyTimeout, sharding)
+	p := &clusterProc{id: id, bin: bin, cfgPath: filepath.Join(dir, "spangle.toml")}
+	p.logOnFailure(t)
+	if err := os.WriteFile(p.cfgPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &clusterProc{id: id}
-	p.cmd = exec.Command(bin, "serve", "--config", cfgPath, "--source", root,
-		"--data-dir", filepath.Join(dir, "data"), "--bind", "127.0.0.1:0", "--log-format", "json")
-	stderr, err := p.cmd.StderrPipe()
+	p.args = []string{"serve", "--config", p.cfgPath, "--source", root,
+		"--data-dir", filepath.Join(dir, "data"), "--bind", "127.0.0.1:0", "--log-format", "json"}
+	p.start(t)
+	return p
+}
+
+// start runs the process and waits for its start-up line; the logs of
+// earlier runs stay in p.logs.
+func (p *clusterProc) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(p.bin, p.args...)
+	p.cmd = cmd
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		if t.Failed() {
-			t.Logf("node %d log:\n%s", id, p.log())
-		}
+		cmd.Process.Kill()
+		cmd.Wait()
 	})
 	addrc := make(chan string, 1)
 	go func() {
@@ -115,13 +130,30 @@ proxy_timeout = "%s"
 	select {
 	case addr := <-addrc:
 		if addr == "" {
-			t.Fatalf("node %d exited before serving:\n%s", id, p.log())
+			t.Fatalf("node %d exited before serving:\n%s", p.id, p.log())
 		}
 		p.base = "http://" + addr
 	case <-time.After(testTimeout):
-		t.Fatalf("node %d: no start-up line", id)
+		t.Fatalf("node %d: no start-up line", p.id)
 	}
-	return p
+}
+
+// logOnFailure prints the node's logs if the test fails.
+func (p *clusterProc) logOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node %d log:\n%s", p.id, p.log())
+		}
+	})
+}
+
+// kill sends SIGKILL and reaps the process.
+func (p *clusterProc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Wait()
 }
 
 // waitFor polls cond until it returns nil, failing the test at the deadline.
@@ -158,34 +190,30 @@ func clusterGet(c *http.Client, base string, k int) (value, version string, prox
 	return string(body), resp.Header.Get("X-Spangle-Version"), resp.Header.Get("X-Spangle-Proxied-To") != "", nil
 }
 
-// TestClusterProcesses runs three "spangle serve" processes sharing one NATS
-// server (node 1 embeds it), replication 2, and checks that every key is
-// readable from every node, that an upgrade (SIGHUP to all) never takes a
-// reader's version back, and that with node 3 killed (SIGKILL) every key
-// stays readable from nodes 1 and 2 once proxy_timeout has passed.
-// readKey reads key-k from n and checks its value against the version the
-// answer names, and that version against last, the newest this reader has
-// seen, which it advances.
-func readKey(client *http.Client, n *clusterProc, k int, last *string) error {
-	val, v, _, err := clusterGet(client, n.base, k)
-	switch {
-	case err != nil:
-	case v < *last:
-		err = fmt.Errorf("node %d: version went back from %s to %s", n.id, *last, v)
-	case val != fmt.Sprintf("%s:%d", v, k):
-		err = fmt.Errorf("node %d key-%d: %q from version %s", n.id, k, val, v)
-	default:
-		*last = v
-	}
-	return err
-}
-
+// TestClusterProcesses runs "spangle serve" processes sharing one NATS
+// server (node 1 embeds it), replication 2 and min_replication 2, while
+// HTTP readers check every answer and that no node's version goes back:
+//
+//  1. three nodes: every key is readable from every node, some proxied;
+//  2. an upgrade (SIGHUP to all) under readers;
+//  3. node 3 killed (SIGKILL): every key stays readable from nodes 1 and 2
+//     once proxy_timeout has passed;
+//  4. v3 while node 3 is dead (still a member until its entries expire):
+//     the partitions assigned to it are short of min_replication, so the
+//     others build v3 and keep serving v2;
+//  5. node 3 restarted on its data: it serves its v2 at once, builds its
+//     part of v3, and the cluster switches to v3;
+//  6. a late node 4 joins, builds its share and serves; v4 reaches all four;
+//  7. with node 1 (and NATS) killed, node 2 stops promptly on SIGTERM.
 func TestClusterProcesses(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs three binaries")
+		t.Skip("builds and runs four binaries")
 	}
 	const keys, files = 60, 6
 	const proxyTimeout = 500 * time.Millisecond
+	// Long enough that a killed node stays a member through phase 4.
+	const entryTTL = 60 * time.Second
+	const sharding = "min_replication = 2"
 	start := time.Now()
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", files, keys)
@@ -193,10 +221,11 @@ func TestClusterProcesses(t *testing.T) {
 	natsPort := freePort(t)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
-		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, proxyTimeout))
+		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, proxyTimeout, entryTTL, sharding))
 	}
 	client := &http.Client{Timeout: testTimeout}
-	for _, n := range nodes {
+	waitReady := func(n *clusterProc) {
+		t.Helper()
 		waitFor(t, fmt.Sprintf("node %d ready", n.id), func() error {
 			resp, err := client.Get(n.base + "/readyz")
 			if err != nil {
@@ -208,6 +237,9 @@ func TestClusterProcesses(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	for _, n := range nodes {
+		waitReady(n)
 	}
 	// allKeys checks that every key is readable from every node in nodes
 	// with version v's value, and counts proxied answers.
@@ -227,6 +259,13 @@ func TestClusterProcesses(t *testing.T) {
 			}
 		}
 		return proxied, nil
+	}
+	waitAllKeys := func(v string, nodes []*clusterProc) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("every key of %s readable from %d nodes", v, len(nodes)), func() error {
+			_, err := allKeys(v, nodes)
+			return err
+		})
 	}
 	var proxied int
 	waitFor(t, "every key of v1 readable from every node", func() (err error) {
@@ -256,6 +295,7 @@ func TestClusterProcesses(t *testing.T) {
 	runReaders := func(targets []*clusterProc, perNode int) {
 		stop.Store(false)
 		failures = nil
+		requests.Store(0)
 		sweeps = make([]atomic.Int64, len(targets)*perNode)
 		for i := range len(targets) * perNode {
 			n := targets[i%len(targets)]
@@ -301,38 +341,39 @@ func TestClusterProcesses(t *testing.T) {
 			return nil
 		})
 	}
+	sighup := func(nodes []*clusterProc) {
+		t.Helper()
+		for _, n := range nodes {
+			if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	noFailures := func(phase string) {
+		t.Helper()
+		for _, f := range stopReaders() {
+			t.Errorf("%s: %v", phase, f.err)
+		}
+	}
 
-	// (a) Upgrade: v2 and SIGHUP to all; readers on nodes 2 and 3.
+	// (2) Upgrade: v2 and SIGHUP to all; readers on nodes 2 and 3.
 	phase := time.Now()
 	runReaders(nodes[1:], 2)
 	waitSweeps("readers running", 1)
 	writeVersion(t, root, "d", "v2", files, keys)
-	for _, n := range nodes {
-		if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "every key of v2 readable from every node", func() error {
-		_, err := allKeys("v2", nodes)
-		return err
-	})
+	sighup(nodes)
+	waitAllKeys("v2", nodes)
 	waitSweeps("readers past the upgrade", 1)
-	for _, f := range stopReaders() {
-		t.Errorf("upgrade: %v", f.err)
-	}
+	noFailures("upgrade")
 	t.Logf("upgrade: every node on v2 after %v, %d requests", time.Since(phase).Round(time.Millisecond), requests.Load())
 
-	// (b) kill -9 node 3; readers on nodes 1 and 2. Failures are allowed
+	// (3) kill -9 node 3; readers on nodes 1 and 2. Failures are allowed
 	// only within proxy_timeout of the kill.
 	phase = time.Now()
-	requests.Store(0)
 	runReaders(nodes[:2], 2)
 	waitSweeps("readers running", 1)
 	killed := time.Now()
-	if err := nodes[2].cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	nodes[2].cmd.Wait()
+	nodes[2].kill(t)
 	// Every reader passes twice over all keys after kill + proxy_timeout.
 	waitFor(t, "proxy_timeout after the kill", func() error {
 		if time.Since(killed) < proxyTimeout {
@@ -355,12 +396,69 @@ func TestClusterProcesses(t *testing.T) {
 	t.Logf("kill: %d requests over %v, %d failed within proxy_timeout", requests.Load(),
 		time.Since(phase).Round(time.Millisecond), early)
 
-	// With the node embedding NATS gone, the others still stop promptly on
-	// SIGTERM (draining NATS subscriptions needs the server).
-	if err := nodes[0].cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
+	// (4) v3 with node 3 dead but still a member: nodes 1 and 2 build
+	// their parts of it, which leaves the partitions shared with node 3
+	// with one replica, below min_replication: they keep serving v2.
+	phase = time.Now()
+	runReaders(nodes[:2], 2)
+	writeVersion(t, root, "d", "v3", files, keys)
+	sighup(nodes[:2])
+	for _, n := range nodes[:2] {
+		waitFor(t, fmt.Sprintf("node %d: v3 built, waiting for replicas", n.id), func() error {
+			state, err := ownState(client, n, "v3")
+			if err == nil && state != "AVAILABLE" {
+				err = fmt.Errorf("v3 is %s", state)
+			}
+			return err
+		})
 	}
-	nodes[0].cmd.Wait()
+	waitSweeps("readers with v3 short of replicas", 1)
+	if _, err := allKeys("v2", nodes[:2]); err != nil {
+		t.Errorf("v3 short of replicas: %v", err)
+	}
+	t.Logf("min_replication: v3 built by nodes 1 and 2 and held back after %v", time.Since(phase).Round(time.Millisecond))
+
+	// (5) Node 3 restarts on its data: it serves its v2 before it builds
+	// anything, builds its part of v3, and every node switches.
+	phase = time.Now()
+	before := len(nodes[2].log())
+	nodes[2].start(t)
+	waitReady(nodes[2])
+	waitAllKeys("v3", nodes)
+	waitSweeps("readers past the v3 switch", 1)
+	noFailures("restart and v3")
+	log := nodes[2].log()[before:]
+	if !strings.Contains(log, `"msg":"serving local version","db":"d","version":"v2"`) {
+		t.Errorf("node 3 did not reuse its v2 after the restart")
+	}
+	if strings.Contains(log, `"msg":"building version","db":"d","version":"v2"`) {
+		t.Errorf("node 3 built v2 again after the restart")
+	}
+	t.Logf("restart: node 3 back and every node on v3 after %v", time.Since(phase).Round(time.Millisecond))
+
+	// (6) A late node 4 joins while v3 is active, builds its share of v3
+	// and serves every key; then v4 reaches all four under readers.
+	phase = time.Now()
+	nodes = append(nodes, startClusterProc(t, bin, root, 4, natsPort, proxyTimeout, entryTTL, sharding))
+	waitReady(nodes[3])
+	waitAllKeys("v3", nodes)
+	parts, err := ownPartitions(client, nodes[3], "v3")
+	if err != nil || len(parts) == 0 {
+		t.Errorf("late node 4 holds partitions %v of v3 (%v), want some", parts, err)
+	}
+	runReaders(nodes, 1)
+	waitSweeps("readers on four nodes", 1)
+	writeVersion(t, root, "d", "v4", files, keys)
+	sighup(nodes)
+	waitAllKeys("v4", nodes)
+	waitSweeps("readers past v4", 1)
+	noFailures("late node and v4")
+	t.Logf("late node: node 4 holds %v of v3; every node on v4 after %v, %d requests", parts,
+		time.Since(phase).Round(time.Millisecond), requests.Load())
+
+	// (7) With the node embedding NATS gone, the others still stop
+	// promptly on SIGTERM (draining NATS subscriptions needs the server).
+	nodes[0].kill(t)
 	stopped := time.Now()
 	if err := nodes[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -379,4 +477,64 @@ func TestClusterProcesses(t *testing.T) {
 		t.Fatalf("node 2 did not stop after SIGTERM without NATS:\n%s", nodes[1].log())
 	}
 	t.Logf("total %v", time.Since(start).Round(time.Millisecond))
+}
+
+// ownVersion is a node's own entry for a version in its status JSON.
+type ownVersion struct {
+	State      string `json:"state"`
+	Partitions []int  `json:"partitions"`
+	ShardID    string `json:"shard_id"`
+}
+
+// ownEntry reads n's status of db d and returns n's own entry for
+// version (the one with n's shard ID).
+func ownEntry(c *http.Client, n *clusterProc, version string) (ownVersion, error) {
+	req, _ := http.NewRequest("GET", n.base+"/d/", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return ownVersion{}, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Versions map[string]struct {
+			Nodes map[string]ownVersion `json:"nodes"`
+		} `json:"versions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return ownVersion{}, err
+	}
+	for _, e := range st.Versions[version].Nodes {
+		if e.ShardID == fmt.Sprint(n.id) {
+			return e, nil
+		}
+	}
+	return ownVersion{}, fmt.Errorf("node %d: no entry of its own for %s", n.id, version)
+}
+
+func ownState(c *http.Client, n *clusterProc, version string) (string, error) {
+	e, err := ownEntry(c, n, version)
+	return e.State, err
+}
+
+func ownPartitions(c *http.Client, n *clusterProc, version string) ([]int, error) {
+	e, err := ownEntry(c, n, version)
+	return e.Partitions, err
+}
+
+// readKey reads key-k from n and checks its value against the version the
+// answer names, and that version against last, the newest this reader has
+// seen, which it advances.
+func readKey(client *http.Client, n *clusterProc, k int, last *string) error {
+	val, v, _, err := clusterGet(client, n.base, k)
+	switch {
+	case err != nil:
+	case v < *last:
+		err = fmt.Errorf("node %d: version went back from %s to %s", n.id, *last, v)
+	case val != fmt.Sprintf("%s:%d", v, k):
+		err = fmt.Errorf("node %d key-%d: %q from version %s", n.id, k, val, v)
+	default:
+		*last = v
+	}
+	return err
 }

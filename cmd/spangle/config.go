@@ -44,7 +44,8 @@ type fileConfig struct {
 		TLSCert     string     `toml:"tls_cert"`
 		TLSKey      string     `toml:"tls_key"`
 		ClusterName string     `toml:"cluster_name"`
-		Replicas    int        `toml:"replicas"` // bucket replicas; 0: 1
+		Replicas    int        `toml:"replicas"`  // bucket replicas; 0: 1
+		EntryTTL    duration   `toml:"entry_ttl"` // a dead node's entries expire after it; 0: 10s
 	} `toml:"nats"`
 
 	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
@@ -282,6 +283,7 @@ func loadConfig(path string, cfg *config) error {
 	k.TLSKeyFile = fc.NATS.TLSKey
 	set(&k.ClusterName, fc.NATS.ClusterName)
 	setInt(&k.Replicas, fc.NATS.Replicas)
+	setDur(&k.EntryTTL, fc.NATS.EntryTTL)
 	return nil
 }
 

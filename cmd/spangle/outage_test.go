@@ -185,7 +185,7 @@ func TestNATSOutage(t *testing.T) {
 	natsTable := fmt.Sprintf("url = %q\nreplicas = 3\ncluster_name = \"outage\"", strings.Join(urls, ","))
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
-		nodes = append(nodes, startNodeProc(t, bin, root, id, natsTable, proxyTimeout))
+		nodes = append(nodes, startNodeProc(t, bin, root, id, natsTable, proxyTimeout, ""))
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	// allKeys checks that every key is readable from every node with
