@@ -157,11 +157,13 @@ func TestStatusUnknownDB(t *testing.T) {
 
 func TestDashboard(t *testing.T) {
 	b := newFake()
-	b.status = statusOf(map[string]string{"names": node.StateActive, "broken": node.StateError})
+	b.status = statusOf(map[string]string{"names": node.StateActive, "broken": node.StateError,
+		"upcoming": node.StateAvailable, "leaving": node.StateRemoving})
 	ts := startServer(t, b)
 	resp := ts.do(t, "GET", "/")
 	for _, want := range []string{
-		`<meta http-equiv="refresh"`, "names", "broken", "ACTIVE", "ERROR", "blocks: bad file",
+		`<meta http-equiv="refresh"`, "names", "broken", "upcoming", "leaving",
+		"ACTIVE", "ERROR", "AVAILABLE", "REMOVING", "blocks: bad file",
 		"holds 0-2, 4", "missing 1", "under 5", "average 0.80", "4 with 1 replica(s)",
 	} {
 		if !strings.Contains(resp.body, want) {
