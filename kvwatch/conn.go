@@ -2,6 +2,7 @@ package kvwatch
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 
 // connOptions returns the client options. The client:
 //   - never gives up reconnecting (the default stops after about two
-//     minutes, which would leave a node cut off for good);
+//     minutes, or once one server refused the credentials twice in a row,
+//     which would leave a node cut off for good, say while credentials
+//     are being rotated);
 //   - has no reconnect buffer, so a call made while disconnected fails at
 //     once instead of being queued and applied late (a queued plain write
 //     could, for instance, resurrect an entry after its node left);
@@ -22,6 +25,7 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name(c.ConnName),
 		nats.MaxReconnects(-1),
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(c.ReconnectWait),
 		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
 		nats.ReconnectBufSize(-1),
@@ -33,6 +37,7 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 		nats.ReconnectHandler(k.onReconnect),
 		nats.ConnectHandler(k.onConnect),
 		nats.ErrorHandler(k.onAsyncError),
+		nats.ReconnectErrHandler(k.onReconnectError),
 		nats.NoCallbacksAfterClientClose(),
 	}
 	if c.Embedded() {
@@ -61,6 +66,20 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// notConnectedError adds to err, the error of a request on nc, why nc is
+// not connected if it is not: a request then fails with "outbound buffer
+// limit exceeded" or "connection closed", which hides the TLS or
+// authorization failure that keeps the connection down.
+func notConnectedError(nc *nats.Conn, err error) error {
+	if nc == nil || nc.IsConnected() {
+		return err
+	}
+	if last := nc.LastError(); last != nil && !errors.Is(err, last) {
+		return fmt.Errorf("%w; not connected: %w", err, last)
+	}
+	return err
+}
+
 // onDisconnect runs on the client's callback goroutine when the connection
 // drops.
 func (k *KV) onDisconnect(_ *nats.Conn, err error) {
@@ -73,6 +92,7 @@ func (k *KV) onDisconnect(_ *nats.Conn, err error) {
 // the watch loop re-creates the watchers and the heartbeat re-puts every
 // own entry at once.
 func (k *KV) onReconnect(nc *nats.Conn) {
+	k.lastReconnectErr.Store("")
 	k.reconnects.Add(1)
 	k.met.reconnects.Inc()
 	k.log.Info("NATS connection restored", "url", nc.ConnectedUrlRedacted())
@@ -86,6 +106,22 @@ func (k *KV) onConnect(nc *nats.Conn) {
 	k.log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
 	kick(k.connKick)
 	kick(k.hbKick)
+}
+
+// onReconnectError runs on the client's callback goroutine after each
+// failed reconnect attempt. A refusal that would otherwise go unseen (bad
+// credentials, a TLS mismatch) is logged at Warn when its text changes, at
+// Debug while it repeats.
+func (k *KV) onReconnectError(_ *nats.Conn, err error) {
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	if prev, _ := k.lastReconnectErr.Swap(msg).(string); prev == msg {
+		k.log.Debug("NATS reconnect failed", "err", err)
+		return
+	}
+	k.log.Warn("NATS reconnect failed; retrying", "err", err)
 }
 
 // onAsyncError logs asynchronous client errors (slow consumers and such).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/s3source"
 )
 
 // fileConfig is spangle.toml. Key names follow sequins where sequins has
@@ -61,6 +62,16 @@ type fileConfig struct {
 		ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
 		VersionRemoveTimeout duration `toml:"version_remove_timeout"`
 	} `toml:"sharding"`
+
+	// S3 configures s3:// sources (sequins' [s3] names where it has them).
+	S3 struct {
+		Region          string `toml:"region"`
+		AccessKeyID     string `toml:"access_key_id"`
+		SecretAccessKey string `toml:"secret_access_key"`
+		Endpoint        string `toml:"endpoint"`   // host:port or URL; empty: AWS
+		PathStyle       bool   `toml:"path_style"` // true for most self-hosted servers
+		Insecure        bool   `toml:"insecure"`   // plain HTTP for an endpoint without a scheme
+	} `toml:"s3"`
 
 	Storage struct {
 		Compression  string `toml:"compression"`
@@ -157,6 +168,8 @@ type config struct {
 
 	// nats configures kvwatch: an embedded NATS server, or external ones.
 	nats kvwatch.Config
+	// s3 configures an s3:// source.
+	s3 s3source.Config
 	// advertisedHostname replaces the bind address's host in this node's
 	// entries (sequins' advertised_hostname).
 	advertisedHostname string
@@ -166,6 +179,7 @@ func defaultConfig() config {
 	return config{
 		nats:        kvwatch.DefaultConfig(),
 		node:        node.DefaultConfig(),
+		s3:          s3source.DefaultConfig(),
 		bind:        "0.0.0.0:9599",
 		gcPercent:   400,
 		memoryLimit: 448 << 20,
@@ -284,6 +298,16 @@ func loadConfig(path string, cfg *config) error {
 	set(&k.ClusterName, fc.NATS.ClusterName)
 	setInt(&k.Replicas, fc.NATS.Replicas)
 	setDur(&k.EntryTTL, fc.NATS.EntryTTL)
+	s3 := &cfg.s3
+	set(&s3.Region, fc.S3.Region)
+	set(&s3.AccessKeyID, fc.S3.AccessKeyID)
+	set(&s3.SecretAccessKey, fc.S3.SecretAccessKey)
+	set(&s3.Endpoint, fc.S3.Endpoint)
+	s3.PathStyle = fc.S3.PathStyle
+	s3.Insecure = fc.S3.Insecure
+	if err := s3.Validate(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
 	return nil
 }
 

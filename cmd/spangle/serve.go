@@ -23,12 +23,13 @@ import (
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/s3source"
 )
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
-	source := fs.String("source", "", "source root: a directory, file:///path or nats-object://BUCKET (overrides the config's source)")
+	source := fs.String("source", "", "source root: a directory, file:///path, nats-object://BUCKET or s3://BUCKET/PREFIX (overrides the config's source)")
 	bind := fs.String("bind", "", "HTTP listen address (default 0.0.0.0:9599)")
 	dataDir := fs.String("data-dir", "", "where partitions are stored (overrides data_dir)")
 	fs.StringVar(dataDir, "local-store", "", "alias of --data-dir")
@@ -126,6 +127,20 @@ func serve(args []string) error {
 			return err
 		}
 		cfg.node.OpenedSource, err = objsource.New(bucket, kvJetStream(kv))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	if s3source.IsURL(cfg.node.Source) {
+		// The S3 source: credentials from [s3], else the environment, the
+		// shared AWS files or IAM.
+		bucket, prefix, err := s3source.ParseURL(cfg.node.Source)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		cfg.node.OpenedSource, err = s3source.New(bucket, prefix, cfg.s3)
 		if err != nil {
 			ln.Close()
 			return err
