@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,16 +24,7 @@ func startNATSServer(t *testing.T, bin string) *natsProc {
 	}
 	p.args = []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "--server_name", p.name, "-js", "-sd", p.storeDir}
 	p.start(t, bin)
-	t.Cleanup(func() {
-		if p.cmd != nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.logPath)
-			t.Logf("nats-server log (tail):\n%s", tail(string(b), 4000))
-		}
-	})
+	p.cleanup(t)
 	return p
 }
 

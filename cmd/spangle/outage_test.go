@@ -77,18 +77,24 @@ func startNATSCluster(t *testing.T, bin string) []*natsProc {
 			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]), "--routes", strings.Join(routes, ",")}
 		procs = append(procs, p)
 		p.start(t, bin)
-		t.Cleanup(func() {
-			if p.cmd != nil {
-				p.cmd.Process.Kill()
-				p.cmd.Wait()
-			}
-			if t.Failed() {
-				b, _ := os.ReadFile(p.logPath)
-				t.Logf("nats-server %s log (tail):\n%s", p.name, tail(string(b), 4000))
-			}
-		})
+		p.cleanup(t)
 	}
 	return procs
+}
+
+// cleanup kills the server at the end of the test, and logs the tail of
+// its log if the test failed.
+func (p *natsProc) cleanup(t *testing.T) {
+	t.Cleanup(func() {
+		if p.cmd != nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(p.logPath)
+			t.Logf("nats-server %s log (tail):\n%s", p.name, tail(string(b), 4000))
+		}
+	})
 }
 
 func (p *natsProc) start(t *testing.T, bin string) {
