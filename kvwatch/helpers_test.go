@@ -146,22 +146,7 @@ func freePort(t testing.TB) int {
 // storeDir, shut down at cleanup if still running.
 func runServer(t testing.TB, port int, storeDir string) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: storeDir,
-		NoSigs: true, NoLog: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("test server not ready")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
+	return runSecureServer(t, &server.Options{Port: port, StoreDir: storeDir})
 }
 
 // rawKV is a plain client's handle on bucket b of cluster "test", closed
