@@ -152,27 +152,7 @@ func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
 		return nil, wrap(err)
 	}
 
-	if spec.Progress != nil {
-		var wg sync.WaitGroup
-		done := make(chan struct{})
-		wg.Go(func() {
-			t := time.NewTicker(progressInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					spec.Progress(b.progress())
-				case <-done:
-					return
-				}
-			}
-		})
-		defer func() {
-			close(done)
-			wg.Wait()
-			spec.Progress(b.progress())
-		}()
-	}
+	defer b.reportProgress()()
 
 	m, err := b.run(ctx)
 	b.cleanup()
@@ -323,6 +303,34 @@ func (b *builder) cleanup() {
 	for _, f := range b.spills {
 		_ = f.Close()
 		_ = os.Remove(f.Name())
+	}
+}
+
+// reportProgress calls spec.Progress every progressInterval until the
+// returned func is called, which reports once more and returns once the
+// reporting goroutine has stopped. Without spec.Progress it does nothing.
+func (b *builder) reportProgress() (stop func()) {
+	if b.spec.Progress == nil {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				b.spec.Progress(b.progress())
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		b.spec.Progress(b.progress())
 	}
 }
 

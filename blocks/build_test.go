@@ -87,7 +87,7 @@ func TestBuildFilesPassBboltCheck(t *testing.T) {
 			s := openTestStore(t, t.TempDir(), Options{})
 			v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: comp})
 			for _, p := range v.Manifest().Partitions {
-				db := v.parts[p].db
+				db := v.contents.Load().parts[p].db
 				err := db.View(func(tx *bolt.Tx) error {
 					for err := range tx.Check() {
 						return err
@@ -465,7 +465,7 @@ func TestSharedKeyPrefix(t *testing.T) {
 		}
 	}
 	// In key order, as bbolt's checker and a cursor see it.
-	err := v.parts[0].db.View(func(tx *bolt.Tx) error {
+	err := v.contents.Load().parts[0].db.View(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			return err
 		}

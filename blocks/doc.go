@@ -13,7 +13,9 @@
 //
 // A version directory without a valid manifest is incomplete: OpenStore
 // deletes it, so that a build interrupted by a crash is simply built again.
-// A complete version is never modified; Remove deletes its manifest first.
+// A complete version's files are never modified: Store.AddPartitions only
+// adds partition files and replaces the manifest (see below); Remove
+// deletes the manifest first.
 //
 // Store.Build turns a BuildSpec (the version's source files, in name order,
 // and a Partitioner) into a Version:
@@ -48,6 +50,46 @@
 // reads in full only the files of held partitions and checks every key of
 // them: a key of another partition fails the build with a
 // *MisplacedKeyError, two files claiming one partition fail it too.
+//
+// # Adding partitions
+//
+// Store.AddPartitions gives a complete version, open and serving, more
+// partitions: a cluster node uses it to take over partitions whose other
+// replicas were lost (healing). It runs the same builder as Build, with
+// BuildSpec.Partitions set to the missing partitions (the source files are
+// read again), into the version's own directory, under the partitions'
+// final names (p-%05d.bolt: no name is held by another partition, since
+// only partitions not held are built). Then:
+//
+//  1. the new files are fsynced, opened read-only and checked;
+//  2. the commit: a manifest listing old and new partitions replaces the
+//     old one atomically (temporary file, fsync, rename, directory fsync);
+//  3. the Version's contents — manifest, open partitions by number, value
+//     decoder — are replaced by one atomic pointer store. The new contents
+//     share the already open partitions with the old ones; only the zstd
+//     decoder is rebuilt when new partitions bring dictionaries, and the
+//     old one is kept until Close for Gets that still hold the old
+//     contents.
+//
+// A Get loads the contents once, under the Version's read lock, so it sees
+// a partition either absent (ErrPartitionNotHeld) or complete, never a
+// half-written one, and it is never blocked by an add. The same *Version
+// stays valid throughout: callers that hold it in an atomic pointer
+// change nothing, and Close closes every partition, old and new.
+//
+// Crash safety follows from the manifest being the commit point: a crash
+// before step 2 leaves the previous manifest, which does not list the new
+// files; OpenStore deletes partition files a complete version's manifest
+// does not list, as it deletes stray temporary files. A failure before
+// the commit (cancellation, Store.Close, bad input, a disk error) removes
+// the new files and leaves the Version unchanged. One build or add of a
+// version runs at a time, and Remove refuses the version meanwhile
+// (ErrBuilding).
+//
+// The alternative, a new *Version sharing the open files with the old
+// one, would need a reference count per partition file so that closing
+// the old Version did not close the new one's files, and every holder of
+// the old pointer to switch; growing the one Version needs neither.
 //
 // # Partition files
 //
@@ -85,8 +127,8 @@
 // Store.Open opens a complete version; Version.Get(p, key) looks a key up
 // in partition p and returns a copy of its value. Read transactions are
 // kept and reused across Gets (a partition file never changes). A Version
-// is safe for concurrent use; Close waits for Gets under way, and later Gets
-// return ErrClosed.
+// is safe for concurrent use; Close waits for Gets under way (and for an
+// AddPartitions commit), and later Gets return ErrClosed.
 //
 // # Caveats
 //
@@ -118,4 +160,13 @@
 //     open keeps working on the deleted files until closed.
 //   - A version whose manifest has a newer format is neither listed nor
 //     deleted.
+//   - AddPartitions checks that the source files have the names (and,
+//     where known, the sizes) the version was built from, not their
+//     content: a source rewritten in place with files of equal sizes would
+//     give partitions of other content.
+//   - Two Versions opened on one directory do not see each other's added
+//     partitions: AddPartitions through the one that is behind fails
+//     (ErrInvalidSpec) rather than write a manifest forgetting some.
+//   - Each AddPartitions that brings zstd dictionaries keeps the version's
+//     previous decoder until Close.
 package blocks

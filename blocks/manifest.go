@@ -37,7 +37,10 @@ type Manifest struct {
 	Compression   Compression     `json:"compression"`
 	BuiltAt       time.Time       `json:"built_at"`
 	BuildSeconds  float64         `json:"build_seconds"`
-	Files         []FileInfo      `json:"files"`
+	// AddedAt is when Store.AddPartitions last added partitions; zero
+	// (and absent from the file) if it never did.
+	AddedAt time.Time  `json:"added_at,omitzero"`
+	Files   []FileInfo `json:"files"`
 	// Records and Bytes total PartitionInfo's.
 	Records int64 `json:"records"`
 	Bytes   int64 `json:"bytes"`
@@ -79,6 +82,9 @@ type FileInfo struct {
 
 // partitionFile is the name of partition p's bbolt file.
 func partitionFile(p int) string { return fmt.Sprintf("p-%05d.bolt", p) }
+
+// partitionFileRE matches the names partitionFile makes.
+var partitionFileRE = regexp.MustCompile(`^p-[0-9]{5,}\.bolt$`)
 
 var validName = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
 

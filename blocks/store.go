@@ -306,10 +306,10 @@ func (s *Store) cleanupDB(db string) error {
 				continue
 			}
 		case validName.MatchString(e.Name()):
-			_, err := readManifest(path, db, e.Name())
+			m, err := readManifest(path, db, e.Name())
 			switch {
 			case err == nil:
-				if err := removeTemps(path); err != nil {
+				if err := s.removeStrays(path, m); err != nil {
 					return err
 				}
 			case errors.Is(err, errFutureFormat):
@@ -330,17 +330,30 @@ func (s *Store) cleanupDB(db string) error {
 	return nil
 }
 
-// removeTemps deletes temporary files in a complete version's directory.
-func removeTemps(dir string) error {
+// removeStrays deletes from a complete version's directory the temporary
+// files and the partition files its manifest m does not list: what an
+// AddPartitions interrupted by a crash left (its manifest, written last,
+// was not replaced, so the version is the one it was before).
+func (s *Store) removeStrays(dir string, m *Manifest) error {
+	listed := make(map[string]bool, len(m.Partitions))
+	for _, p := range m.Partitions {
+		listed[partitionFile(p)] = true
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
+		name := e.Name()
+		if e.IsDir() || !(strings.HasSuffix(name, tmpSuffix) || partitionFileRE.MatchString(name) && !listed[name]) {
+			continue
+		}
+		if !strings.HasSuffix(name, tmpSuffix) {
+			s.log.Info("blocks: removing a partition file the manifest does not list (interrupted AddPartitions)",
+				"db", m.DB, "version", m.Version, "file", name)
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return err
 		}
 	}
 	return nil

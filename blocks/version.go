@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -32,20 +33,41 @@ const (
 const partitionFormat = 1
 
 // Version is a complete version opened for reading. It is safe for
-// concurrent use.
+// concurrent use. Store.AddPartitions may add partitions to it while it
+// serves (see "Adding partitions" in the package documentation).
 type Version struct {
+	dir string
+
+	// contents is what Gets read: replaced whole, never modified, by
+	// AddPartitions. A Get loads it once, under mu held shared.
+	contents atomic.Pointer[contents]
+
+	// extendMu serialises AddPartitions' commit with Close, so that a
+	// manifest is never written for a closed Version and Close always
+	// sees the latest contents. Lock order: extendMu, then mu.
+	extendMu sync.Mutex
+	// oldDecs are decoders replaced by AddPartitions: a Get that loaded
+	// the previous contents may still use one, so they are closed by
+	// Close. Guarded by extendMu.
+	oldDecs []*valueDecoder
+
+	mu     sync.RWMutex // guards closed; Gets hold it shared while they use contents
+	closed bool
+}
+
+// contents is one immutable state of a Version: its manifest, its open
+// partitions and the decoder for their values.
+type contents struct {
 	manifest *Manifest
 	parts    []*partition // by partition number; nil when not held
 	dec      *valueDecoder
-
-	mu     sync.RWMutex // guards closed; Gets hold it shared while they use parts
-	closed bool
 }
 
 // partition is one open bbolt file.
 type partition struct {
 	db    *bolt.DB
 	sdict *s2.Dict     // S2 dictionary, nil if none
+	zdict []byte       // zstd dictionary, nil if none (the version's decoder holds it)
 	idle  chan *readTx // read transactions kept for reuse
 }
 
@@ -58,42 +80,50 @@ type readTx struct {
 }
 
 func openVersion(dir string, m *Manifest) (v *Version, err error) {
-	v = &Version{manifest: m, parts: make([]*partition, m.NumPartitions)}
+	c := &contents{manifest: m, parts: make([]*partition, m.NumPartitions)}
 	defer func() {
 		if err != nil {
-			v.closeParts()
+			closeAll(c.parts)
 		}
 	}()
-	var zdicts [][]byte
 	for _, p := range m.Partitions {
-		part, zdict, err := openPartition(filepath.Join(dir, partitionFile(p)), p)
+		part, err := openPartition(filepath.Join(dir, partitionFile(p)), p)
 		if err != nil {
 			return nil, fmt.Errorf("blocks: open %s/%s partition %d: %w", m.DB, m.Version, p, err)
 		}
-		v.parts[p] = part
-		if zdict != nil {
-			zdicts = append(zdicts, zdict)
-		}
+		c.parts[p] = part
 	}
-	if v.dec, err = newValueDecoder(zdicts); err != nil {
+	if c.dec, err = decoderFor(c.parts); err != nil {
 		return nil, fmt.Errorf("blocks: open %s/%s: %w", m.DB, m.Version, err)
 	}
+	v = &Version{dir: dir}
+	v.contents.Store(c)
 	return v, nil
 }
 
+// decoderFor returns a decoder holding the zstd dictionaries of parts.
+func decoderFor(parts []*partition) (*valueDecoder, error) {
+	var zdicts [][]byte
+	for _, part := range parts {
+		if part != nil && part.zdict != nil {
+			zdicts = append(zdicts, part.zdict)
+		}
+	}
+	return newValueDecoder(zdicts)
+}
+
 // openPartition opens a partition file read-only and checks its meta
-// bucket. It returns the zstd dictionary, if any.
-func openPartition(path string, p int) (*partition, []byte, error) {
+// bucket.
+func openPartition(path string, p int) (*partition, error) {
 	db, err := bolt.Open(path, 0o444, &bolt.Options{
 		ReadOnly:     true,
 		Timeout:      time.Second, // bbolt takes a shared flock; only a writer of this very file could block it
 		NoStatistics: true,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	part := &partition{db: db, idle: make(chan *readTx, 2*runtime.GOMAXPROCS(0))}
-	var zdict []byte
 	err = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
 		if meta == nil || tx.Bucket(dataBucket) == nil {
@@ -111,23 +141,29 @@ func openPartition(path string, p int) (*partition, []byte, error) {
 			}
 		}
 		if d := meta.Get([]byte(metaZstdDict)); d != nil {
-			zdict = append([]byte(nil), d...)
+			part.zdict = append([]byte(nil), d...)
 		}
 		return nil
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return part, zdict, nil
+	return part, nil
 }
 
-// Manifest returns the version's manifest. The caller must not modify it.
-func (v *Version) Manifest() *Manifest { return v.manifest }
+// Manifest returns the version's manifest: the latest one, which lists
+// the partitions AddPartitions added. The caller must not modify it.
+func (v *Version) Manifest() *Manifest { return v.contents.Load().manifest }
 
-// Holds reports whether partition p is held here.
+// Holds reports whether partition p is held here. Partitions are only ever
+// added: once true, it stays true.
 func (v *Version) Holds(p int) bool {
-	return p >= 0 && p < len(v.parts) && v.parts[p] != nil
+	return v.contents.Load().holds(p)
+}
+
+func (c *contents) holds(p int) bool {
+	return p >= 0 && p < len(c.parts) && c.parts[p] != nil
 }
 
 // Get looks key up in partition p and returns a copy of its value, owned by
@@ -153,10 +189,11 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) ([]byte, error) {
 	if v.closed {
 		return dst, ErrClosed
 	}
-	if !v.Holds(p) {
+	c := v.contents.Load()
+	if !c.holds(p) {
 		return dst, ErrPartitionNotHeld
 	}
-	part := v.parts[p]
+	part := c.parts[p]
 	rt, err := part.acquire()
 	if err != nil {
 		return dst, fmt.Errorf("blocks: partition %d: %w", p, err)
@@ -166,7 +203,7 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) ([]byte, error) {
 	if val == nil || !bytes.Equal(k, key) {
 		err = ErrNotFound
 	} else {
-		dst, err = v.dec.decode(dst, val, part.sdict)
+		dst, err = c.dec.decode(dst, val, part.sdict)
 	}
 	part.release(rt)
 	return dst, err
@@ -200,40 +237,60 @@ func (part *partition) release(rt *readTx) {
 
 // Close closes the version. It is idempotent.
 //
-//  1. It waits for Gets under way to finish; later Gets return ErrClosed.
-//  2. It ends the reused read transactions and closes the bbolt files.
+//  1. It waits for an AddPartitions commit under way to finish.
+//  2. It waits for Gets under way to finish; later Gets return ErrClosed.
+//  3. It ends the reused read transactions and closes the bbolt files and
+//     the decoders.
 func (v *Version) Close() error {
+	v.extendMu.Lock()
+	defer v.extendMu.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
 		return nil
 	}
 	v.closed = true
-	return v.closeParts()
-}
-
-func (v *Version) closeParts() error {
-	var errs []error
-	for _, part := range v.parts {
-		if part == nil {
-			continue
-		}
-	drain:
-		for {
-			select {
-			case rt := <-part.idle:
-				_ = rt.tx.Rollback()
-			default:
-				break drain
-			}
-		}
-		errs = append(errs, part.db.Close())
+	c := v.contents.Load()
+	err := closeAll(c.parts)
+	if c.dec != nil {
+		c.dec.close()
 	}
-	if v.dec != nil {
-		v.dec.close()
+	for _, d := range v.oldDecs {
+		d.close()
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("blocks: close %s/%s: %w", v.manifest.DB, v.manifest.Version, err)
+	v.oldDecs = nil
+	if err != nil {
+		return fmt.Errorf("blocks: close %s/%s: %w", c.manifest.DB, c.manifest.Version, err)
 	}
 	return nil
+}
+
+// isClosed reports whether Close was called.
+func (v *Version) isClosed() bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.closed
+}
+
+// closeAll closes the partitions of parts that are not nil.
+func closeAll(parts []*partition) error {
+	var errs []error
+	for _, part := range parts {
+		if part != nil {
+			errs = append(errs, part.close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close ends the partition's reused read transactions and closes its file.
+func (part *partition) close() error {
+	for {
+		select {
+		case rt := <-part.idle:
+			_ = rt.tx.Rollback()
+		default:
+			return part.db.Close()
+		}
+	}
 }

@@ -21,10 +21,12 @@ import (
 //  4. lookups of partitions held elsewhere are proxied (cluster_get.go);
 //  5. the version replaced at a switch stays for peers naming it until
 //     VersionRemoveTimeout passes without a request (retention.go);
-//  6. Status merges the View's entries (cluster_status.go).
+//  6. Status merges the View's entries (cluster_status.go);
+//  7. partitions of the active version that stay under-replicated for
+//     HealAfter are loaded by the next nodes in rendezvous order (heal.go).
 //
-// Lock order: none is needed beyond db.mu; the pending and active versions
-// change only on the db's loop goroutine.
+// Lock order: db.healMu and db.mu are never held together; the pending
+// and active versions change only on the db's loop goroutine.
 
 // clustered reports whether the node runs in cluster mode.
 func (n *Node) clustered() bool { return n.cfg.Cluster.Enabled }
@@ -176,8 +178,11 @@ func (d *db) setPending(state *versionState, bv *blocks.Version) {
 	}
 }
 
-// discard closes and removes a version that never became active.
+// discard closes and removes a version that is no longer held: one that
+// never became active, or a retired one. A heal load of it is stopped
+// first.
 func (d *db) discard(v *version) {
+	d.stopHeal(v)
 	if err := v.data.Close(); err != nil {
 		d.node.log.Warn("closing version", "db", d.name, "version", v.name, "err", err)
 	}

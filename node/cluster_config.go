@@ -41,6 +41,19 @@ type ClusterConfig struct {
 	// advertised for peers naming it after the last request for it; each
 	// request restarts the wait. Default 10m.
 	VersionRemoveTimeout time.Duration
+	// HealAfter is how long a partition of a db's active version must
+	// stay below Replication live replicas before the next nodes in
+	// rendezvous order load it (heal.go). Default 1m. Negative is an
+	// error: DisableHeal turns healing off.
+	HealAfter time.Duration
+	// HealMaxParallel bounds the partitions this node loads for healing at
+	// once, over all dbs. Default 1.
+	HealMaxParallel int
+	// DisableHeal turns healing off: partitions that lose replicas stay
+	// under-replicated until the next version, as in sequins. Default
+	// false (healing on). It is a negative switch so that the zero value
+	// keeps healing on.
+	DisableHeal bool
 	// View is the cluster state as this node sees it. Required when
 	// Enabled; edge.KVClusterView implements it over kvwatch.
 	View ClusterView
@@ -55,6 +68,8 @@ func DefaultClusterConfig() ClusterConfig {
 		TimeToConverge:       10 * time.Second,
 		ProxyTimeout:         100 * time.Millisecond,
 		VersionRemoveTimeout: 10 * time.Minute,
+		HealAfter:            time.Minute,
+		HealMaxParallel:      1,
 	}
 }
 
@@ -82,7 +97,17 @@ func (c *ClusterConfig) validate() error {
 	if c.VersionRemoveTimeout <= 0 {
 		c.VersionRemoveTimeout = d.VersionRemoveTimeout
 	}
+	if c.HealAfter == 0 {
+		c.HealAfter = d.HealAfter
+	}
+	if c.HealMaxParallel == 0 {
+		c.HealMaxParallel = d.HealMaxParallel
+	}
 	switch {
+	case c.HealAfter < 0:
+		return fmt.Errorf("%w: sharding.heal_after %v is negative (heal = false turns healing off)", ErrConfig, c.HealAfter)
+	case c.HealMaxParallel < 0:
+		return fmt.Errorf("%w: sharding.heal_max_parallel %d is negative", ErrConfig, c.HealMaxParallel)
 	case c.MaxReplication < 0:
 		return fmt.Errorf("%w: sharding.max_replication %d is negative", ErrConfig, c.MaxReplication)
 	case c.MinReplication > c.Replication:

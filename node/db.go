@@ -51,6 +51,14 @@ type db struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when loop returns
+
+	healMu sync.Mutex // guards healing
+	// healing is the heal load under way (heal.go), nil if none. Set and
+	// cleared by the heal loop.
+	healing *healJob
+	// healDone is closed when the heal loop returns, or by startDB when
+	// healing is off.
+	healDone chan struct{}
 }
 
 type kick struct {
@@ -79,6 +87,7 @@ type versionState struct {
 	n          int
 	err        string
 	progress   *BuildProgress
+	heal       *HealStatus // nil until a partition of it is loaded for healing
 	// lastUsed is when a lookup last named the version, in Unix
 	// nanoseconds, once it is retired (retention.go); atomic, not guarded.
 	lastUsed atomic.Int64
@@ -124,6 +133,7 @@ func (n *Node) newDB(name string) (*db, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		done:        make(chan struct{}),
+		healDone:    make(chan struct{}),
 	}, nil
 }
 
@@ -161,11 +171,12 @@ func (d *db) loop() {
 	}
 }
 
-// shutdown stops the db's loop (cancelling a build), waits for it, and
-// closes its versions.
+// shutdown stops the db's loops (cancelling a build and a heal), waits
+// for them, and closes its versions.
 func (d *db) shutdown() {
 	d.cancel()
 	<-d.done
+	<-d.healDone
 	d.closeVersions()
 	d.closePlugins()
 }
@@ -272,29 +283,11 @@ func (d *db) build(name string) error {
 		return err
 	}
 
-	files, err := n.source.ListFiles(d.ctx, d.name, name)
+	spec, total, err := d.buildSpec(d.ctx, name)
 	if err != nil {
 		return fail(err)
 	}
-	spec := blocks.BuildSpec{
-		DB:            d.name,
-		Version:       name,
-		Partitioner:   d.partitioner,
-		PartitionerID: d.partitioner.Identity(),
-		Compression:   d.compression,
-		Presharded:    d.cfg.Presharded,
-	}
-	var total int64
-	for _, f := range files {
-		total += max(f.Size, 0)
-		spec.Files = append(spec.Files, blocks.SourceFile{
-			Name: f.Name,
-			Size: f.Size,
-			Open: func(ctx context.Context) (io.ReadCloser, error) {
-				return n.download(ctx, d.name, name, f)
-			},
-		})
-	}
+	files := spec.Files
 	all := make([]int, len(files))
 	for i := range all {
 		all[i] = i
@@ -363,6 +356,38 @@ func (d *db) build(name string) error {
 	// memory back to the OS now rather than serving with a build-sized heap.
 	debug.FreeOSMemory()
 	return nil
+}
+
+// buildSpec lists version name's files in the source and returns the
+// spec that builds all its partitions, and the files' total size
+// (unknown sizes count 0). Builds and heals (heal.go) both use it, so
+// that a heal reads the source exactly as the build did.
+func (d *db) buildSpec(ctx context.Context, name string) (blocks.BuildSpec, int64, error) {
+	n := d.node
+	files, err := n.source.ListFiles(ctx, d.name, name)
+	if err != nil {
+		return blocks.BuildSpec{}, 0, err
+	}
+	spec := blocks.BuildSpec{
+		DB:            d.name,
+		Version:       name,
+		Partitioner:   d.partitioner,
+		PartitionerID: d.partitioner.Identity(),
+		Compression:   d.compression,
+		Presharded:    d.cfg.Presharded,
+	}
+	var total int64
+	for _, f := range files {
+		total += max(f.Size, 0)
+		spec.Files = append(spec.Files, blocks.SourceFile{
+			Name: f.Name,
+			Size: f.Size,
+			Open: func(ctx context.Context) (io.ReadCloser, error) {
+				return n.download(ctx, d.name, name, f)
+			},
+		})
+	}
+	return spec, total, nil
 }
 
 // activate switches lookups to bv, then retires the previous version:
@@ -449,6 +474,9 @@ func (d *db) status(self string, target int) DBStatus {
 		if s.progress != nil {
 			p := *s.progress
 			vs.Build = &p
+		}
+		if s.heal != nil {
+			vs.Heal = s.heal.clone()
 		}
 		// A single node's replica counts: one for each partition it holds
 		// once the version is readable.

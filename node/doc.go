@@ -25,7 +25,11 @@
 // advertises them through an Advertiser, switches once every partition
 // has MinReplication replicas cluster-wide, proxies lookups of partitions
 // it does not hold (node/proxy), and keeps a replaced version for peers
-// until VersionRemoveTimeout passes without a request for it.
+// until VersionRemoveTimeout passes without a request for it. A partition
+// of the active version that stays below Replication live replicas for
+// HealAfter is loaded into the serving version by the next nodes in
+// rendezvous order, HealMaxParallel partitions at a time per node
+// (heal.go, blocks.Store.AddPartitions).
 //
 // Main types: Node (New, Start, Loaded, Ready, Refresh, Drain, Shutdown;
 // Get, GetMany, Status, Held), Config and DBConfig, Source, ClusterView,
@@ -37,6 +41,10 @@
 //     not on every periodic refresh.
 //   - Without RequireSuccessFile, a version is built as soon as it is
 //     listed: a job still writing its files gets a partial version.
-//   - Healing (loading partitions of the active version that lost
-//     replicas) is not wired in yet; node/assign.Heal decides it.
+//   - Healing covers the active version only; a pending or retired
+//     version that loses replicas stays short. A node whose healing is
+//     off (DisableHeal) still ranks as a candidate for the partitions it
+//     would heal, which then stay short (node/assign.Heal's rule). One
+//     heal load runs at a time per db; it shares MaxParallelLoads with
+//     builds.
 package node

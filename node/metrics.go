@@ -17,6 +17,12 @@ type metrics struct {
 	active        *prometheus.GaugeVec   // db, version
 	refreshErrors prometheus.Counter
 
+	// Healing (heal.go).
+	healed       *prometheus.CounterVec // db
+	healLoads    *prometheus.CounterVec // db
+	healFailures *prometheus.CounterVec // db
+	healing      *prometheus.GaugeVec   // db
+
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
 }
@@ -47,10 +53,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spangle_source_errors_total", Help: "Failed listings of the source.",
 		}),
+		healed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_heal_partitions_total", Help: "Partitions of an active version this node loaded because they had lost replicas, by db.",
+		}, []string{"db"}),
+		healLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_heal_loads_total", Help: "Successful heal loads (one pass over the source for up to heal_max_parallel partitions), by db.",
+		}, []string{"db"}),
+		healFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_heal_failures_total", Help: "Partitions whose heal load failed (retried after heal_after), by db.",
+		}, []string{"db"}),
+		healing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_heal_in_progress_partitions", Help: "Partitions this node is loading for healing now, by db.",
+		}, []string{"db"}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors)
+		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors,
+			m.healed, m.healLoads, m.healFailures, m.healing)
 	}
 	return m
 }
@@ -68,7 +87,7 @@ func (m *metrics) activeVersion(db, version string, records, bytes int64) {
 }
 
 func (m *metrics) forgetDB(db string) {
-	for _, v := range []*prometheus.GaugeVec{m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes} {
+	for _, v := range []*prometheus.GaugeVec{m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.healing} {
 		v.DeleteLabelValues(db)
 	}
 	m.mu.Lock()

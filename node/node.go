@@ -39,6 +39,7 @@ type Node struct {
 	id    string       // set by Start: Config.NodeID or <data_dir>/node_id
 	adv   *advertiser  // set by Start when Config.Advertiser is set
 	proxy *proxy.Proxy // cluster mode only: lookups of partitions held elsewhere
+	heal  *healSlots   // cluster mode: bounds the partitions loaded for healing (heal.go)
 
 	heldMu sync.Mutex // serialises heldChanged
 	held   atomic.Pointer[heldView]
@@ -87,6 +88,7 @@ func New(cfg Config) (*Node, error) {
 		if n.proxy, err = proxy.New(pc); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
+		n.heal = newHealSlots(cfg.Cluster.HealMaxParallel)
 	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
@@ -373,6 +375,15 @@ func (n *Node) startDB(d *db) {
 	go func() {
 		defer n.wg.Done()
 		d.loop()
+	}()
+	if !n.healing() {
+		close(d.healDone)
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		d.healLoop()
 	}()
 }
 

@@ -44,6 +44,9 @@ type VersionStatus struct {
 	// spangle additions.
 	Partitioner string         `json:"partitioner,omitempty"`
 	Build       *BuildProgress `json:"build,omitempty"`
+	// Heal is this node's healing of the version (cluster mode): nil
+	// until it loads a partition of it for healing.
+	Heal *HealStatus `json:"heal,omitempty"`
 }
 
 // NodeVersionStatus is one node's state for one version.
@@ -68,6 +71,38 @@ type BuildProgress struct {
 	Percent     float64   `json:"percent"`
 	StartedAt   time.Time `json:"started_at"`
 	DurationSec float64   `json:"duration_seconds,omitempty"` // set once finished
+}
+
+// HealStatus reports this node's healing of a version: the partitions of
+// the active version it loads because they stayed below the target
+// replication for heal_after (heal.go). It covers this process only: a
+// restart forgets it (the partitions stay held).
+type HealStatus struct {
+	// Loading lists the partitions being loaded now, increasing.
+	Loading []int `json:"loading,omitempty"`
+	// Progress is the load under way, or the last one.
+	Progress *BuildProgress `json:"progress,omitempty"`
+	// Healed lists the partitions loaded for healing, increasing.
+	Healed []int `json:"healed,omitempty"`
+	// Loads counts the successful loads; each reads the source once for
+	// up to heal_max_parallel partitions.
+	Loads int `json:"loads"`
+	// Failures counts partitions whose load failed; LastError is the
+	// latest failure. A failed partition is tried again after heal_after.
+	Failures  int    `json:"failures,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// clone returns a deep copy.
+func (h *HealStatus) clone() *HealStatus {
+	c := *h
+	c.Loading = append([]int(nil), h.Loading...)
+	c.Healed = append([]int(nil), h.Healed...)
+	if h.Progress != nil {
+		p := *h.Progress
+		c.Progress = &p
+	}
+	return &c
 }
 
 // Status returns this node's view of every db. It is safe to call at any

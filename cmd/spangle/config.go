@@ -61,6 +61,9 @@ type fileConfig struct {
 		ProxyTimeout         duration `toml:"proxy_timeout"`
 		ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
 		VersionRemoveTimeout duration `toml:"version_remove_timeout"`
+		Heal                 *bool    `toml:"heal"` // default true
+		HealAfter            duration `toml:"heal_after"`
+		HealMaxParallel      int      `toml:"heal_max_parallel"`
 	} `toml:"sharding"`
 
 	// S3 configures s3:// sources (sequins' [s3] names where it has them).
@@ -287,6 +290,11 @@ func loadConfig(path string, cfg *config) error {
 	setDur(&c.ProxyTimeout, sh.ProxyTimeout)
 	setDur(&c.ProxyStageTimeout, sh.ProxyStageTimeout)
 	setDur(&c.VersionRemoveTimeout, sh.VersionRemoveTimeout)
+	setDur(&c.HealAfter, sh.HealAfter)
+	setInt(&c.HealMaxParallel, sh.HealMaxParallel)
+	if sh.Heal != nil {
+		c.DisableHeal = !*sh.Heal
+	}
 	k := &cfg.nats
 	k.URLs = fc.NATS.URL
 	set(&k.EmbeddedListen, fc.NATS.Listen)

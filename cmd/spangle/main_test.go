@@ -179,6 +179,9 @@ time_to_converge = "2s"
 proxy_timeout = "300ms"
 proxy_stage_timeout = "50ms"
 version_remove_timeout = "1m"
+heal = false
+heal_after = "30s"
+heal_max_parallel = 2
 `
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -190,7 +193,8 @@ version_remove_timeout = "1m"
 	c := cfg.node.Cluster
 	if !c.Enabled || c.Replication != 3 || c.MinReplication != 2 || c.MaxReplication != 4 || c.Assignment != "rendezvous" ||
 		c.TimeToConverge != 2*time.Second || c.ProxyTimeout != 300*time.Millisecond ||
-		c.ProxyStageTimeout != 50*time.Millisecond || c.VersionRemoveTimeout != time.Minute || cfg.node.ShardID != "3" {
+		c.ProxyStageTimeout != 50*time.Millisecond || c.VersionRemoveTimeout != time.Minute || cfg.node.ShardID != "3" ||
+		!c.DisableHeal || c.HealAfter != 30*time.Second || c.HealMaxParallel != 2 {
 		t.Fatalf("sharding: %+v", c)
 	}
 
@@ -198,7 +202,7 @@ version_remove_timeout = "1m"
 	def := defaultConfig().node.Cluster
 	if def.Enabled || def.Replication != 2 || def.MinReplication != 1 || def.MaxReplication != 0 ||
 		def.Assignment != "sequential" || def.TimeToConverge != 10*time.Second || def.ProxyTimeout != 100*time.Millisecond ||
-		def.VersionRemoveTimeout != 10*time.Minute {
+		def.VersionRemoveTimeout != 10*time.Minute || def.DisableHeal || def.HealAfter != time.Minute || def.HealMaxParallel != 1 {
 		t.Fatalf("defaults: %+v", def)
 	}
 }

@@ -1,0 +1,387 @@
+package edge_test
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/assign"
+)
+
+// Healing over real NATS: 3 nodes, replication 2, 6 partitions of 120
+// keys. Sequential assignment over shards 1, 2, 3 gives node1 {0,1,3,4},
+// node2 {0,2,3,5}, node3 {1,2,4,5}: when node3 goes, each of its
+// partitions is left on one node, and the other one heals it.
+const (
+	healParts = 6
+	healKeys  = 120
+)
+
+// healNode is a cluster node with its data dir, KV and view, so that it
+// can be restarted, and its own metrics registry.
+type healNode struct {
+	*clusterNode
+	data string
+	kv   *kvwatch.KV
+	reg  *prometheus.Registry
+	opts healOpts
+}
+
+type healOpts struct {
+	maxParallel int
+	disable     bool // healing off
+}
+
+// startHealCluster starts one node per entry of opts on root, sharing an
+// embedded NATS server, as startCluster does, with a short heal_after.
+func startHealCluster(t *testing.T, root string, opts []healOpts) []*healNode {
+	t.Helper()
+	kcfg := nodetest.NATSConfig(t)
+	kcfg.EntryTTL = time.Second
+	kcfg.Heartbeat = 200 * time.Millisecond
+	first := nodetest.StartKV(t, kcfg)
+	var nodes []*healNode
+	for i, o := range opts {
+		kv := first
+		if i > 0 {
+			c := nodetest.NATSConfig(t, first.ClientURL())
+			c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
+			kv = nodetest.StartKV(t, c)
+		}
+		view := edge.NewKVClusterView(kv, nodetest.Logger())
+		view.Start()
+		t.Cleanup(view.Stop)
+		hn := &healNode{clusterNode: &clusterNode{shard: fmt.Sprint(i + 1), view: view},
+			data: t.TempDir(), kv: kv, opts: o}
+		hn.start(t, root)
+		nodes = append(nodes, hn)
+	}
+	for _, n := range nodes {
+		nodetest.WaitLoaded(t, n.Node)
+	}
+	return nodes
+}
+
+// start starts (or restarts) the node on its data dir, KV and view.
+func (hn *healNode) start(t *testing.T, root string) {
+	t.Helper()
+	hn.reg = prometheus.NewRegistry()
+	hn.clusterNode.Node = nodetest.StartNode(t, hn.kv, root, nodetest.Options{
+		NoWait: true,
+		Node: func(c *node.Config) {
+			c.NodeID = "node" + hn.shard
+			c.ShardID = hn.shard
+			c.Name = c.NodeID
+			c.DataDir = hn.data
+			c.Registerer = hn.reg
+			c.Cluster.Enabled = true
+			c.Cluster.View = hn.view
+			c.Cluster.Replication = 2
+			c.Cluster.MinReplication = 1
+			c.Cluster.TimeToConverge = 300 * time.Millisecond
+			c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
+			c.Cluster.HealAfter = 100 * time.Millisecond
+			c.Cluster.HealMaxParallel = hn.opts.maxParallel
+			c.Cluster.DisableHeal = hn.opts.disable
+		},
+	})
+}
+
+// metric sums the values of the metric family name in n's registry.
+func (hn *healNode) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := hn.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+func clusterNodes(nodes []*healNode) []*clusterNode {
+	var out []*clusterNode
+	for _, n := range nodes {
+		out = append(out, n.clusterNode)
+	}
+	return out
+}
+
+// sequentialSets returns the partitions each of the shards "1".."n" is
+// assigned.
+func sequentialSets(n int) [][]int {
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprint(i+1))
+	}
+	var out [][]int
+	for _, id := range ids {
+		out = append(out, assign.Sequential(ids, id, healParts, 2))
+	}
+	return out
+}
+
+// replicasInView returns, per partition of d/v1, the live holders n's
+// view counts.
+func replicasInView(n *clusterNode) []int {
+	s, _ := n.view.Cluster()
+	live := map[string]bool{}
+	for _, nd := range s.Live() {
+		live[nd.ID] = true
+	}
+	counts := make([]int, healParts)
+	for _, h := range s.Holders("d", "v1") {
+		if !live[h.NodeID] {
+			continue
+		}
+		for _, p := range h.Partitions {
+			counts[p]++
+		}
+	}
+	return counts
+}
+
+// waitHealed waits until each of nodes holds want[i] of d/v1 and sees
+// every partition with 2 live replicas.
+func waitHealed(t *testing.T, nodes []*healNode, want [][]int) {
+	t.Helper()
+	for i, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" holds its partitions", func() error {
+			if got, _, _ := held(n.clusterNode, "d", "v1"); !slices.Equal(got, want[i]) {
+				return fmt.Errorf("holds %v, want %v", got, want[i])
+			}
+			return nil
+		})
+		nodetest.WaitFor(t, n.ID()+" sees 2 replicas of each partition", func() error {
+			if c := replicasInView(n.clusterNode); slices.ContainsFunc(c, func(c int) bool { return c != 2 }) {
+				return fmt.Errorf("replicas per partition %v", c)
+			}
+			return nil
+		})
+	}
+}
+
+// readers reads random keys of d from nodes over HTTP until stop is
+// called, checking every answer; stop returns how many reads were made.
+func readers(t *testing.T, nodes []*healNode) (count func() int64, stop func()) {
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				n := nodes[g%len(nodes)]
+				i := r.IntN(healKeys)
+				resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
+				if err != nil {
+					t.Errorf("%s: GET key-%d: %v", n.ID(), i, err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(body) != fmt.Sprintf("v1:%d", i) {
+					t.Errorf("%s: GET key-%d: %d %q", n.ID(), i, resp.StatusCode, body)
+					return
+				}
+				reads.Add(1)
+			}
+		})
+	}
+	var once sync.Once
+	return reads.Load, func() { once.Do(func() { close(quit); wg.Wait() }) }
+}
+
+// TestClusterHeal: node3 leaves cleanly; after heal_after nodes 1 and 2
+// load the partitions it held, one at a time each (heal_max_parallel 1),
+// while readers of both keep getting every key right; every partition is
+// back to 2 replicas; a restart of a healed node reuses what it healed.
+func TestClusterHeal(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
+	nodes := startHealCluster(t, root, []healOpts{{maxParallel: 1}, {maxParallel: 1}, {maxParallel: 1}})
+	waitActive(t, clusterNodes(nodes), "d", "v1")
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+			return seesHolders(n.clusterNode, "d", "v1", len(nodes))
+		})
+	}
+	sets := sequentialSets(3)
+	all := []int{0, 1, 2, 3, 4, 5}
+
+	count, stop := readers(t, nodes[:2])
+	defer stop()
+	nodetest.WaitFor(t, "reads before the stop", func() error {
+		if count() < 20 {
+			return fmt.Errorf("%d reads", count())
+		}
+		return nil
+	})
+	nodes[2].Stop(t)
+	waitHealed(t, nodes[:2], [][]int{all, all})
+	before := count()
+	nodetest.WaitFor(t, "reads after the heal", func() error {
+		if count() < before+20 {
+			return fmt.Errorf("%d reads", count()-before)
+		}
+		return nil
+	})
+	stop()
+
+	// Each partition of node3 was healed by the one node lacking it.
+	var healed []int
+	for i, n := range nodes[:2] {
+		h := n.Status().DBs["d"].Versions["v1"].Heal
+		want := slices.DeleteFunc(slices.Clone(sets[2]), func(p int) bool { return slices.Contains(sets[i], p) })
+		if h == nil || !slices.Equal(h.Healed, want) || h.Failures != 0 || len(h.Loading) != 0 {
+			t.Errorf("%s heal status %+v, want %v healed", n.ID(), h, want)
+			continue
+		}
+		healed = append(healed, h.Healed...)
+		// One partition per load: heal_max_parallel 1 held.
+		parts, loads := n.metric(t, "spangle_heal_partitions_total"), n.metric(t, "spangle_heal_loads_total")
+		if parts != float64(len(want)) || loads != parts || h.Loads != len(want) {
+			t.Errorf("%s: %v partitions healed in %v loads (status %d), want %d in as many",
+				n.ID(), parts, loads, h.Loads, len(want))
+		}
+		if vs := n.Status().DBs["d"].Versions["v1"]; vs.UnderreplicatedPartitions != 0 || vs.MissingPartitions != 0 {
+			t.Errorf("%s status: %d under-replicated, %d missing", n.ID(), vs.UnderreplicatedPartitions, vs.MissingPartitions)
+		}
+	}
+	slices.Sort(healed)
+	if !slices.Equal(healed, sets[2]) {
+		t.Errorf("healed %v in all, node3 held %v", healed, sets[2])
+	}
+	// The dashboard shows it where it shows builds.
+	resp, err := http.Get(nodes[0].HTTPURL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "healing: healed ") || !strings.Contains(string(page), " load(s)") {
+		t.Errorf("the dashboard does not show the heal:\n%s", page)
+	}
+
+	// A restart of node1 serves the partitions it healed from its data
+	// dir: held at once, nothing built, nothing healed again.
+	n := nodes[0]
+	n.Stop(t)
+	n.start(t, root)
+	nodetest.WaitLoaded(t, n.Node)
+	if got, active, _ := held(n.clusterNode, "d", "v1"); !slices.Equal(got, all) || !active {
+		t.Fatalf("after a restart node1 holds %v (active %v)", got, active)
+	}
+	if b := n.metric(t, "spangle_builds_total"); b != 0 {
+		t.Errorf("the restart built %v versions", b)
+	}
+	for i := range healKeys {
+		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != fmt.Sprintf("v1:%d", i) || resp.Header.Get("X-Spangle-Proxied-To") != "" {
+			t.Fatalf("restarted node1: GET key-%d: %d %q via %q", i, resp.StatusCode, body, resp.Header.Get("X-Spangle-Proxied-To"))
+		}
+	}
+	if h := n.metric(t, "spangle_heal_partitions_total"); h != 0 {
+		t.Errorf("the restarted node healed %v partitions", h)
+	}
+}
+
+// TestClusterHealAfterExpiry: node3 loses NATS without withdrawing its
+// entries (as a crash would); once they expire (EntryTTL), the others
+// heal.
+func TestClusterHealAfterExpiry(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
+	nodes := startHealCluster(t, root, []healOpts{{maxParallel: 2}, {maxParallel: 2}, {maxParallel: 2}})
+	waitActive(t, clusterNodes(nodes), "d", "v1")
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+			return seesHolders(n.clusterNode, "d", "v1", len(nodes))
+		})
+	}
+	nodes[2].kv.Conn().Close()
+	all := []int{0, 1, 2, 3, 4, 5}
+	waitHealed(t, nodes[:2], [][]int{all, all})
+}
+
+// TestClusterHealOff: with healing off on node1, it loads nothing, even
+// though node2 (healing on) heals its share and waits for node1 to heal
+// the rest: the partitions node1 ranks first for stay short.
+func TestClusterHealOff(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
+	nodes := startHealCluster(t, root, []healOpts{{disable: true}, {maxParallel: 1}, {maxParallel: 1}})
+	waitActive(t, clusterNodes(nodes), "d", "v1")
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+			return seesHolders(n.clusterNode, "d", "v1", len(nodes))
+		})
+	}
+	sets := sequentialSets(3)
+	nodes[2].Stop(t)
+	// node2 heals the partitions of node3 that node1 holds.
+	want2 := slices.Clone(sets[1])
+	var short []int // those only node2 holds: node1 would have to load them
+	for _, p := range sets[2] {
+		if slices.Contains(sets[0], p) {
+			want2 = append(want2, p)
+		} else {
+			short = append(short, p)
+		}
+	}
+	slices.Sort(want2)
+	if len(short) == 0 {
+		t.Fatal("test premise: node1 should have partitions to heal")
+	}
+	nodetest.WaitFor(t, "node2 heals its share", func() error {
+		if got, _, _ := held(nodes[1].clusterNode, "d", "v1"); !slices.Equal(got, want2) {
+			return fmt.Errorf("holds %v, want %v", got, want2)
+		}
+		return nil
+	})
+	if got, _, _ := held(nodes[0].clusterNode, "d", "v1"); !slices.Equal(got, sets[0]) {
+		t.Errorf("node1, healing off, holds %v, assigned %v", got, sets[0])
+	}
+	if h := nodes[0].Status().DBs["d"].Versions["v1"].Heal; h != nil {
+		t.Errorf("node1, healing off, has heal status %+v", h)
+	}
+	if h := nodes[0].metric(t, "spangle_heal_partitions_total"); h != 0 {
+		t.Errorf("node1, healing off, healed %v partitions", h)
+	}
+	nodetest.WaitFor(t, "node1's status counts the short partitions", func() error {
+		if u := nodes[0].Status().DBs["d"].Versions["v1"].UnderreplicatedPartitions; u != len(short) {
+			return fmt.Errorf("%d under-replicated, want %d (%v)", u, len(short), short)
+		}
+		return nil
+	})
+}
