@@ -51,7 +51,7 @@ func TestStatusJSON(t *testing.T) {
 	b := newFake()
 	b.status = statusOf(map[string]string{"baby-names": node.StateActive, "names": node.StateBuilding})
 	vs := b.status.DBs["names"].Versions["1"]
-	vs.Build = &node.BuildProgress{FilesDone: 1, FilesTotal: 4, BytesRead: 3 << 20, BytesTotal: 12 << 20, Records: 1234, Percent: 25}
+	vs.Build = &node.BuildProgress{FilesDone: 1, FilesTotal: 4, BytesRead: 3 << 20, BytesTotal: 12 << 20, Records: 1234, Percent: 25, Retries: 3}
 	b.status.DBs["names"].Versions["1"] = vs
 	ts := startServer(t, b)
 
@@ -184,10 +184,10 @@ func TestDashboardBuildProgress(t *testing.T) {
 	b := newFake()
 	b.status = statusOf(map[string]string{"names": node.StateBuilding})
 	vs := b.status.DBs["names"].Versions["1"]
-	vs.Build = &node.BuildProgress{FilesDone: 1, FilesTotal: 4, BytesRead: 3 << 20, BytesTotal: 12 << 20, Records: 1234, Percent: 25}
+	vs.Build = &node.BuildProgress{FilesDone: 1, FilesTotal: 4, BytesRead: 3 << 20, BytesTotal: 12 << 20, Records: 1234, Percent: 25, Retries: 3}
 	b.status.DBs["names"].Versions["1"] = vs
 	resp := startServer(t, b).do(t, "GET", "/names/")
-	for _, want := range []string{`<progress max="100" value="25">`, "25.0%", "files 1/4", "1234 records", "3.0 MiB of 12.0 MiB"} {
+	for _, want := range []string{`<progress max="100" value="25">`, "25.0%", "files 1/4", "1234 records", "3.0 MiB of 12.0 MiB", "3 download retries"} {
 		if !strings.Contains(resp.body, want) {
 			t.Errorf("dashboard lacks %q", want)
 		}

@@ -50,6 +50,10 @@ type Config struct {
 	// each retry, up to DownloadBackoffMax. Defaults 1s and 30s.
 	DownloadBackoff    time.Duration
 	DownloadBackoffMax time.Duration
+	// RetryFailedAfter is the pause before a version that failed to build
+	// is built again; it doubles on each failure, up to 32 times this.
+	// Negative: only on Refresh (SIGHUP). Default 1m.
+	RetryFailedAfter time.Duration
 	// MemoryBudget bounds the record bytes a build keeps in memory before it
 	// spills sorted runs to disk. Default 256 MiB.
 	MemoryBudget int64
@@ -163,6 +167,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxDownloadBandwidth < 0 {
 		return fmt.Errorf("%w: max_download_bandwidth %d is negative", ErrConfig, c.MaxDownloadBandwidth)
+	}
+	if c.RetryFailedAfter == 0 {
+		c.RetryFailedAfter = d.RetryFailedAfter
 	}
 	if c.DownloadRetries == 0 {
 		c.DownloadRetries = d.DownloadRetries

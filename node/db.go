@@ -42,9 +42,9 @@ type db struct {
 	// versions holds the status of every version this node knows of for
 	// the db: active, building, failed.
 	versions map[string]*versionState
-	// failed holds versions whose build failed; they are not tried again
-	// until a forced refresh.
-	failed map[string]bool
+	// failed holds versions whose build failed; each is tried again once
+	// its retry time has passed, or at a forced refresh.
+	failed map[string]failedBuild
 
 	kickCh  chan kick
 	nudgeCh chan struct{} // cluster mode: re-check the pending version
@@ -127,7 +127,7 @@ func (n *Node) newDB(name string) (*db, error) {
 		contentType: contentType,
 		compression: c,
 		versions:    map[string]*versionState{},
-		failed:      map[string]bool{},
+		failed:      map[string]failedBuild{},
 		kickCh:      make(chan kick, 1),
 		nudgeCh:     make(chan struct{}, 1),
 		ctx:         ctx,
@@ -242,7 +242,7 @@ func (d *db) update(force bool) {
 	}
 	failed := d.failed[latest]
 	d.mu.Unlock()
-	if failed {
+	if time.Now().Before(failed.retryAt) {
 		return
 	}
 	if err := d.build(latest); err != nil {
@@ -250,11 +250,40 @@ func (d *db) update(force bool) {
 			log.Info("build cancelled", "version", latest)
 			return
 		}
-		log.Error("version failed to build; previous version keeps serving", "version", latest, "err", err)
+		failed = failed.next(d.node.cfg.RetryFailedAfter)
+		log.Error("version failed to build; previous version keeps serving", "version", latest, "err", err,
+			"retry_in", failed.delay)
 		d.mu.Lock()
-		d.failed[latest] = true
+		d.failed[latest] = failed
 		d.mu.Unlock()
+		if failed.delay > 0 {
+			time.AfterFunc(failed.delay, func() { d.kick(false) })
+		}
 	}
+}
+
+// failedBuild is a version whose build failed, and when to try it again.
+type failedBuild struct {
+	retryAt time.Time     // zero: never failed
+	delay   time.Duration // the last pause; 0: never retried
+}
+
+// maxRetryFailedFactor caps the retry pause at this multiple of
+// Config.RetryFailedAfter.
+const maxRetryFailedFactor = 32
+
+// next returns the failure after one more failed build: the pause starts
+// at first and doubles each time, up to maxRetryFailedFactor × first. A
+// first ≤ 0 means never: retryAt lies in the far future.
+func (f failedBuild) next(first time.Duration) failedBuild {
+	if first <= 0 {
+		return failedBuild{retryAt: time.Now().AddDate(100, 0, 0)}
+	}
+	delay := first
+	if f.delay > 0 {
+		delay = min(2*f.delay, maxRetryFailedFactor*first)
+	}
+	return failedBuild{retryAt: time.Now().Add(delay), delay: delay}
 }
 
 func (d *db) newVersionState(name, path string) *versionState {
@@ -283,7 +312,8 @@ func (d *db) build(name string) error {
 		return err
 	}
 
-	spec, total, err := d.buildSpec(d.ctx, name)
+	var retries atomic.Int64
+	spec, total, err := d.buildSpec(d.ctx, name, &retries)
 	if err != nil {
 		return fail(err)
 	}
@@ -309,14 +339,7 @@ func (d *db) build(name string) error {
 
 	lastLog := started
 	spec.Progress = func(p blocks.BuildProgress) {
-		bp := BuildProgress{
-			FilesDone: p.FilesDone, FilesTotal: p.FilesTotal,
-			BytesRead: p.BytesRead, BytesTotal: p.BytesTotal,
-			Records: p.Records, StartedAt: started,
-		}
-		if p.BytesTotal > 0 {
-			bp.Percent = 100 * float64(p.BytesRead) / float64(p.BytesTotal)
-		}
+		bp := progressOf(p, started, &retries)
 		d.mu.Lock()
 		state.progress = &bp
 		d.mu.Unlock()
@@ -325,7 +348,7 @@ func (d *db) build(name string) error {
 		if time.Since(lastLog) >= 2*time.Second {
 			lastLog = time.Now()
 			log.Info("build progress", "percent", fmt.Sprintf("%.1f", bp.Percent), "records", p.Records,
-				"bytes", p.BytesRead, "files_done", p.FilesDone, "files", p.FilesTotal)
+				"bytes", p.BytesRead, "files_done", p.FilesDone, "files", p.FilesTotal, "download_retries", bp.Retries)
 		}
 	}
 
@@ -339,6 +362,7 @@ func (d *db) build(name string) error {
 	state.progress = &BuildProgress{
 		FilesDone: len(files), FilesTotal: len(files), BytesRead: total, BytesTotal: total,
 		Records: m.Records, Percent: 100, StartedAt: started, DurationSec: elapsed.Seconds(),
+		Retries: retries.Load(),
 	}
 	d.mu.Unlock()
 	n.metrics.builds.WithLabelValues(d.name, "ok").Inc()
@@ -361,8 +385,9 @@ func (d *db) build(name string) error {
 // buildSpec lists version name's files in the source and returns the
 // spec that builds all its partitions, and the files' total size
 // (unknown sizes count 0). Builds and heals (heal.go) both use it, so
-// that a heal reads the source exactly as the build did.
-func (d *db) buildSpec(ctx context.Context, name string) (blocks.BuildSpec, int64, error) {
+// that a heal reads the source exactly as the build did. Download retries
+// are added to retries.
+func (d *db) buildSpec(ctx context.Context, name string, retries *atomic.Int64) (blocks.BuildSpec, int64, error) {
 	n := d.node
 	files, err := n.source.ListFiles(ctx, d.name, name)
 	if err != nil {
@@ -383,11 +408,24 @@ func (d *db) buildSpec(ctx context.Context, name string) (blocks.BuildSpec, int6
 			Name: f.Name,
 			Size: f.Size,
 			Open: func(ctx context.Context) (io.ReadCloser, error) {
-				return n.download(ctx, d.name, name, f)
+				return n.download(ctx, d.name, name, f, retries)
 			},
 		})
 	}
 	return spec, total, nil
+}
+
+// progressOf is the status of a build or heal from blocks' progress.
+func progressOf(p blocks.BuildProgress, started time.Time, retries *atomic.Int64) BuildProgress {
+	bp := BuildProgress{
+		FilesDone: p.FilesDone, FilesTotal: p.FilesTotal,
+		BytesRead: p.BytesRead, BytesTotal: p.BytesTotal,
+		Records: p.Records, StartedAt: started, Retries: retries.Load(),
+	}
+	if p.BytesTotal > 0 {
+		bp.Percent = 100 * float64(p.BytesRead) / float64(p.BytesTotal)
+	}
+	return bp
 }
 
 // activate switches lookups to bv, then retires the previous version:

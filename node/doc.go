@@ -37,8 +37,8 @@
 //
 // # Caveats
 //
-//   - A version that failed to build is retried only on Refresh (SIGHUP),
-//     not on every periodic refresh.
+//   - A version that failed to build is retried after RetryFailedAfter,
+//     doubling up to 32 times that, and at once on Refresh (SIGHUP).
 //   - Without RequireSuccessFile, a version is built as soon as it is
 //     listed: a job still writing its files gets a partial version.
 //   - Healing covers the active version only; a pending or retired

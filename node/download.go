@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,10 +64,11 @@ func newDownloads(cfg Config, log *slog.Logger) *downloads {
 }
 
 // download opens a version's source file for a build.
-func (n *Node) download(ctx context.Context, db, version string, f SourceFile) (io.ReadCloser, error) {
+// Its retries are added to retries.
+func (n *Node) download(ctx context.Context, db, version string, f SourceFile, retries *atomic.Int64) (io.ReadCloser, error) {
 	r := &sourceReader{
 		ctx: ctx, d: n.dl, src: n.source, db: db, version: version, file: f,
-		bytes: n.dl.bytes.WithLabelValues(db),
+		bytes: n.dl.bytes.WithLabelValues(db), retries: retries,
 	}
 	// Open now, so that a file that cannot be opened fails the build
 	// before any record is read.
@@ -86,6 +88,7 @@ type sourceReader struct {
 	db, version string
 	file        SourceFile
 	bytes       prometheus.Counter
+	retries     *atomic.Int64 // the build's count
 
 	rc    io.ReadCloser // nil between a failure and the next open
 	off   int64         // bytes delivered so far
@@ -189,6 +192,7 @@ func (r *sourceReader) retry(err error) error {
 		return fmt.Errorf("download %s: giving up after %d retries: %w", path, r.tries, err)
 	}
 	r.tries++
+	r.retries.Add(1)
 	delay := min(r.d.backoff<<(r.tries-1), r.d.backoffMax)
 	if delay <= 0 { // the shift overflowed
 		delay = r.d.backoffMax

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,6 +192,10 @@ func TestDownloadResumes(t *testing.T) {
 			if got := testutil.ToFloat64(n.dl.failed.WithLabelValues("d")); got != 0 {
 				t.Errorf("failures metric = %v, want 0", got)
 			}
+			build := n.Status().DBs["d"].Versions["v1"].Build
+			if build == nil || build.Retries != int64(fired) {
+				t.Errorf("status build progress %+v: want %d download retries", build, fired)
+			}
 		})
 	}
 }
@@ -278,7 +283,7 @@ func TestDownloadBandwidth(t *testing.T) {
 	for _, src := range []Source{n.source, seqOnly{n.source}} {
 		n.source = src
 		start := time.Now()
-		rc, err := n.download(context.Background(), "d", "v1", SourceFile{Name: "f", Size: size})
+		rc, err := n.download(context.Background(), "d", "v1", SourceFile{Name: "f", Size: size}, new(atomic.Int64))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,5 +299,31 @@ func TestDownloadBandwidth(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(n.dl.bytes.WithLabelValues("d")); got != 2*size {
 		t.Errorf("bytes metric = %v, want %d", got, 2*size)
+	}
+}
+
+// TestFailedVersionRetried: a version whose build failed is built again
+// after RetryFailedAfter (doubling), without a Refresh, and becomes active
+// once its source reads again.
+func TestFailedVersionRetried(t *testing.T) {
+	root := t.TempDir()
+	writeVersion(t, root, "d", "v1", 1, 10)
+	fs := newFaultySource(t, root)
+	n := newTestNode(t, root, func(c *Config) {
+		c.OpenedSource = fs
+		c.DownloadRetries = -1 // none: every failed open fails the build
+		c.RetryFailedAfter = 10 * time.Millisecond
+	})
+	waitFor(t, "v1 active", func() bool { return n.activeVersion("d") == "v1" })
+
+	writeVersion(t, root, "d", "v2", 1, 10)
+	fs.mu.Lock()
+	fs.failOpens, fs.openErr = 2, errFlaky
+	fs.mu.Unlock()
+	n.Refresh()
+	waitFor(t, "v2 active", func() bool { return n.activeVersion("d") == "v2" })
+	checkKeys(t, n, "d", "v2", 10)
+	if got := testutil.ToFloat64(n.metrics.builds.WithLabelValues("d", "error")); got != 2 {
+		t.Errorf("%v failed builds, want 2 (then one that works)", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
@@ -328,15 +329,12 @@ func (d *db) runHeal(ctx context.Context, job *healJob) {
 	v.state.heal.Progress = &BuildProgress{StartedAt: started}
 	d.mu.Unlock()
 
-	spec, total, err := d.buildSpec(ctx, v.name)
+	var retries atomic.Int64
+	spec, total, err := d.buildSpec(ctx, v.name, &retries)
 	if err == nil {
 		spec.Partitions = job.parts
 		spec.Progress = func(p blocks.BuildProgress) {
-			bp := BuildProgress{FilesDone: p.FilesDone, FilesTotal: p.FilesTotal,
-				BytesRead: p.BytesRead, BytesTotal: p.BytesTotal, Records: p.Records, StartedAt: started}
-			if p.BytesTotal > 0 {
-				bp.Percent = 100 * float64(p.BytesRead) / float64(p.BytesTotal)
-			}
+			bp := progressOf(p, started, &retries)
 			d.mu.Lock()
 			v.state.heal.Progress = &bp
 			d.mu.Unlock()

@@ -71,6 +71,7 @@ type BuildProgress struct {
 	Percent     float64   `json:"percent"`
 	StartedAt   time.Time `json:"started_at"`
 	DurationSec float64   `json:"duration_seconds,omitempty"` // set once finished
+	Retries     int64     `json:"download_retries,omitempty"` // source reads retried after an error
 }
 
 // HealStatus reports this node's healing of a version: the partitions of

@@ -27,6 +27,7 @@ type fileConfig struct {
 	MaxDownloadBandwidth string   `toml:"max_download_bandwidth"`
 	DownloadRetries      int      `toml:"download_retries"` // -1: none
 	DownloadBackoff      duration `toml:"download_backoff"`
+	RetryFailedAfter     duration `toml:"retry_failed_after"` // negative: only on SIGHUP
 	RefreshPeriod        duration `toml:"refresh_period"`
 	RequireSuccessFile   bool     `toml:"require_success_file"`
 	ContentType          string   `toml:"content_type"`
@@ -230,6 +231,7 @@ func loadConfig(path string, cfg *config) error {
 	}
 	n.DownloadRetries = fc.DownloadRetries
 	n.DownloadBackoff = fc.DownloadBackoff.Duration
+	n.RetryFailedAfter = fc.RetryFailedAfter.Duration
 	n.RequireSuccessFile = fc.RequireSuccessFile
 	cfg.sequinsHeaders = fc.SequinsHeaders
 	set(&n.Compression, fc.Storage.Compression)
