@@ -45,7 +45,11 @@ tools:
 
 # Benchmarks: the packages' go test -bench figures, then the end-to-end run
 # (2,000,000 records, real binary, wrk at 1 and 50 connections vs a trivial
-# net/http baseline measured in the same run).
+# net/http baseline measured in the same run; a 3-node cluster with proxied
+# lookups and 20 upgrades under load; spangle publish to NATS vs a raw
+# Object Store Put). SCENARIOS=cluster,publish runs only those of the
+# end-to-end run (default: all).
+SCENARIOS ?=
 bench: bench-go bench-nats bench-e2e
 
 bench-go:
@@ -59,7 +63,7 @@ deps-bench:
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 
 bench-e2e: build deps-bench
-	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json
+	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json $(if $(SCENARIOS),--scenarios $(SCENARIOS))
 
 clean:
 	rm -rf bin .run .bench

@@ -27,7 +27,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, err := objsource.CreateBucket(ctx, js, "data")
+	obs, err := objsource.CreateBucket(ctx, js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

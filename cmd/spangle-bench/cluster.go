@@ -42,6 +42,8 @@ type clusterResult struct {
 	// Proxied against local, both at the same connection count.
 	ThroughputRatio float64 `json:"proxied_vs_local"` // req/s
 	P99DiffMs       float64 `json:"proxied_p99_minus_local_ms"`
+	// Upgrades under load (upgrades.go); nil if skipped.
+	Upgrades *upgradeResult `json:"upgrades,omitempty"`
 }
 
 // clusterNode is one started node.
@@ -201,64 +203,49 @@ type clusterVersion struct {
 	} `json:"nodes"`
 }
 
-// runCluster is the cluster scenario.
-func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
-	res.Name = "cluster"
-	p := b.cfg.Gen
-	p.Records = b.cfg.ClusterRecords
-	src := filepath.Join(b.cfg.Work, "cluster-source")
-	b.log.Info("cluster: generating dataset", "dir", src, "records", p.Records)
-	if _, err := generate(src, p); err != nil {
-		return res, err
-	}
-	tmp, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(tmp)
-	root := filepath.Join(tmp, "source")
-	versionDir, err := linkDataset(src, root, p)
-	if err != nil {
-		return res, err
-	}
+// clusterSpec says how startCluster starts its nodes.
+type clusterSpec struct {
+	dir    string // a fresh directory: node<i>/ (config, data dir) under it
+	source string // every node's source: a directory or nats-object://<bucket>
+	logs   string // log file prefix in the work dir: <logs>-node<i>.log
+}
+
+// startCluster starts clusterNodes `spangle serve` processes (node 1
+// embeds NATS, the others connect to it; cluster name "bench", sharding
+// with replication 2, require_success_file) and waits until each has
+// joined a cluster of all of them. It returns the nodes started so far
+// even on error; stopCluster stops them. natsURL is node 1's NATS server.
+func (b *bench) startCluster(ctx context.Context, spec clusterSpec) (nodes []*clusterNode, natsURL string, err error) {
 	natsAddr, err := freeAddr()
 	if err != nil {
-		return res, err
+		return nil, "", err
 	}
-	var nodes []*clusterNode
-	defer func() {
-		// Node 1 last: the others need its NATS server to shut down cleanly.
-		for _, n := range slices.Backward(nodes) {
-			if serr := n.c.stop(); serr != nil {
-				res.Problems = append(res.Problems, serr.Error())
-			}
-		}
-	}()
+	natsURL = "nats://" + natsAddr
 	for id := 1; id <= clusterNodes; id++ {
 		addr, err := freeAddr()
 		if err != nil {
-			return res, err
+			return nodes, natsURL, err
 		}
 		nats := fmt.Sprintf("listen = %q", natsAddr)
 		if id > 1 {
-			nats = fmt.Sprintf("url = %q", "nats://"+natsAddr)
+			nats = fmt.Sprintf("url = %q", natsURL)
 		}
-		dir := filepath.Join(tmp, "node"+strconv.Itoa(id))
+		dir := filepath.Join(spec.dir, "node"+strconv.Itoa(id))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return res, err
+			return nodes, natsURL, err
 		}
 		config := fmt.Sprintf("require_success_file = true\nshard_id = \"%d\"\n[nats]\n%s\ncluster_name = \"bench\"\n"+
 			"[sharding]\nenabled = true\nreplication = 2\ntime_to_converge = %q\n", id, nats, b.cfg.ClusterConverge.String())
 		cfgPath := filepath.Join(dir, "spangle.toml")
 		if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-			return res, err
+			return nodes, natsURL, err
 		}
-		name := "cluster node " + strconv.Itoa(id)
-		c, err := startChild(name, dir, filepath.Join(b.cfg.Work, fmt.Sprintf("cluster-node%d.log", id)), b.cfg.Spangle,
-			"serve", "--config", cfgPath, "--source", root, "--data-dir", filepath.Join(dir, "data"),
+		name := spec.logs + " node " + strconv.Itoa(id)
+		c, err := startChild(name, dir, filepath.Join(b.cfg.Work, fmt.Sprintf("%s-node%d.log", spec.logs, id)), b.cfg.Spangle,
+			"serve", "--config", cfgPath, "--source", spec.source, "--data-dir", filepath.Join(dir, "data"),
 			"--bind", addr, "--log-format", "json")
 		if err != nil {
-			return res, err
+			return nodes, natsURL, err
 		}
 		nodes = append(nodes, &clusterNode{id: id, addr: addr, c: c})
 		if id == 1 { // the others need its NATS server
@@ -270,7 +257,7 @@ func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
 				return conn.Close()
 			})
 			if err != nil {
-				return res, err
+				return nodes, natsURL, err
 			}
 		}
 	}
@@ -286,26 +273,31 @@ func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return nil
 		})
 		if err != nil {
-			return res, err
+			return nodes, natsURL, err
 		}
 	}
-	b.log.Info("cluster: all nodes joined; publishing the version")
+	return nodes, natsURL, nil
+}
 
-	// Publish and time until every node serves the version.
-	start := time.Now()
-	if err := os.WriteFile(filepath.Join(versionDir, "_SUCCESS"), nil, 0o644); err != nil {
-		return res, err
-	}
-	for _, n := range nodes {
-		if err := n.c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			return res, err
+// stopCluster stops nodes, node 1 last (the others need its NATS server
+// to shut down cleanly), adding what went wrong to res.
+func stopCluster(nodes []*clusterNode, res *scenarioResult) {
+	for _, n := range slices.Backward(nodes) {
+		if serr := n.c.stop(); serr != nil {
+			res.Problems = append(res.Problems, serr.Error())
 		}
 	}
+}
+
+// waitServing polls every node until all of them list version v of p.DB
+// as ACTIVE on every node and answer a GET of key 0, and returns node 1's
+// view of the version.
+func (b *bench) waitServing(ctx context.Context, nodes []*clusterNode, p genParams, v string) (clusterVersion, error) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	var view clusterVersion
 	for _, n := range nodes {
-		err := pollUntil(ctx, n.c, b.cfg.BuildTimeout, pollInterval, n.c.name+" to serve version "+p.Version, func() error {
-			vs, err := clusterStatus(ctx, client, n.addr, p.DB, p.Version)
+		err := pollUntil(ctx, n.c, b.cfg.BuildTimeout, pollInterval, n.c.name+" to serve version "+v, func() error {
+			vs, err := clusterStatus(ctx, client, n.addr, p.DB, v)
 			if err != nil {
 				return err
 			}
@@ -330,12 +322,52 @@ func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return nil
 		})
 		if err != nil {
-			return res, err
+			return view, err
 		}
+	}
+	return view, nil
+}
+
+// runCluster is the cluster scenario.
+func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = "cluster"
+	p := b.cfg.Gen
+	p.Records = b.cfg.ClusterRecords
+	src := filepath.Join(b.cfg.Work, "cluster-source")
+	b.log.Info("cluster: generating dataset", "dir", src, "records", p.Records)
+	if _, err := generate(src, p); err != nil {
+		return res, err
+	}
+	tmp, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "source")
+	versionDir, err := linkDataset(src, root, p)
+	if err != nil {
+		return res, err
+	}
+	nodes, _, err := b.startCluster(ctx, clusterSpec{dir: tmp, source: root, logs: "cluster"})
+	defer stopCluster(nodes, &res)
+	if err != nil {
+		return res, err
+	}
+	b.log.Info("cluster: all nodes joined; publishing the version")
+
+	// Publish and time until every node serves the version.
+	start := time.Now()
+	if err := markAndSignal(versionDir, nodes); err != nil {
+		return res, err
+	}
+	view, err := b.waitServing(ctx, nodes, p, p.Version)
+	if err != nil {
+		return res, err
 	}
 	cr := &clusterResult{Records: p.Records, ConvergeSecs: time.Since(start).Seconds(), NumPartitions: view.NumPartitions}
 	res.Cluster = cr
 	b.log.Info("cluster: every node serves the version", "took", time.Since(start).Round(time.Millisecond))
+	client := &http.Client{Timeout: 5 * time.Second}
 
 	// Keys by whether node 1 holds their partition.
 	target := nodes[0]
@@ -392,10 +424,18 @@ func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		cr.ThroughputRatio = px.ReqPerSec / lo.ReqPerSec
 		cr.P99DiffMs = float64(px.P99us-lo.P99us) / 1000
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d nodes, replication 2, %d records (--cluster-records), wrk against node 1 only; "+
-		"server cpu is all nodes'; version served by every node %.2f s after _SUCCESS + SIGHUP; "+
-		"proxied/local %.2fx, proxied p99 - local p99 %+.2f ms",
-		clusterNodes, p.Records, cr.ConvergeSecs, cr.ThroughputRatio, cr.P99DiffMs))
+	if b.cfg.ClusterUpgrades > 0 {
+		b.log.Info("cluster: upgrades under load", "upgrades", b.cfg.ClusterUpgrades, "records", b.cfg.UpgradeRecords)
+		up, err := b.upgradesUnderLoad(ctx, nodes, root, p)
+		cr.Upgrades = up
+		if err != nil {
+			return res, err
+		}
+		if up.Failed > 0 || up.Regressions > 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("upgrades under load: %d failed requests, %d version regressions (e.g. %q)",
+				up.Failed, up.Regressions, up.Examples))
+		}
+	}
 	return res, nil
 }
 
@@ -455,5 +495,19 @@ func (b *bench) loadOnce(ctx context.Context, res *scenarioResult, name, url, le
 	b.log.Info("load", "scenario", name, "conns", conns, "req_per_s", int64(lr.ReqPerSec),
 		"p50", s.P50, "p99", s.P99, "errors", s.Errors)
 	res.Loads = append(res.Loads, lr)
+	return nil
+}
+
+// markAndSignal completes a version of a directory source (writes its
+// _SUCCESS) and tells every node to look for it now (SIGHUP).
+func markAndSignal(versionDir string, nodes []*clusterNode) error {
+	if err := os.WriteFile(filepath.Join(versionDir, "_SUCCESS"), nil, 0o644); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := n.c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			return err
+		}
+	}
 	return nil
 }

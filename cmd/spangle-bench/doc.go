@@ -3,7 +3,8 @@
 // given as a ratio against a trivial Go HTTP server measured in the same run,
 // because the machines it runs on are small and noisy.
 //
-//	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 10s] [--conns 1,50] [--json FILE]
+//	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 10s] [--conns 1,50]
+//	                  [--scenarios spangle,cluster,publish,baseline] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
 //
@@ -19,9 +20,20 @@
 // the share of the CPUs used by other processes meanwhile, which says
 // whether a figure was disturbed.
 //
+// The scenarios: spangle (one node builds the dataset, wrk loads it);
+// cluster (three nodes on a smaller dataset, wrk against one of them with
+// proxied and local keys, then 20 upgrades under a checking Go load:
+// failed requests and per-node version regressions must be zero);
+// publish (the dataset uploaded by `spangle publish` to a three-node
+// cluster's NATS Object Store: MB/s against a raw Object Store Put of the
+// same bytes, and the time until every node serves it); baseline (a
+// trivial Go HTTP server, loaded as spangle is). --scenarios picks some.
+//
 // The pieces, a file each: run.go is the run subcommand; gen.go writes the
 // dataset; scenario.go holds the list of scenarios (start something, load
 // it, stop it) and their common steps; baseline.go is the baseline server;
+// cluster.go starts and stops a cluster and runs the cluster scenario;
+// upgrades.go is its upgrades step; publish.go the publish scenario;
 // wrk.go writes the wrk script and parses what it prints; proc.go starts
 // and stops child processes and reads their memory and CPU from /proc;
 // report.go holds the result types, prints them and saves them.

@@ -36,6 +36,7 @@ type scenarioResult struct {
 	Loads         []loadResult   `json:"loads"`
 	ServingRSSMiB float64        `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
 	Cluster       *clusterResult `json:"cluster,omitempty"`         // the cluster scenario's own figures
+	Publish       *publishResult `json:"publish,omitempty"`         // the publish scenario's
 	Problems      []string       `json:"problems,omitempty"`
 	Notes         []string       `json:"notes,omitempty"` // worth saying, but not failures
 }
@@ -191,26 +192,9 @@ func (r *report) print(w io.Writer) {
 		}
 	}
 	r.printBuilds(w, width)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\terrors\tvs baseline\tcpu µs/req\tother cpu\t\n", width, "scenario")
-	busy := false
-	for _, s := range r.Scenarios {
-		for _, l := range s.Loads {
-			ratio := "-"
-			if l.VsBaseline > 0 {
-				ratio = fmt.Sprintf("%.2fx", l.VsBaseline)
-			}
-			name := s.Name
-			if l.Scenario != "" {
-				name = l.Scenario
-			}
-			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t\n", width, name, l.Conns, l.ReqPerSec,
-				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct)
-			busy = busy || l.OtherCPUPct > busyThreshold
-		}
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
+	busy := r.printLoads(w, width)
+	r.printCluster(w)
+	r.printPublish(w)
 	if busy {
 		fmt.Fprintf(w, "note: other processes used over %d%% of the CPUs during some loads (other cpu); compare those rows with care.\n", busyThreshold)
 	}
@@ -244,6 +228,89 @@ func (r *report) printBuilds(w io.Writer, width int) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+}
+
+// printLoads writes the table of loads, if any scenario ran one, and
+// reports whether other processes disturbed any.
+func (r *report) printLoads(w io.Writer, width int) (busy bool) {
+	if !slices.ContainsFunc(r.Scenarios, func(s scenarioResult) bool { return len(s.Loads) > 0 }) {
+		return false
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\terrors\tvs baseline\tcpu µs/req\tother cpu\t\n", width, "scenario")
+	for _, s := range r.Scenarios {
+		for _, l := range s.Loads {
+			ratio := "-"
+			if l.VsBaseline > 0 {
+				ratio = fmt.Sprintf("%.2fx", l.VsBaseline)
+			}
+			name := s.Name
+			if l.Scenario != "" {
+				name = l.Scenario
+			}
+			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t\n", width, name, l.Conns, l.ReqPerSec,
+				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct)
+			busy = busy || l.OtherCPUPct > busyThreshold
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	return busy
+}
+
+// printCluster writes the cluster scenario's own figures, if it ran.
+func (r *report) printCluster(w io.Writer) {
+	for _, s := range r.Scenarios {
+		c := s.Cluster
+		if c == nil {
+			continue
+		}
+		fmt.Fprintf(w, "cluster: %d nodes, replication 2, %d records (--cluster-records); every node served the version %.2f s after _SUCCESS + SIGHUP\n",
+			clusterNodes, c.Records, c.ConvergeSecs)
+		if c.ThroughputRatio > 0 {
+			fmt.Fprintf(w, "  proxied/local: %.2fx req/s, p99 %+.2f ms (wrk against node 1 only; cpu µs/req is all nodes')\n", c.ThroughputRatio, c.P99DiffMs)
+		}
+		if u := c.Upgrades; u != nil {
+			fmt.Fprintf(w, "  upgrades under load: %d upgrades (%d records each), %d readers over the nodes: %d requests, %d failed, %d version regressions; "+
+				"every node switched %.2f s after _SUCCESS + SIGHUP (mean), %.2f s (max)\n",
+				u.Upgrades, u.Records, u.Readers, u.Requests, u.Failed, u.Regressions, u.SwitchMeanSecs, u.SwitchMaxSecs)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// printPublish writes the publish scenario's figures, if it ran.
+func (r *report) printPublish(w io.Writer) {
+	for _, s := range r.Scenarios {
+		p := s.Publish
+		if p == nil || len(p.PublishSecs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "publish: %d records, %d files, %.1f MB, to node 1's embedded NATS Object Store; %d nodes (source nats-object://%s, replication 2)\n",
+			p.Records, p.Files, float64(p.Bytes)/1e6, clusterNodes, publishBucket)
+		secs := func(xs []float64) string {
+			var s []string
+			for _, x := range xs {
+				s = append(s, fmt.Sprintf("%.2f", x))
+			}
+			return strings.Join(s, ", ") + " s"
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  spangle publish\t%.1f MB/s\t%s\t%.2fx raw Put (median of the rounds')\t\n", p.PublishMBps, secs(p.PublishSecs), p.Ratio)
+		fmt.Fprintf(tw, "  raw Put, one object (baseline)\t%.1f MB/s\t%s\t\t\n", p.RawPutMBps, secs(p.RawPutSecs))
+		fmt.Fprintf(tw, "  local file copy, no sync\t%.1f MB/s\t\t\t\n", p.CopyMBps)
+		if p.LastPublishSecs > 0 {
+			fmt.Fprintf(tw, "  publish to the nodes' bucket\t%.1f MB/s\t%.2f s\t\t\n", float64(p.Bytes)/1e6/p.LastPublishSecs, p.LastPublishSecs)
+		}
+		if p.ServeSecs > 0 {
+			fmt.Fprintf(tw, "  its exit -> every node serving\t\t%.2f s\t\t\n", p.ServeSecs)
+		}
+		if p.RepublishSecs > 0 {
+			fmt.Fprintf(tw, "  publish again (all skipped)\t\t%.2f s\t\t\n", p.RepublishSecs)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
 }
 
 // writeJSON saves the report at path.

@@ -30,6 +30,14 @@ type runConfig struct {
 	ClusterRecords  int64         // its dataset's records; default 500,000
 	ClusterConns    int           // wrk connections to the one node; default 50
 	ClusterConverge time.Duration // the nodes' time_to_converge; default 2s
+	// Its upgrades under load (upgrades.go).
+	ClusterUpgrades int           // successive versions switched to under load; 0 skips; default 20
+	UpgradeRecords  int64         // records of each; default 20,000 (at most ClusterRecords)
+	UpgradeReaders  int           // reading goroutines per node; default 2
+	UpgradeTimeout  time.Duration // from _SUCCESS to every node serving an upgrade; default 1m
+
+	// The publish scenario (publish.go).
+	PublishRounds int // rounds of a raw Put and a publish; default 3
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -52,6 +60,11 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.ClusterRecords, "cluster-records", 500_000, "records of the cluster scenario's dataset (smaller, to fit three nodes on a small machine)")
 	fs.IntVar(&c.ClusterConns, "cluster-conns", 50, "wrk connections in the cluster scenario's loads")
 	fs.DurationVar(&c.ClusterConverge, "cluster-converge", 2*time.Second, "the cluster nodes' time_to_converge")
+	fs.IntVar(&c.ClusterUpgrades, "cluster-upgrades", 20, "versions the cluster scenario switches through under load (0 skips the step)")
+	fs.Int64Var(&c.UpgradeRecords, "upgrade-records", 20_000, "records of each upgrade's version")
+	fs.IntVar(&c.UpgradeReaders, "upgrade-readers", 2, "reading goroutines per node during the upgrades")
+	fs.DurationVar(&c.UpgradeTimeout, "upgrade-timeout", time.Minute, "how long every node may take to serve an upgrade")
+	fs.IntVar(&c.PublishRounds, "publish-rounds", 3, "rounds of a raw Object Store Put and a spangle publish in the publish scenario")
 }
 
 // Validate reports settings the run cannot use.
@@ -79,6 +92,15 @@ func (c *runConfig) Validate() error {
 		if c.ClusterConns < 1 || c.ClusterConverge <= 0 {
 			return errors.New("run: --cluster-conns and --cluster-converge must be positive")
 		}
+		if c.ClusterUpgrades < 0 || c.ClusterUpgrades > 99 {
+			return errors.New("run: --cluster-upgrades must be in [0, 99]")
+		}
+		if c.ClusterUpgrades > 0 && (c.UpgradeRecords < 1 || c.UpgradeRecords > c.ClusterRecords || c.UpgradeReaders < 1 || c.UpgradeTimeout <= 0) {
+			return errors.New("run: --upgrade-records must be in [1, --cluster-records], --upgrade-readers and --upgrade-timeout positive")
+		}
+	}
+	if slices.Contains(c.Scenarios, "publish") && c.PublishRounds < 1 {
+		return errors.New("run: --publish-rounds must be at least 1")
 	}
 	return c.Gen.Validate()
 }

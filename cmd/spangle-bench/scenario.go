@@ -48,6 +48,7 @@ func scenarios() []scenario {
 	return []scenario{
 		{name: "spangle", run: runSpangle},
 		{name: "cluster", run: runCluster},
+		{name: "publish", run: runPublish},
 		{name: baselineName, run: runBaseline},
 	}
 }

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // startNATSServer starts one nats-server process with JetStream on a
@@ -58,24 +63,7 @@ func TestObjectSourceOutage(t *testing.T) {
 		}
 		return nil
 	}
-	// allKeys reads every key and wants version's values.
-	allKeys := func(version string) error {
-		for k := range keys {
-			resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", s.http, k))
-			if err != nil {
-				return err
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				return err
-			}
-			if want := fmt.Sprintf("%s:%d", version, k); resp.StatusCode != 200 || string(body) != want {
-				return fmt.Errorf("key-%d: %d %q, want %q", k, resp.StatusCode, body, want)
-			}
-		}
-		return nil
-	}
+	allKeys := func(version string) error { return readAll(s.http, version, keys) }
 
 	if err := publish("v1"); err != nil {
 		t.Fatal(err)
@@ -108,4 +96,101 @@ func TestObjectSourceOutage(t *testing.T) {
 	waitFor(t, "publish after the restart", func() error { return publish("v2") })
 	waitFor(t, "v2 served", func() error { return allKeys("v2") })
 	s.stop(t)
+}
+
+// TestObjectSourceCluster publishes to an R3 object store on a
+// three-server NATS cluster and serves from it: with one server stopped,
+// a new version is still published and picked up.
+func TestObjectSourceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs nats-server and the binary")
+	}
+	const keys = 30
+	bin := buildBinary(t)
+	servers := startNATSCluster(t, buildNATSServer(t))
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.url
+	}
+	waitJetStreamR3(t, urls)
+	natsURL := strings.Join(urls, ",")
+	cfg := filepath.Join(t.TempDir(), "spangle.toml")
+	if err := os.WriteFile(cfg, []byte("[nats]\nreplicas = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const to = "nats-object://cluster-data"
+	src := t.TempDir()
+	writeVersion(t, src, "d", "v1", 3, keys)
+	writeVersion(t, src, "d", "v2", 3, keys)
+	publish := func(version string) error {
+		code, _, stderr := runCLI(t, bin, "publish", filepath.Join(src, "d", version), "--to", to,
+			"--db", "d", "--version", version, "--nats", natsURL, "--replicas", "3")
+		if code != 0 {
+			return fmt.Errorf("publish %s: exit %d: %s", version, code, stderr)
+		}
+		return nil
+	}
+	if err := publish("v1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := objectStoreReplicas(t, natsURL, "cluster-data"); r != 3 {
+		t.Fatalf("the object store has %d replicas, want 3", r)
+	}
+	s := startServe(t, bin, false, "--config", cfg, "--source", to, "--nats", natsURL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("spangle log:\n%s", tail(s.logs.String(), 8000))
+		}
+	})
+	waitFor(t, "v1 served", func() error { return readAll(s.http, "v1", keys) })
+
+	servers[0].stop(t)
+	waitFor(t, "publish with one NATS server down", func() error { return publish("v2") })
+	waitFor(t, "v2 served", func() error { return readAll(s.http, "v2", keys) })
+	s.stop(t)
+}
+
+// readAll reads key-0 … key-(keys-1) of db d from base and wants
+// version's values.
+func readAll(base, version string, keys int) error {
+	for k := range keys {
+		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", base, k))
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("%s:%d", version, k); resp.StatusCode != 200 || string(body) != want {
+			return fmt.Errorf("key-%d: %d %q, want %q", k, resp.StatusCode, body, want)
+		}
+	}
+	return nil
+}
+
+// objectStoreReplicas returns the replica count of an object store bucket.
+func objectStoreReplicas(t *testing.T, url, bucket string) int {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	obs, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Replicas()
 }

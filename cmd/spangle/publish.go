@@ -6,9 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node/advert"
@@ -18,8 +25,13 @@ import (
 // publish uploads a version directory to a NATS Object Store bucket and
 // announces it in the versions bucket, or (--delete) removes a version.
 //
-//	spangle publish DIR --to nats-object://BUCKET --db DB --version V [--nats URL]
+//	spangle publish DIR --to nats-object://BUCKET --db DB --version V [--nats URL] [--bandwidth 50MiB] [--quiet]
 //	spangle publish --delete --to nats-object://BUCKET DB V [--nats URL]
+//
+// Progress goes to stderr: a progress bar when stderr is a terminal, else
+// a line at most every --progress-interval; then a summary. SIGINT and
+// SIGTERM stop the upload: the version stays invisible and a rerun
+// resumes it.
 func publish(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -28,10 +40,18 @@ func publish(args []string, stderr io.Writer) error {
 	ver := fs.String("version", "", "version name (required unless --delete)")
 	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
 	cluster := fs.String("cluster", "spangle", "spangle cluster name (names the versions bucket)")
-	parallel := fs.Int("parallel", 4, "files uploaded at once")
+	replicas := fs.Int("replicas", 1, "copies of the object store and versions buckets when they are created: 3 on a three-server NATS cluster")
+	parallel := fs.Int("parallel", objsource.DefaultPublishParallel, "files uploaded at once")
+	retries := fs.Int("retries", objsource.DefaultPublishRetries, "times a failed upload of a file is retried (-1: never)")
+	backoff := fs.Duration("backoff", objsource.DefaultPublishBackoff, "pause before a file's first retry; doubles on each retry")
+	backoffMax := fs.Duration("backoff-max", objsource.DefaultPublishBackoffMax, "longest pause between retries")
+	bandwidth := fs.String("bandwidth", "", `upload limit in bytes per second, e.g. "50MiB"; empty: unlimited`)
+	opTimeout := fs.Duration("op-timeout", 10*time.Second, "timeout of each NATS operation (a request, a chunk's acknowledgement); a timed-out upload is retried")
+	quiet := fs.Bool("quiet", false, "print nothing but errors")
+	interval := fs.Duration("progress-interval", 2*time.Second, "when stderr is not a terminal, the least time between progress lines")
 	del := fs.Bool("delete", false, "remove version V of DB (positional DB V) instead of uploading")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
 	bucket, err := objsource.ParseURL(*to)
@@ -50,12 +70,27 @@ func publish(args []string, stderr io.Writer) error {
 	if !advert.ValidName(*db) || !advert.ValidName(*ver) {
 		return fmt.Errorf("db %q and version %q must match ^[-_a-zA-Z0-9]+$", *db, *ver)
 	}
+	var bw int64
+	if *bandwidth != "" {
+		if bw, err = parseBytes(*bandwidth); err != nil {
+			return fmt.Errorf("--bandwidth: %w", err)
+		}
+	}
+	if *opTimeout <= 0 || *interval <= 0 {
+		return fmt.Errorf("--op-timeout and --progress-interval must be positive")
+	}
+	if *quiet {
+		stderr = io.Discard
+	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	kcfg := kvwatch.DefaultConfig()
 	kcfg.URLs = splitList(*natsURL)
 	kcfg.ClusterName = *cluster
+	kcfg.Replicas = *replicas
 	kcfg.Logger = slog.New(slog.DiscardHandler)
 	kv, err := kvwatch.New(kcfg)
 	if err != nil {
@@ -70,11 +105,11 @@ func publish(args []string, stderr io.Writer) error {
 	case <-ctx.Done():
 		return fmt.Errorf("NATS: %w", ctx.Err())
 	}
-	js, err := jetstream.New(kv.Conn())
+	js, err := jetstream.New(kv.Conn(), jetstream.WithDefaultTimeout(*opTimeout))
 	if err != nil {
 		return err
 	}
-	obs, err := objsource.CreateBucket(ctx, js, bucket)
+	obs, err := objsource.CreateBucket(ctx, js, bucket, *replicas)
 	if err != nil {
 		return err
 	}
@@ -93,12 +128,15 @@ func publish(args []string, stderr io.Writer) error {
 		return nil
 	}
 
-	progress := func(r objsource.Report) {
-		fmt.Fprintf(stderr, "%d/%d files (%d uploaded, %d skipped), %d/%d bytes uploaded\n",
-			r.Uploaded+r.Skipped, r.Files, r.Uploaded, r.Skipped, r.BytesUploaded, r.Bytes)
-	}
-	rep, err := objsource.Publish(ctx, obs, dir, *db, *ver, objsource.PublishOptions{Parallel: *parallel, Progress: progress})
+	pr := newPublishProgress(stderr, isTerminal(stderr), *db+"/"+*ver, *interval)
+	rep, err := objsource.Publish(ctx, obs, dir, *db, *ver, objsource.PublishOptions{
+		Parallel: *parallel, Retries: *retries, Backoff: *backoff, BackoffMax: *backoffMax, Bandwidth: bw,
+		JetStream: js, Progress: pr.progress, Observe: pr.observe,
+	})
 	if err != nil {
+		pr.finish(rep, false)
+		fmt.Fprintf(stderr, "%s/%s not published (%d of %d files uploaded, %d skipped); run the same command again to resume\n",
+			*db, *ver, rep.Uploaded, rep.Files, rep.Skipped)
 		return err
 	}
 	entry, err := advert.Encode(advert.Version{DB: *db, Version: *ver})
@@ -108,20 +146,174 @@ func publish(args []string, stderr io.Writer) error {
 	if _, err := kv.Put(ctx, kvwatch.Versions, advert.VersionKey(*db), entry); err != nil {
 		return fmt.Errorf("announce: %w", err)
 	}
-	fmt.Fprintf(stderr, "published %s/%s to %s: %d files, %d uploaded, %d skipped, %d bytes uploaded\n",
-		*db, *ver, *to, rep.Files, rep.Uploaded, rep.Skipped, rep.BytesUploaded)
+	took := pr.finish(rep, true)
+	fmt.Fprintf(stderr, "published %s/%s to %s: %d files, %d uploaded, %d skipped, %d bytes uploaded in %s (%s/s), %d retries\n",
+		*db, *ver, *to, rep.Files, rep.Uploaded, rep.Skipped, rep.BytesUploaded, took.Round(time.Millisecond),
+		humanBytes(float64(rep.BytesUploaded)/max(took.Seconds(), 1e-9)), rep.Retries)
 	return nil
 }
 
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// publishProgress shows a publish's progress on w: a progress bar (bytes,
+// files, throughput, ETA) when w is a terminal, else a plain line at most
+// every interval. Its methods are safe for concurrent use, as
+// objsource.PublishOptions' callbacks require, and do not block on
+// anything but w.
+type publishProgress struct {
+	w        io.Writer
+	name     string // db/version
+	interval time.Duration
+	start    time.Time
+	bar      *progressbar.ProgressBar // nil: plain lines; set by EventStart
+
+	mu       sync.Mutex // guards the fields below and writes to w
+	terminal bool
+	files    int
+	total    int64 // bytes of all files
+	skipped  int64 // bytes of the files skipped
+	sent     int64 // bytes sent (uploads done and under way)
+	rep      objsource.Report
+	lastLine time.Time
+}
+
+func newPublishProgress(w io.Writer, terminal bool, name string, interval time.Duration) *publishProgress {
+	return &publishProgress{w: w, terminal: terminal, name: name, interval: interval, start: time.Now()}
+}
+
+// observe is objsource.PublishOptions.Observe.
+func (p *publishProgress) observe(e objsource.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch e.Kind {
+	case objsource.EventStart:
+		p.files, p.total, p.rep.Files, p.rep.Bytes = e.Files, e.Bytes, e.Files, e.Bytes
+		if p.terminal && p.w != io.Discard {
+			p.bar = progressbar.NewOptions64(max(e.Bytes, 1),
+				progressbar.OptionSetWriter(p.w),
+				progressbar.OptionSetDescription(p.describeLocked()),
+				progressbar.OptionShowBytes(true),
+				progressbar.OptionShowCount(),
+				progressbar.OptionUseIECUnits(true),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionShowElapsedTimeOnFinish(),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionFullWidth(),
+				progressbar.OptionSetRenderBlankState(true),
+			)
+			return
+		}
+		fmt.Fprintf(p.w, "publishing %s: %d files, %s\n", p.name, e.Files, humanBytes(float64(e.Bytes)))
+		p.lastLine = time.Now()
+	case objsource.EventSent:
+		p.sent += e.Bytes
+		if p.bar != nil {
+			_ = p.bar.Add64(e.Bytes)
+		}
+	case objsource.EventSkipped:
+		p.skipped += e.Bytes
+		if p.bar != nil {
+			p.bar.ChangeMax64(max(p.total-p.skipped, 1))
+		}
+	case objsource.EventRetry:
+		msg := fmt.Sprintf("%s: attempt %d failed, retrying in %s: %v", e.File, e.Attempt, e.Wait, e.Err)
+		if p.bar != nil {
+			_, _ = progressbar.Bprintln(p.bar, msg)
+		} else {
+			fmt.Fprintln(p.w, msg)
+		}
+	}
+	p.lineLocked()
+}
+
+// progress is objsource.PublishOptions.Progress.
+func (p *publishProgress) progress(r objsource.Report) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rep = r
+	if p.bar != nil {
+		p.bar.Describe(p.describeLocked())
+	}
+	p.lineLocked()
+}
+
+// describeLocked is the bar's description: db/version and files done.
+func (p *publishProgress) describeLocked() string {
+	d := fmt.Sprintf("%s %d/%d files", p.name, p.rep.Uploaded+p.rep.Skipped, p.files)
+	if p.rep.Skipped > 0 {
+		d += fmt.Sprintf(" (%d skipped)", p.rep.Skipped)
+	}
+	return d
+}
+
+// lineLocked prints a plain progress line if there is no bar and the
+// last line is interval old.
+func (p *publishProgress) lineLocked() {
+	now := time.Now()
+	if p.bar != nil || p.total == 0 || now.Sub(p.lastLine) < p.interval {
+		return
+	}
+	p.lastLine = now
+	elapsed := now.Sub(p.start).Seconds()
+	rate := float64(p.sent) / max(elapsed, 1e-9)
+	eta := "?"
+	if left := p.total - p.skipped - p.sent; rate > 0 {
+		eta = (time.Duration(float64(left)/rate*float64(time.Second)) + time.Second/2).Truncate(time.Second).String()
+	}
+	r := p.rep
+	fmt.Fprintf(p.w, "publishing %s: %d/%d files (%d uploaded, %d skipped), %s/%s sent, %s/s, ETA %s\n",
+		p.name, r.Uploaded+r.Skipped, p.files, r.Uploaded, r.Skipped,
+		humanBytes(float64(p.sent)), humanBytes(float64(p.total-p.skipped)), humanBytes(rate), eta)
+}
+
+// finish ends the bar (full if ok, where it stands if not) and returns
+// the time since the start.
+func (p *publishProgress) finish(r objsource.Report, ok bool) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rep = r
+	if p.bar != nil {
+		p.bar.Describe(p.describeLocked())
+		if ok {
+			_ = p.bar.Finish()
+		} else {
+			_ = p.bar.Exit()
+		}
+		fmt.Fprintln(p.w)
+	}
+	return time.Since(p.start)
+}
+
+// humanBytes formats n bytes with an IEC unit ("12.5 MiB").
+func humanBytes(n float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
 // reorder moves flags before positional arguments, so that both
-// "publish DIR --to …" and "publish --to … DIR" parse.
-func reorder(args []string) []string {
+// "publish DIR --to …" and "publish --to … DIR" parse. A flag takes the
+// next argument as its value unless it is a boolean flag of fs or is
+// written --flag=value.
+func reorder(fs *flag.FlagSet, args []string) []string {
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
-			if a != "-delete" && a != "--delete" && !containsEq(a) && i+1 < len(args) {
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && !isBoolFlag(fs, name) && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}
@@ -132,11 +324,12 @@ func reorder(args []string) []string {
 	return append(flags, pos...)
 }
 
-func containsEq(s string) bool {
-	for _, c := range s {
-		if c == '=' {
-			return true
-		}
+// isBoolFlag reports whether fs defines name as a boolean flag.
+func isBoolFlag(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
 	}
-	return false
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

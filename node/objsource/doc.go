@@ -18,5 +18,6 @@
 //
 //   - Every listing lists the whole bucket (one List call); fine for
 //     thousands of objects, not for millions.
-//   - Uploads are not retried with backoff and not bandwidth-limited.
+//   - A publish killed mid-upload leaves the chunks of its unfinished
+//     object in the bucket's stream until that file is published again.
 package objsource

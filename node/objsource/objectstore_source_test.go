@@ -78,7 +78,7 @@ func TestSource(t *testing.T) {
 	if dbs, err := src.ListDBs(c); err != nil || len(dbs) != 0 {
 		t.Fatalf("ListDBs on a missing bucket = %v, %v", dbs, err)
 	}
-	obs, err := objsource.CreateBucket(c, js, "data")
+	obs, err := objsource.CreateBucket(c, js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	obs, err := objsource.CreateBucket(c, js, "data")
+	obs, err := objsource.CreateBucket(c, js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,19 +11,77 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"github.com/spangledb/spangle/node"
 )
 
-// PublishOptions configure Publish.
+// PublishOptions configure Publish. The zero value uses every default.
 type PublishOptions struct {
 	// Parallel bounds the files uploaded at once. Default 4.
 	Parallel int
+	// Retries is how many times a file whose upload failed is uploaded
+	// again before Publish gives up; negative means never. Failures of the
+	// local file (it cannot be opened or read) and the end of Publish's
+	// context are never retried. Default 5.
+	Retries int
+	// Backoff is the pause before a file's first retry; it doubles on each
+	// retry of that file, up to BackoffMax. Defaults 1s and 30s.
+	Backoff    time.Duration
+	BackoffMax time.Duration
+	// Bandwidth bounds the bytes per second read from the files by all
+	// uploads together (retries included; the local reads that compare
+	// digests are not limited). Default 0: unlimited.
+	Bandwidth int64
 	// Progress, when set, is called after each file is uploaded or
 	// skipped, from the uploading goroutines (serialised by Publish).
 	Progress func(Report)
+	// JetStream, when set, is the handle obs was bound through. Before
+	// skipping a file, Publish then also checks that all the object's
+	// chunks are in the bucket's stream. Without it a file is skipped on
+	// the object's metadata alone, which can outlive its chunks: the
+	// Object Store sends chunks without waiting for their
+	// acknowledgements, so an upload whose chunks the server rejected (a
+	// full bucket) can still store the metadata. Within one Publish, a
+	// file whose upload failed is always uploaded again.
+	JetStream jetstream.JetStream
+	// Observe, when set, is told of finer-grained events (see Event), so
+	// that a progress display can count bytes as they go. It is called
+	// concurrently from the uploading goroutines, must be safe for
+	// concurrent use and must not block.
+	Observe func(Event)
+}
+
+// Defaults of PublishOptions.
+const (
+	DefaultPublishParallel   = 4
+	DefaultPublishRetries    = 5
+	DefaultPublishBackoff    = time.Second
+	DefaultPublishBackoffMax = 30 * time.Second
+)
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o PublishOptions) withDefaults() PublishOptions {
+	if o.Parallel <= 0 {
+		o.Parallel = DefaultPublishParallel
+	}
+	switch {
+	case o.Retries == 0:
+		o.Retries = DefaultPublishRetries
+	case o.Retries < 0:
+		o.Retries = 0
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultPublishBackoff
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = DefaultPublishBackoffMax
+	}
+	o.BackoffMax = max(o.BackoffMax, o.Backoff)
+	return o
 }
 
 // Report counts a Publish's work so far.
@@ -32,14 +90,47 @@ type Report struct {
 	Uploaded      int   // files uploaded
 	Skipped       int   // files already in the bucket with the same size and digest
 	Bytes         int64 // bytes of the data files
-	BytesUploaded int64 // bytes uploaded
+	BytesUploaded int64 // bytes of the files uploaded
+	Retries       int   // failed upload attempts that were retried
 }
 
-// CreateBucket binds bucket, creating it when missing.
-func CreateBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.ObjectStore, error) {
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// EventStart: Publish has listed the directory: Files data files, Bytes
+	// bytes. Sent once, before any other event.
+	EventStart EventKind = iota + 1
+	// EventSent: an upload read Bytes more bytes of File. A failed attempt
+	// that is retried takes its bytes back with a negative Bytes, so the
+	// sum over a Publish is the bytes of the files uploaded so far plus
+	// those of the uploads under way.
+	EventSent
+	// EventSkipped: File (Bytes long) is already in the bucket with the
+	// same digest and is not uploaded.
+	EventSkipped
+	// EventRetry: attempt Attempt (1 for the first) of File failed with
+	// Err; it is tried again after Wait.
+	EventRetry
+)
+
+// Event is one step of a Publish, given to PublishOptions.Observe.
+type Event struct {
+	Kind    EventKind
+	File    string // the file's name in the directory, or "_SUCCESS"
+	Files   int    // EventStart
+	Bytes   int64
+	Attempt int
+	Wait    time.Duration
+	Err     error
+}
+
+// CreateBucket binds bucket, creating it when missing with replicas
+// copies (1 on a single server, 3 on a three-server cluster; 0 means 1).
+func CreateBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.ObjectStore, error) {
 	obs, err := js.ObjectStore(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket})
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Replicas: max(replicas, 1)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("objsource: bucket %s: %w", bucket, err)
@@ -49,48 +140,48 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, bucket string) (j
 
 // Publish uploads the data files of dir (regular files not starting with
 // "_" or ".") as version of db, at most opts.Parallel at once, skipping
-// those already there with the same size and SHA-256 digest, then writes
-// _SUCCESS. On error _SUCCESS is not written: the version stays invisible
-// to nodes requiring it, and a rerun uploads only what is missing.
+// those already there with the same size and SHA-256 digest (and, with
+// opts.JetStream, all their chunks), then writes _SUCCESS. It blocks until
+// done, and returns what it did so far with any error; an error from the
+// end of ctx wraps ctx.Err().
+//
+// A version is never visible half-written to nodes that require
+// _SUCCESS: on error (ctx ended, retries spent, a local file unreadable)
+// _SUCCESS is not written, and before it uploads a file over a version
+// that is already complete, Publish deletes that version's _SUCCESS, so
+// old and new files are never served together. A rerun uploads only what
+// is missing or different.
+//
+// A failed upload is retried opts.Retries times with exponential backoff.
+// Each attempt runs without ctx's deadline (ctx's end still stops it), so
+// that the Object Store acknowledges each chunk within the JetStream
+// handle's default timeout: a lost connection fails the attempt within
+// that timeout instead of holding it until the deadline.
 func Publish(ctx context.Context, obs jetstream.ObjectStore, dir, db, version string, opts PublishOptions) (Report, error) {
 	if !node.ValidName(db) || !node.ValidName(version) {
 		return Report{}, fmt.Errorf("objsource: publish: db %q and version %q must match ^[-_a-zA-Z0-9]+$", db, version)
 	}
-	if opts.Parallel <= 0 {
-		opts.Parallel = 4
-	}
-	entries, err := os.ReadDir(dir)
+	opts = opts.withDefaults()
+	files, err := listDir(dir)
 	if err != nil {
-		return Report{}, fmt.Errorf("objsource: publish: %w", err)
+		return Report{}, err
 	}
-	type file struct {
-		name string
-		size int64
+	p := &publisher{obs: obs, dir: dir, db: db, version: version, opts: opts}
+	p.rep.Files = len(files)
+	for _, f := range files {
+		p.rep.Bytes += f.size
 	}
-	var files []file
-	var rep Report
-	for _, e := range entries {
-		if !isDataFile(e.Name()) {
-			continue
-		}
-		fi, err := os.Stat(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return Report{}, fmt.Errorf("objsource: publish: %w", err)
-		}
-		if !fi.Mode().IsRegular() {
-			continue
-		}
-		files = append(files, file{e.Name(), fi.Size()})
-		rep.Bytes += fi.Size()
+	if opts.Observe != nil {
+		opts.Observe(Event{Kind: EventStart, Files: p.rep.Files, Bytes: p.rep.Bytes})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
-	rep.Files = len(files)
+	if opts.Bandwidth > 0 {
+		p.limit = rate.NewLimiter(rate.Limit(opts.Bandwidth), limitBurst)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu       sync.Mutex // guards rep and firstErr, serialises Progress
-		firstErr error
+		firstErr error // guarded by p.mu
 		next     atomic.Int64
 		wg       sync.WaitGroup
 	)
@@ -103,63 +194,285 @@ func Publish(ctx context.Context, obs jetstream.ObjectStore, dir, db, version st
 				if i >= len(files) || ctx.Err() != nil {
 					return
 				}
-				f := files[i]
-				uploaded, err := putFile(ctx, obs, filepath.Join(dir, f.name), ObjectName(db, version, f.name), f.size)
-				mu.Lock()
-				if err != nil {
+				if err := p.publishFile(ctx, files[i]); err != nil {
+					p.mu.Lock()
 					if firstErr == nil {
 						firstErr = err
 						cancel()
 					}
-					mu.Unlock()
+					p.mu.Unlock()
 					return
 				}
-				if uploaded {
-					rep.Uploaded++
-					rep.BytesUploaded += f.size
-				} else {
-					rep.Skipped++
-				}
-				if opts.Progress != nil {
-					opts.Progress(rep)
-				}
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return rep, firstErr
+	p.mu.Lock()
+	rep, err := p.rep, firstErr
+	p.mu.Unlock()
+	if err == nil && ctx.Err() != nil { // cancelled between files
+		err = fmt.Errorf("objsource: publish: %w", ctx.Err())
 	}
-	if _, err := obs.PutBytes(ctx, ObjectName(db, version, successFile), nil); err != nil {
-		return rep, fmt.Errorf("objsource: publish: write %s: %w", successFile, err)
+	if err != nil {
+		return rep, err
 	}
-	return rep, nil
+	err = p.retry(ctx, successFile, func(actx context.Context) error {
+		if _, err := obs.PutBytes(actx, ObjectName(db, version, successFile), nil); err != nil {
+			return fmt.Errorf("objsource: publish: write %s: %w", successFile, err)
+		}
+		return nil
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rep, err
 }
 
-// putFile uploads path as name unless the object exists with the same size
-// and digest; it reports whether it uploaded.
-func putFile(ctx context.Context, obs jetstream.ObjectStore, path, name string, size int64) (bool, error) {
-	if in, err := obs.GetInfo(ctx, name); err == nil && !in.Deleted && int64(in.Size) == size {
-		digest, err := fileDigest(path)
+// limitBurst is the bandwidth limiter's burst, and so the most bytes one
+// read of a limited upload takes: the Object Store's default chunk, so
+// that limiting does not split chunks.
+const limitBurst = 128 << 10
+
+// dirFile is a data file to publish.
+type dirFile struct {
+	name string
+	size int64
+}
+
+// listDir lists dir's data files, sorted by name.
+func listDir(dir string) ([]dirFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("objsource: publish: %w", err)
+	}
+	var files []dirFile
+	for _, e := range entries {
+		if !isDataFile(e.Name()) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(dir, e.Name()))
 		if err != nil {
+			return nil, fmt.Errorf("objsource: publish: %w", err)
+		}
+		if fi.Mode().IsRegular() {
+			files = append(files, dirFile{e.Name(), fi.Size()})
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	return files, nil
+}
+
+// publisher is one Publish call's state.
+type publisher struct {
+	obs              jetstream.ObjectStore
+	dir, db, version string
+	opts             PublishOptions
+	limit            *rate.Limiter // nil: unlimited
+
+	unmarkMu sync.Mutex // guards unmarked; held while unmarking
+	unmarked bool
+
+	mu  sync.Mutex // guards rep, serialises opts.Progress
+	rep Report
+}
+
+// publishFile uploads f (unless it is there already) with retries, and
+// counts it.
+func (p *publisher) publishFile(ctx context.Context, f dirFile) error {
+	var uploaded, failed bool
+	err := p.retry(ctx, f.name, func(actx context.Context) (err error) {
+		uploaded, err = p.putFile(actx, f, !failed)
+		failed = failed || err != nil
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !uploaded && p.opts.Observe != nil {
+		p.opts.Observe(Event{Kind: EventSkipped, File: f.name, Bytes: f.size})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if uploaded {
+		p.rep.Uploaded++
+		p.rep.BytesUploaded += f.size
+	} else {
+		p.rep.Skipped++
+	}
+	if p.opts.Progress != nil {
+		p.opts.Progress(p.rep)
+	}
+	return nil
+}
+
+// localError marks a failure of the local file: retrying cannot fix it.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+// retry runs attempt until it succeeds, fails for good (a localError),
+// ctx ends, or opts.Retries retries have failed, pausing with exponential
+// backoff between attempts. Each attempt gets a context without ctx's
+// deadline, cancelled when ctx ends (see Publish).
+func (p *publisher) retry(ctx context.Context, file string, attempt func(context.Context) error) error {
+	wait := p.opts.Backoff
+	for n := 1; ; n++ {
+		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stop := context.AfterFunc(ctx, cancel)
+		err := attempt(actx)
+		stop()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("objsource: publish %s: %w (%v)", file, ctx.Err(), err)
+		}
+		var local *localError
+		if errors.As(err, &local) || n > p.opts.Retries {
+			return err
+		}
+		p.mu.Lock()
+		p.rep.Retries++
+		p.mu.Unlock()
+		if p.opts.Observe != nil {
+			p.opts.Observe(Event{Kind: EventRetry, File: file, Attempt: n, Wait: wait, Err: err})
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("objsource: publish %s: %w (after %v)", file, ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, p.opts.BackoffMax)
+	}
+}
+
+// putFile uploads f, unless trustExisting and its object exists with the
+// same size and digest (and chunks, see PublishOptions.JetStream); it
+// reports whether it uploaded. One attempt: no retries.
+func (p *publisher) putFile(ctx context.Context, f dirFile, trustExisting bool) (bool, error) {
+	path := filepath.Join(p.dir, f.name)
+	name := ObjectName(p.db, p.version, f.name)
+	if trustExisting {
+		there, err := p.alreadyThere(ctx, path, name, f.size)
+		if err != nil || there {
 			return false, err
 		}
-		if digest == in.Digest {
-			return false, nil
-		}
-	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return false, fmt.Errorf("objsource: publish: info %s: %w", name, err)
 	}
-	f, err := os.Open(path)
+	if err := p.unmark(ctx); err != nil {
+		return false, err
+	}
+	fh, err := os.Open(path)
 	if err != nil {
-		return false, fmt.Errorf("objsource: publish: %w", err)
+		return false, &localError{fmt.Errorf("objsource: publish: %w", err)}
 	}
-	defer f.Close()
-	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+	defer fh.Close()
+	r := &uploadReader{ctx: ctx, r: fh, name: path, file: f.name, limit: p.limit, observe: p.opts.Observe}
+	_, err = p.obs.Put(ctx, jetstream.ObjectMeta{Name: name}, r)
+	if err != nil && p.opts.Observe != nil && r.n > 0 {
+		p.opts.Observe(Event{Kind: EventSent, File: f.name, Bytes: -r.n})
+	}
+	switch {
+	case r.err != nil:
+		return false, r.err
+	case err != nil:
 		return false, fmt.Errorf("objsource: publish: put %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// alreadyThere reports whether the object name holds the file at path
+// (size bytes): same size, same digest, all its chunks stored.
+func (p *publisher) alreadyThere(ctx context.Context, path, name string, size int64) (bool, error) {
+	in, err := p.obs.GetInfo(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("objsource: publish: info %s: %w", name, err)
+	}
+	if in.Deleted || int64(in.Size) != size {
+		return false, nil
+	}
+	digest, err := fileDigest(path)
+	if err != nil || digest != in.Digest {
+		return false, err
+	}
+	return p.chunksStored(ctx, in)
+}
+
+// chunksStored reports whether the bucket's stream holds every chunk of
+// the object in; always true without opts.JetStream.
+func (p *publisher) chunksStored(ctx context.Context, in *jetstream.ObjectInfo) (bool, error) {
+	if p.opts.JetStream == nil || in.Chunks == 0 {
+		return true, nil
+	}
+	stream, err := p.opts.JetStream.Stream(ctx, "OBJ_"+in.Bucket)
+	if err != nil {
+		return false, fmt.Errorf("objsource: publish: bucket %s's stream: %w", in.Bucket, err)
+	}
+	subject := "$O." + in.Bucket + ".C." + in.NUID
+	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return false, fmt.Errorf("objsource: publish: chunks of %s: %w", in.Name, err)
+	}
+	return si.State.Subjects[subject] == uint64(in.Chunks), nil
+}
+
+// unmark deletes the version's _SUCCESS, once per Publish, before the
+// first file is uploaded: a version that was complete is not complete
+// while its files change.
+func (p *publisher) unmark(ctx context.Context) error {
+	p.unmarkMu.Lock()
+	defer p.unmarkMu.Unlock()
+	if p.unmarked {
+		return nil
+	}
+	err := p.obs.Delete(ctx, ObjectName(p.db, p.version, successFile))
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("objsource: publish: delete the old %s: %w", successFile, err)
+	}
+	p.unmarked = true
+	return nil
+}
+
+// uploadReader reads a file for Put: it waits for the bandwidth limiter,
+// reports the bytes read, and keeps the file's own read error apart from
+// the Object Store's, so that retry does not retry it.
+type uploadReader struct {
+	ctx     context.Context
+	r       io.Reader
+	name    string // path, for errors
+	file    string // name in the directory, for events
+	limit   *rate.Limiter
+	observe func(Event)
+	n       int64 // bytes read
+	err     error // the local read error, if any
+}
+
+func (u *uploadReader) Read(b []byte) (int, error) {
+	if u.limit != nil && len(b) > limitBurst {
+		b = b[:limitBurst]
+	}
+	n, err := u.r.Read(b)
+	if err != nil && err != io.EOF {
+		u.err = &localError{fmt.Errorf("objsource: publish: read %s: %w", u.name, err)}
+		return n, u.err
+	}
+	if n > 0 {
+		if u.limit != nil {
+			if werr := u.limit.WaitN(u.ctx, n); werr != nil {
+				return 0, werr
+			}
+		}
+		u.n += int64(n)
+		if u.observe != nil {
+			u.observe(Event{Kind: EventSent, File: u.file, Bytes: int64(n)})
+		}
+	}
+	return n, err
 }
 
 // fileDigest returns the file's digest as the Object Store writes it
@@ -167,12 +480,12 @@ func putFile(ctx context.Context, obs jetstream.ObjectStore, path, name string, 
 func fileDigest(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("objsource: publish: %w", err)
+		return "", &localError{fmt.Errorf("objsource: publish: %w", err)}
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("objsource: publish: digest %s: %w", path, err)
+		return "", &localError{fmt.Errorf("objsource: publish: digest %s: %w", path, err)}
 	}
 	return jetstream.GetObjectDigestValue(h), nil
 }
