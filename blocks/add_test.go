@@ -205,15 +205,7 @@ func TestAddPartitionsFails(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(vdir, manifestName)); err != nil || string(b) != string(manifest) {
 			t.Errorf("manifest changed on disk: %v", err)
 		}
-		entries, err := os.ReadDir(vdir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		if !slices.Equal(names, []string{manifestName, partitionFile(1)}) {
+		if names := dirNames(t, vdir); !slices.Equal(names, []string{manifestName, partitionFile(1)}) {
 			t.Errorf("version dir holds %v", names)
 		}
 	}
@@ -320,6 +312,20 @@ func TestAddPartitionsFails(t *testing.T) {
 	})
 }
 
+// dirNames returns the names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 // zeroes reads zero bytes forever: not a SequenceFile.
 type zeroes struct{}
 
@@ -367,15 +373,7 @@ func TestAddPartitionsCrash(t *testing.T) {
 	}
 
 	s = openTestStore(t, dir, Options{})
-	entries, err := os.ReadDir(vdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if !slices.Equal(names, []string{manifestName, partitionFile(0)}) {
+	if names := dirNames(t, vdir); !slices.Equal(names, []string{manifestName, partitionFile(0)}) {
 		t.Fatalf("after OpenStore the version dir holds %v", names)
 	}
 	v, err = s.Open("db", "v1")

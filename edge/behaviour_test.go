@@ -1,14 +1,13 @@
 package edge_test
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 var _ edge.Backend = (*node.Node)(nil)
@@ -89,20 +88,6 @@ func newNode(t *testing.T) edge.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Errorf("node Shutdown: %v", err)
-		}
-	})
-	select {
-	case <-n.Loaded():
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not load the fixture within 30s")
-	}
+	nodetest.Start(t, n)
 	return n
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/plugins"
 )
@@ -34,51 +35,69 @@ type clusterOpts struct {
 }
 
 // startCluster starts one node per root, with shard IDs "1", "2", …,
-// sharing one embedded NATS server (the first node's KV embeds it, the
-// others connect to it), each with its own data dir and loopback HTTP
-// server, and waits until every node has loaded.
+// each with its KV and view from startClusterNATS, its own data dir and
+// loopback HTTP server, and waits until every node has loaded.
 func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 	t.Helper()
-	kcfg := nodetest.NATSConfig(t)
-	kcfg.EntryTTL = time.Second
-	kcfg.Heartbeat = 200 * time.Millisecond
-	first := nodetest.StartKV(t, kcfg)
+	kvs, views := startClusterNATS(t, len(o.roots))
 	var nodes []*clusterNode
 	for i, root := range o.roots {
-		kv := first
-		if i > 0 {
-			c := nodetest.NATSConfig(t, first.ClientURL())
-			c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
-			kv = nodetest.StartKV(t, c)
-		}
-		view := edge.NewKVClusterView(kv, nodetest.Logger())
-		view.Start()
-		t.Cleanup(view.Stop) // after the node's cleanup: cleanups run last in, first out
-		shard := fmt.Sprint(i + 1)
-		n := nodetest.StartNode(t, kv, root, nodetest.Options{
+		cn := &clusterNode{shard: fmt.Sprint(i + 1), view: views[i]}
+		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
 			NoWait: true,
 			Node: func(c *node.Config) {
-				c.NodeID = "node" + shard
-				c.ShardID = shard
-				c.Name = c.NodeID
-				c.Cluster.Enabled = true
-				c.Cluster.View = view
-				c.Cluster.Replication = o.replication
-				c.Cluster.MinReplication = o.minReplication
-				c.Cluster.TimeToConverge = 300 * time.Millisecond
-				c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
+				cn.configure(c, o.replication, o.minReplication)
 				c.Cluster.VersionRemoveTimeout = o.versionRemoveTimeout
 				if o.partitioners != nil {
 					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
 				}
 			},
 		})
-		nodes = append(nodes, &clusterNode{Node: n, shard: shard, view: view})
+		nodes = append(nodes, cn)
 	}
 	for _, n := range nodes {
 		nodetest.WaitLoaded(t, n.Node)
 	}
 	return nodes
+}
+
+// startClusterNATS starts n KVs sharing one embedded NATS server (the
+// first embeds it, the others connect to it), entries living 1s, and a
+// cluster view on each. They stop at cleanup, after the nodes started
+// later: cleanups run last in, first out.
+func startClusterNATS(t *testing.T, n int) ([]*kvwatch.KV, []*edge.KVClusterView) {
+	t.Helper()
+	kcfg := nodetest.NATSConfig(t)
+	kcfg.EntryTTL = time.Second
+	kcfg.Heartbeat = 200 * time.Millisecond
+	kvs := []*kvwatch.KV{nodetest.StartKV(t, kcfg)}
+	for range n - 1 {
+		c := nodetest.NATSConfig(t, kvs[0].ClientURL())
+		c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
+		kvs = append(kvs, nodetest.StartKV(t, c))
+	}
+	var views []*edge.KVClusterView
+	for _, kv := range kvs {
+		view := edge.NewKVClusterView(kv, nodetest.Logger())
+		view.Start()
+		t.Cleanup(view.Stop)
+		views = append(views, view)
+	}
+	return kvs, views
+}
+
+// configure makes c the configuration of cn in a cluster of the given
+// replication: node ID and name "node<shard>", cn's view, short timings.
+func (cn *clusterNode) configure(c *node.Config, replication, minReplication int) {
+	c.NodeID = "node" + cn.shard
+	c.ShardID = cn.shard
+	c.Name = c.NodeID
+	c.Cluster.Enabled = true
+	c.Cluster.View = cn.view
+	c.Cluster.Replication = replication
+	c.Cluster.MinReplication = minReplication
+	c.Cluster.TimeToConverge = 300 * time.Millisecond
+	c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
 }
 
 // held returns what n holds of db's version: its partitions and whether it

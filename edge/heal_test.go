@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
@@ -30,14 +29,14 @@ const (
 	healKeys  = 120
 )
 
-// healNode is a cluster node with its data dir, KV and view, so that it
-// can be restarted, and its own metrics registry.
+// healNode is a cluster node with its source root, data dir and KV, so
+// that it can be restarted, and its own metrics registry.
 type healNode struct {
 	*clusterNode
-	data string
-	kv   *kvwatch.KV
-	reg  *prometheus.Registry
-	opts healOpts
+	root, data string
+	kv         *kvwatch.KV
+	reg        *prometheus.Registry
+	opts       healOpts
 }
 
 type healOpts struct {
@@ -45,54 +44,45 @@ type healOpts struct {
 	disable     bool // healing off
 }
 
-// startHealCluster starts one node per entry of opts on root, sharing an
-// embedded NATS server, as startCluster does, with a short heal_after.
-func startHealCluster(t *testing.T, root string, opts []healOpts) []*healNode {
+// startHealCluster writes d/v1 (healParts partitions of healKeys keys) and
+// starts one node per entry of opts on it, as startCluster does, with
+// replication 2 and a short heal_after. It waits until every node serves
+// d/v1 and sees its peers' partitions.
+func startHealCluster(t *testing.T, opts []healOpts) []*healNode {
 	t.Helper()
-	kcfg := nodetest.NATSConfig(t)
-	kcfg.EntryTTL = time.Second
-	kcfg.Heartbeat = 200 * time.Millisecond
-	first := nodetest.StartKV(t, kcfg)
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
+	kvs, views := startClusterNATS(t, len(opts))
 	var nodes []*healNode
+	var cns []*clusterNode
 	for i, o := range opts {
-		kv := first
-		if i > 0 {
-			c := nodetest.NATSConfig(t, first.ClientURL())
-			c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
-			kv = nodetest.StartKV(t, c)
-		}
-		view := edge.NewKVClusterView(kv, nodetest.Logger())
-		view.Start()
-		t.Cleanup(view.Stop)
-		hn := &healNode{clusterNode: &clusterNode{shard: fmt.Sprint(i + 1), view: view},
-			data: t.TempDir(), kv: kv, opts: o}
-		hn.start(t, root)
-		nodes = append(nodes, hn)
+		hn := &healNode{clusterNode: &clusterNode{shard: fmt.Sprint(i + 1), view: views[i]},
+			root: root, data: t.TempDir(), kv: kvs[i], opts: o}
+		hn.start(t)
+		nodes, cns = append(nodes, hn), append(cns, hn.clusterNode)
 	}
-	for _, n := range nodes {
+	for _, n := range cns {
 		nodetest.WaitLoaded(t, n.Node)
+	}
+	waitActive(t, cns, "d", "v1")
+	for _, n := range cns {
+		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+			return seesHolders(n, "d", "v1", len(cns))
+		})
 	}
 	return nodes
 }
 
-// start starts (or restarts) the node on its data dir, KV and view.
-func (hn *healNode) start(t *testing.T, root string) {
+// start starts (or restarts) the node on its root, data dir, KV and view.
+func (hn *healNode) start(t *testing.T) {
 	t.Helper()
 	hn.reg = prometheus.NewRegistry()
-	hn.clusterNode.Node = nodetest.StartNode(t, hn.kv, root, nodetest.Options{
+	hn.clusterNode.Node = nodetest.StartNode(t, hn.kv, hn.root, nodetest.Options{
 		NoWait: true,
 		Node: func(c *node.Config) {
-			c.NodeID = "node" + hn.shard
-			c.ShardID = hn.shard
-			c.Name = c.NodeID
+			hn.configure(c, 2, 1)
 			c.DataDir = hn.data
 			c.Registerer = hn.reg
-			c.Cluster.Enabled = true
-			c.Cluster.View = hn.view
-			c.Cluster.Replication = 2
-			c.Cluster.MinReplication = 1
-			c.Cluster.TimeToConverge = 300 * time.Millisecond
-			c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
 			c.Cluster.HealAfter = 100 * time.Millisecond
 			c.Cluster.HealMaxParallel = hn.opts.maxParallel
 			c.Cluster.DisableHeal = hn.opts.disable
@@ -117,14 +107,6 @@ func (hn *healNode) metric(t *testing.T, name string) float64 {
 		}
 	}
 	return sum
-}
-
-func clusterNodes(nodes []*healNode) []*clusterNode {
-	var out []*clusterNode
-	for _, n := range nodes {
-		out = append(out, n.clusterNode)
-	}
-	return out
 }
 
 // sequentialSets returns the partitions each of the shards "1".."n" is
@@ -222,15 +204,7 @@ func readers(t *testing.T, nodes []*healNode) (count func() int64, stop func()) 
 // while readers of both keep getting every key right; every partition is
 // back to 2 replicas; a restart of a healed node reuses what it healed.
 func TestClusterHeal(t *testing.T) {
-	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
-	nodes := startHealCluster(t, root, []healOpts{{maxParallel: 1}, {maxParallel: 1}, {maxParallel: 1}})
-	waitActive(t, clusterNodes(nodes), "d", "v1")
-	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
-			return seesHolders(n.clusterNode, "d", "v1", len(nodes))
-		})
-	}
+	nodes := startHealCluster(t, []healOpts{{maxParallel: 1}, {maxParallel: 1}, {maxParallel: 1}})
 	sets := sequentialSets(3)
 	all := []int{0, 1, 2, 3, 4, 5}
 
@@ -292,7 +266,7 @@ func TestClusterHeal(t *testing.T) {
 	// dir: held at once, nothing built, nothing healed again.
 	n := nodes[0]
 	n.Stop(t)
-	n.start(t, root)
+	n.start(t)
 	nodetest.WaitLoaded(t, n.Node)
 	if got, active, _ := held(n.clusterNode, "d", "v1"); !slices.Equal(got, all) || !active {
 		t.Fatalf("after a restart node1 holds %v (active %v)", got, active)
@@ -320,15 +294,7 @@ func TestClusterHeal(t *testing.T) {
 // entries (as a crash would); once they expire (EntryTTL), the others
 // heal.
 func TestClusterHealAfterExpiry(t *testing.T) {
-	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
-	nodes := startHealCluster(t, root, []healOpts{{maxParallel: 2}, {maxParallel: 2}, {maxParallel: 2}})
-	waitActive(t, clusterNodes(nodes), "d", "v1")
-	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
-			return seesHolders(n.clusterNode, "d", "v1", len(nodes))
-		})
-	}
+	nodes := startHealCluster(t, []healOpts{{maxParallel: 2}, {maxParallel: 2}, {maxParallel: 2}})
 	nodes[2].kv.Conn().Close()
 	all := []int{0, 1, 2, 3, 4, 5}
 	waitHealed(t, nodes[:2], [][]int{all, all})
@@ -338,15 +304,7 @@ func TestClusterHealAfterExpiry(t *testing.T) {
 // though node2 (healing on) heals its share and waits for node1 to heal
 // the rest: the partitions node1 ranks first for stay short.
 func TestClusterHealOff(t *testing.T) {
-	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
-	nodes := startHealCluster(t, root, []healOpts{{disable: true}, {maxParallel: 1}, {maxParallel: 1}})
-	waitActive(t, clusterNodes(nodes), "d", "v1")
-	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
-			return seesHolders(n.clusterNode, "d", "v1", len(nodes))
-		})
-	}
+	nodes := startHealCluster(t, []healOpts{{disable: true}, {maxParallel: 1}, {maxParallel: 1}})
 	sets := sequentialSets(3)
 	nodes[2].Stop(t)
 	// node2 heals the partitions of node3 that node1 holds.

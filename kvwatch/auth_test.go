@@ -21,40 +21,13 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // The tests in this file run the external-server security options (TLS
 // with client certificates, NKey, creds files) against real nats-servers
 // configured to demand them.
-
-// runSecureServer starts a stand-alone JetStream server with the security
-// settings already in o, shut down at cleanup. It listens on the loopback
-// at o.Port, a random port if zero, and keeps its data in o.StoreDir, a
-// new temporary directory if empty.
-func runSecureServer(t testing.TB, o *server.Options) *server.Server {
-	t.Helper()
-	o.Host = "127.0.0.1"
-	if o.Port == 0 {
-		o.Port = -1
-	}
-	if o.StoreDir == "" {
-		o.StoreDir = t.TempDir()
-	}
-	o.JetStream, o.NoSigs, o.NoLog = true, true, true
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("test server not ready")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
-}
 
 // checkWorks runs two KVs with c against the server: both start, each
 // publishes an entry and sees the other's.
@@ -233,7 +206,7 @@ func TestAuthTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := runSecureServer(t, &server.Options{TLS: true, TLSVerify: true, TLSConfig: tc, TLSTimeout: 2})
+	s := natstest.RunServer(t, &server.Options{TLS: true, TLSVerify: true, TLSConfig: tc, TLSTimeout: 2})
 
 	good := testConfig(t, s.ClientURL())
 	good.TLSCAFile, good.TLSCertFile, good.TLSKeyFile = ca.file, clientCert, clientKey
@@ -288,7 +261,7 @@ func TestAuthNKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := runSecureServer(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	s := natstest.RunServer(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 
 	seedFile := func(kp nkeys.KeyPair) string {
 		seed, err := kp.Seed()
@@ -339,7 +312,7 @@ func TestAuthRefusedThenAccepted(t *testing.T) {
 	otherPub, _ := nkeyUser()
 	port, storeDir := freePort(t), t.TempDir()
 	run := func(user string) *server.Server {
-		return runSecureServer(t, &server.Options{Port: port, StoreDir: storeDir, Nkeys: []*server.NkeyUser{{Nkey: user}}})
+		return natstest.RunServer(t, &server.Options{Port: port, StoreDir: storeDir, Nkeys: []*server.NkeyUser{{Nkey: user}}})
 	}
 
 	s := run(pub)
@@ -438,7 +411,7 @@ func TestAuthCreds(t *testing.T) {
 	resolver := &server.MemAccResolver{}
 	must(resolver.Store(sysPub, sysJWT))
 	must(resolver.Store(accPub, accJWT))
-	s := runSecureServer(t, &server.Options{
+	s := natstest.RunServer(t, &server.Options{
 		TrustedOperators: []*jwt.OperatorClaims{trusted},
 		SystemAccount:    sysPub,
 		AccountResolver:  resolver,

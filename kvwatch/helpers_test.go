@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 func TestMain(m *testing.M) {
@@ -142,26 +143,11 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// runServer starts a stand-alone JetStream server on port (-1: random) with
-// storeDir, shut down at cleanup if still running.
-func runServer(t testing.TB, port int, storeDir string) *server.Server {
-	t.Helper()
-	return runSecureServer(t, &server.Options{Port: port, StoreDir: storeDir})
-}
-
 // rawKV is a plain client's handle on bucket b of cluster "test", closed
 // at cleanup: it plays another writer, or inspects what is on the server.
 func rawKV(t testing.TB, url string, b Bucket) jetstream.KeyValue {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, bucketName("test", b))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 func ctxT(t testing.TB) context.Context {
@@ -447,7 +449,7 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("missing nkey seed file", func(t *testing.T) {
-		s := runServer(t, -1, t.TempDir())
+		s := natstest.RunServer(t, nil)
 		c := testConfig(t, s.ClientURL())
 		c.NKeySeedFile = filepath.Join(t.TempDir(), "missing.nk")
 		k := newKV(t, c)

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // resumeWithin is how soon an update made after a reconnect must reach the
@@ -20,8 +23,8 @@ const resumeWithin = 3 * time.Second
 // entry is re-put at once, and the watchers see new writes without the
 // silence of a stale ordered consumer.
 func TestServerRestart(t *testing.T) {
-	port, store := freePort(t), t.TempDir()
-	s1 := runServer(t, port, store)
+	o := &server.Options{Port: freePort(t), StoreDir: t.TempDir()}
+	s1 := natstest.RunServer(t, o)
 	url := s1.ClientURL()
 	c := testConfig(t, url)
 	c.EntryTTL = 10 * time.Second // must survive the restart: this test is about re-put, not expiry
@@ -57,7 +60,7 @@ func TestServerRestart(t *testing.T) {
 		t.Errorf("Put while disconnected took %v, want a fast failure", d)
 	}
 
-	runServer(t, port, store)
+	natstest.RunServer(t, o)
 	reconnected := time.Now()
 	raw := rawKV(t, url, Nodes)
 	waitFor(t, time.Second, "own entry re-put after reconnect", func() error {
@@ -89,7 +92,7 @@ func TestServerRestart(t *testing.T) {
 // connection returns, and the own entry, which expired meanwhile, is
 // created again at once.
 func TestMissedWhileDisconnected(t *testing.T) {
-	s := runServer(t, -1, t.TempDir())
+	s := natstest.RunServer(t, nil)
 	p := newProxy(t, s.Addr().String())
 	k := startKV(t, testConfig(t, p.url()))
 	ctx := ctxT(t)
@@ -148,7 +151,7 @@ func TestMissedWhileDisconnected(t *testing.T) {
 // watchers reload their buckets whole, so a key whose delete marker may
 // have been dropped meanwhile does not linger.
 func TestLongOutageReloads(t *testing.T) {
-	s := runServer(t, -1, t.TempDir())
+	s := natstest.RunServer(t, nil)
 	p := newProxy(t, s.Addr().String())
 	c := testConfig(t, p.url())
 	c.MarkerTTL = time.Second // so that an outage of half a second counts as long

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/blocks/seqfile"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // testTimeout bounds every wait in these tests.
@@ -114,10 +113,7 @@ func newTestNode(t testing.TB, root string, mod func(*Config)) *testNode {
 	// them complete.
 	cfg.RequireSuccessFile = true
 	cfg.Plugins.CallTimeout = 10 * time.Second // a loaded CI machine under -race
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	cfg.Logger = nodetest.Logger()
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -130,21 +126,7 @@ func startTestNode(t testing.TB, cfg Config) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-n.Loaded():
-	case <-time.After(testTimeout):
-		t.Fatal("node did not load")
-	}
+	nodetest.Start(t, n)
 	return &testNode{Node: n, root: cfg.Source, data: cfg.DataDir}
 }
 

@@ -113,6 +113,15 @@ func (s *served) stop(t *testing.T) {
 	}
 }
 
+// logOnFailure prints the end of the log if the test fails.
+func (s *served) logOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("spangle log:\n%s", tail(s.logs.String(), 8000))
+		}
+	})
+}
+
 // runCLI runs the binary and returns its exit code, stdout and stderr.
 func runCLI(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()

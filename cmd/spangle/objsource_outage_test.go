@@ -11,8 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // startNATSServer starts one nats-server process with JetStream on a
@@ -47,22 +46,11 @@ func TestObjectSourceOutage(t *testing.T) {
 	ns := startNATSServer(t, buildNATSServer(t))
 	const to = "nats-object://outage-data"
 	s := startServe(t, bin, false, "--source", to, "--nats", ns.url)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("spangle log:\n%s", tail(s.logs.String(), 8000))
-		}
-	})
+	s.logOnFailure(t)
 	src := t.TempDir()
 	writeVersion(t, src, "d", "v1", 3, keys)
 	writeVersion(t, src, "d", "v2", 3, keys)
-	publish := func(version string) error {
-		code, _, stderr := runCLI(t, bin, "publish", filepath.Join(src, "d", version), "--to", to,
-			"--db", "d", "--version", version, "--nats", ns.url)
-		if code != 0 {
-			return fmt.Errorf("publish %s: exit %d: %s", version, code, stderr)
-		}
-		return nil
-	}
+	publish := publisher(t, bin, src, to, ns.url)
 	allKeys := func(version string) error { return readAll(s.http, version, keys) }
 
 	if err := publish("v1"); err != nil {
@@ -122,14 +110,7 @@ func TestObjectSourceCluster(t *testing.T) {
 	src := t.TempDir()
 	writeVersion(t, src, "d", "v1", 3, keys)
 	writeVersion(t, src, "d", "v2", 3, keys)
-	publish := func(version string) error {
-		code, _, stderr := runCLI(t, bin, "publish", filepath.Join(src, "d", version), "--to", to,
-			"--db", "d", "--version", version, "--nats", natsURL, "--replicas", "3")
-		if code != 0 {
-			return fmt.Errorf("publish %s: exit %d: %s", version, code, stderr)
-		}
-		return nil
-	}
+	publish := publisher(t, bin, src, to, natsURL, "--replicas", "3")
 	if err := publish("v1"); err != nil {
 		t.Fatal(err)
 	}
@@ -137,17 +118,28 @@ func TestObjectSourceCluster(t *testing.T) {
 		t.Fatalf("the object store has %d replicas, want 3", r)
 	}
 	s := startServe(t, bin, false, "--config", cfg, "--source", to, "--nats", natsURL)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("spangle log:\n%s", tail(s.logs.String(), 8000))
-		}
-	})
+	s.logOnFailure(t)
 	waitFor(t, "v1 served", func() error { return readAll(s.http, "v1", keys) })
 
 	servers[0].stop(t)
 	waitFor(t, "publish with one NATS server down", func() error { return publish("v2") })
 	waitFor(t, "v2 served", func() error { return readAll(s.http, "v2", keys) })
 	s.stop(t)
+}
+
+// publisher returns a func that runs "spangle publish" of version of db
+// d from src to the object store URL to, through the NATS servers at
+// natsURL, with the extra flags. A failed run is an error, for waitFor to
+// retry.
+func publisher(t *testing.T, bin, src, to, natsURL string, extra ...string) func(version string) error {
+	return func(version string) error {
+		args := append([]string{"publish", filepath.Join(src, "d", version), "--to", to,
+			"--db", "d", "--version", version, "--nats", natsURL}, extra...)
+		if code, _, stderr := runCLI(t, bin, args...); code != 0 {
+			return fmt.Errorf("publish %s: exit %d: %s", version, code, stderr)
+		}
+		return nil
+	}
 }
 
 // readAll reads key-0 … key-(keys-1) of db d from base and wants
@@ -173,15 +165,7 @@ func readAll(base, version string, keys int) error {
 // objectStoreReplicas returns the replica count of an object store bucket.
 func objectStoreReplicas(t *testing.T, url, bucket string) int {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	obs, err := js.ObjectStore(ctx, bucket)

@@ -20,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/objsource"
 )
 
@@ -95,31 +94,6 @@ func TestPublishToObjectStore(t *testing.T) {
 	s.stop(t)
 }
 
-// startTestNATS runs an embedded JetStream server for a test and returns its
-// URL and a JetStream handle on it.
-func startTestNATS(t *testing.T) (string, jetstream.JetStream) {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.ClientURL(), js
-}
-
 // TestPublishInterrupted runs "spangle publish" slowed by --bandwidth,
 // kills it (SIGKILL) once its first file is stored, then interrupts a
 // second run (SIGINT) once its second file is stored: neither leaves the
@@ -130,7 +104,8 @@ func TestPublishInterrupted(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	url, js := startTestNATS(t)
+	url := natstest.RunServer(t, nil).ClientURL()
+	js := natstest.JetStream(t, url)
 	dir := t.TempDir()
 	const files, size = 4, 256 << 10
 	r := rand.New(rand.NewPCG(1, 2))

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/objsource"
 )
@@ -20,25 +19,19 @@ import (
 // startJS runs an embedded JetStream server for the test.
 func startJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	return natstest.JetStream(t, natstest.RunServer(t, nil).ClientURL())
+}
+
+// startBucket runs an embedded JetStream server with the object store
+// bucket "data".
+func startBucket(t *testing.T) (jetstream.JetStream, jetstream.ObjectStore) {
+	t.Helper()
+	js := startJS(t)
+	obs, err := objsource.CreateBucket(ctx(t), js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return js, obs
 }
 
 func ctx(t *testing.T) context.Context {
@@ -133,17 +126,13 @@ func TestSource(t *testing.T) {
 }
 
 func TestPublish(t *testing.T) {
-	js := startJS(t)
+	js, obs := startBucket(t)
 	c := ctx(t)
 	dir := t.TempDir()
 	for name, body := range map[string]string{"part-0": "zero", "part-1": "one!", "_SUCCESS": "", ".crc": "x"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	obs, err := objsource.CreateBucket(c, js, "data", 1)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var progress int
 	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{Parallel: 2, Progress: func(objsource.Report) { progress++ }})

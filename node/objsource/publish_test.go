@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/objsource"
 )
 
@@ -128,12 +129,8 @@ func TestPublishRetries(t *testing.T) {
 		{name: "no retries", retries: -1, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			js := startJS(t)
+			js, obs := startBucket(t)
 			c := ctx(t)
-			obs, err := objsource.CreateBucket(c, js, "data", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
 			limitBucket(t, js, 64<<10)
 			dir := writeFiles(t, 2, size)
 			ev := &events{}
@@ -183,12 +180,8 @@ func TestPublishRetries(t *testing.T) {
 // TestPublishLocalErrorNotRetried: a file that vanishes before its upload
 // fails the publish at once, without retries.
 func TestPublishLocalErrorNotRetried(t *testing.T) {
-	js := startJS(t)
+	js, obs := startBucket(t)
 	c := ctx(t)
-	obs, err := objsource.CreateBucket(c, js, "data", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := writeFiles(t, 2, 1000)
 	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{
 		Parallel: 1, Backoff: time.Millisecond,
@@ -207,22 +200,9 @@ func TestPublishLocalErrorNotRetried(t *testing.T) {
 // again on the same port and store: the client reconnects, the failed
 // uploads are retried, and the version ends up complete and intact.
 func TestPublishServerRestart(t *testing.T) {
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
-	start := func() *server.Server {
-		t.Helper()
-		s, err := server.NewServer(opts.Clone())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		return s
-	}
-	s := start()
+	opts := &server.Options{StoreDir: t.TempDir()}
+	s := natstest.RunServer(t, opts)
 	opts.Port = s.Addr().(*net.TCPAddr).Port // the restarted server listens there too
-	t.Cleanup(func() { s.Shutdown() })
 	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +262,7 @@ func TestPublishServerRestart(t *testing.T) {
 			s.WaitForShutdown()
 		}
 	}
-	s = start()
+	natstest.RunServer(t, opts)
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("Publish across a server restart: %+v, %v", r.rep, r.err)
@@ -296,12 +276,8 @@ func TestPublishServerRestart(t *testing.T) {
 // TestPublishBandwidth: a limited publish takes at least the time the
 // limit allows (less the limiter's initial burst of one chunk).
 func TestPublishBandwidth(t *testing.T) {
-	js := startJS(t)
+	_, obs := startBucket(t)
 	c := ctx(t)
-	obs, err := objsource.CreateBucket(c, js, "data", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const files, size, bw = 3, 128 << 10, 512 << 10
 	dir := writeFiles(t, files, size)
 	start := time.Now()
@@ -322,11 +298,7 @@ func TestPublishBandwidth(t *testing.T) {
 // its republication: the version becomes invisible rather than showing
 // old and new files together, until a rerun completes it.
 func TestPublishInterrupted(t *testing.T) {
-	js := startJS(t)
-	obs, err := objsource.CreateBucket(ctx(t), js, "data", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, obs := startBucket(t)
 	const size = 256 << 10
 	dir := writeFiles(t, 3, size)
 	// interrupt publishes with Parallel 1 and cancels it once file has
@@ -383,12 +355,8 @@ func TestPublishInterrupted(t *testing.T) {
 // is skipped on its metadata alone, and uploaded again when Publish can
 // count the chunks (PublishOptions.JetStream).
 func TestPublishLostChunks(t *testing.T) {
-	js := startJS(t)
+	js, obs := startBucket(t)
 	c := ctx(t)
-	obs, err := objsource.CreateBucket(c, js, "data", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := writeFiles(t, 2, 200<<10)
 	if _, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{}); err != nil {
 		t.Fatal(err)

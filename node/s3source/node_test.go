@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/node/s3source"
 )
 
@@ -42,29 +40,12 @@ func startNode(t testing.TB, src *s3source.Source, reg prometheus.Registerer) *n
 	cfg.RequireSuccessFile = true
 	cfg.DownloadBackoff = 10 * time.Millisecond
 	cfg.Registerer = reg
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	cfg.Logger = nodetest.Logger()
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-n.Loaded():
-	case <-time.After(testTimeout):
-		t.Fatal("node did not load")
-	}
+	nodetest.Start(t, n)
 	return n
 }
 

@@ -1,0 +1,74 @@
+// Package natstest runs real, embedded nats-servers with JetStream for
+// tests, on loopback, and connects JetStream clients to them. Whatever it
+// starts is stopped at test cleanup. It is for tests only: kvwatch's own,
+// and those of the packages and commands that use NATS (node/objsource,
+// cmd/spangle). It imports nothing of spangle, so kvwatch's in-package
+// tests can use it.
+//
+// # Caveats
+//
+// A server with an explicit Port can be stopped and started again on it
+// (a restart), but the port is only known to be free while the first
+// server holds it.
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RunServer starts a stand-alone JetStream server with o (nil: no
+// settings), which it does not modify, and waits until it accepts
+// connections. The server listens on the loopback at o.Port (a random
+// port if zero) and keeps its data in o.StoreDir (a new temporary
+// directory if empty); whatever else o sets (security, say) is kept. It
+// is shut down at cleanup if still running; a test may shut it down
+// before.
+func RunServer(t testing.TB, o *server.Options) *server.Server {
+	t.Helper()
+	if o == nil {
+		o = &server.Options{}
+	}
+	o = o.Clone()
+	o.Host = "127.0.0.1"
+	if o.Port == 0 {
+		o.Port = -1
+	}
+	if o.StoreDir == "" {
+		o.StoreDir = t.TempDir()
+	}
+	o.JetStream, o.NoSigs, o.NoLog = true, true, true
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("test server not ready")
+	}
+	return s
+}
+
+// JetStream connects to url with opts and returns a JetStream handle on
+// the connection, which is closed at cleanup.
+func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
