@@ -67,9 +67,10 @@ func (n *Node) getCluster(ctx context.Context, d *db, v *version, key []byte) (R
 // proxyGet asks the replicas of partition p of v for key, as stored (the
 // caller decodes). Errors are ErrProxyTimeout, ErrNoReplica or ctx's.
 func (n *Node) proxyGet(ctx context.Context, d *db, v *version, p int, key []byte) (proxy.Response, error) {
-	var peers []string
+	holders := n.cluster().Holders(d.name, v.name)
+	peers := make([]string, 0, len(holders)) // one allocation; the proxy copies it
 	identity := v.data.Manifest().Partitioner
-	for _, h := range n.cluster().Holders(d.name, v.name) {
+	for _, h := range holders {
 		if h.NodeID == n.id || h.Address == "" || h.NumPartitions != v.n || h.Partitioner != identity {
 			continue
 		}

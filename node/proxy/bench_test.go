@@ -12,7 +12,8 @@ import (
 
 // BenchmarkGet compares a proxied lookup through a loopback peer with a
 // plain GET of the same URL on the same kind of transport, in the same
-// run: the difference is the proxy's own cost. "cached" is a hot-cache hit.
+// run: the difference is the proxy's own cost. "cached" is a hot-cache
+// hit. One lookup at a time: no batching.
 func BenchmarkGet(b *testing.B) {
 	for _, size := range []int{100, 4 << 10, 64 << 10} {
 		val := strings.Repeat("v", size)
@@ -23,7 +24,9 @@ func BenchmarkGet(b *testing.B) {
 			tr := newTransport()
 			defer tr.CloseIdleConnections()
 			client := &http.Client{Transport: tr}
-			url := "http://" + peer.addr + requestTarget(req)
+			path, query := requestTarget(req)
+			url := "http://" + peer.addr + path + "?" + query
+			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
 				resp, err := client.Get(url)
@@ -38,6 +41,7 @@ func BenchmarkGet(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("proxied/size=%d", size), func(b *testing.B) {
 			p := newProxy(b, func(c *Config) { c.Timeout, c.StageTimeout = time.Minute, time.Minute })
+			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
 				if _, err := p.Get(context.Background(), req); err != nil {
@@ -47,6 +51,7 @@ func BenchmarkGet(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("cached/size=%d", size), func(b *testing.B) {
 			p := newProxy(b, func(c *Config) { c.CacheSize = 100 })
+			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
 				if _, err := p.Get(context.Background(), req); err != nil {
@@ -57,39 +62,48 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
-// BenchmarkGetParallel: many goroutines, distinct keys (no coalescing,
-// no cache), direct vs proxied.
+// BenchmarkGetParallel: many goroutines (parallelism × GOMAXPROCS),
+// distinct keys (no coalescing, no cache hits), direct GETs against
+// proxied lookups, which batch when they queue; both in the same run.
 func BenchmarkGetParallel(b *testing.B) {
-	peer := startPeer(b, value("v1", strings.Repeat("v", 100)))
-	b.Run("direct", func(b *testing.B) {
-		tr := newTransport()
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr}
-		url := "http://" + peer.addr + requestTarget(Request{DB: "db", Version: "v1", Key: []byte("k")})
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				resp, err := client.Get(url)
-				if err != nil {
-					b.Error(err)
-					return
+	kv := &kvPeer{v: "v1", fill: strings.Repeat("v", 100)}
+	peer := startPeer(b, kv.serve)
+	for _, par := range []int{1, 8, 25} {
+		b.Run(fmt.Sprintf("direct/par=%d", par), func(b *testing.B) {
+			tr := newTransport()
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			path, query := requestTarget(Request{DB: "db", Version: "v1", Key: []byte("k")})
+			url := "http://" + peer.addr + path + "?" + query
+			b.ReportAllocs()
+			b.SetParallelism(par)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Get(url)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
+			})
 		})
-	})
-	b.Run("proxied", func(b *testing.B) {
-		p := newProxy(b, func(c *Config) { c.Timeout, c.StageTimeout = time.Minute, time.Minute })
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				i++
-				req := Request{DB: "db", Version: "v1", Key: fmt.Appendf(nil, "k%p-%d", pb, i), Peers: []string{peer.addr}}
-				if _, err := p.Get(context.Background(), req); err != nil {
-					b.Error(err)
-					return
+		b.Run(fmt.Sprintf("proxied/par=%d", par), func(b *testing.B) {
+			p := newProxy(b, func(c *Config) { c.Timeout, c.StageTimeout = time.Minute, time.Minute })
+			b.ReportAllocs()
+			b.SetParallelism(par)
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					i++
+					req := Request{DB: "db", Version: "v1", Key: fmt.Appendf(nil, "k%p-%d", pb, i), Peers: []string{peer.addr}}
+					if _, err := p.Get(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
 				}
-			}
+			})
 		})
-	})
+	}
 }

@@ -39,13 +39,33 @@ type Config struct {
 	// a result larger than CacheBytes/8 is not cached. Default 16 MiB.
 	// Must be > 0 when CacheSize is.
 	CacheBytes int64
+	// MaxConnsPerPeer caps the requests in flight to one peer, each on
+	// its own keep-alive connection. A lookup for a peer with no request
+	// in flight is sent at once; lookups for a peer with one wait for it
+	// and go together, as one batch request (see MaxBatchKeys), when it
+	// returns; another request starts alongside, up to MaxConnsPerPeer,
+	// only when a full batch waits. Default 2. Must be > 0.
+	MaxConnsPerPeer int
+	// MaxBatchKeys caps the lookups one request to a peer carries: more
+	// than one go as POST /<db>/_batch?proxy=<version> (edge/BATCH.md)
+	// instead of one GET each. 1 turns batching off: each lookup then
+	// gets its own request, up to MaxConnsPerPeer at a time. Default 64,
+	// far below a peer's default limit (edge's MaxBatchKeys, 1000); a
+	// peer that refuses a batch gets its lookups one by one. Must be > 0.
+	MaxBatchKeys int
+	// MaxBatchBytes caps the keys' bytes in one batch request; a lookup
+	// whose key alone exceeds it is sent alone. Default 64 KiB, far
+	// below a peer's default limit (edge's MaxBatchBytes, 1 MiB). Must
+	// be > 0.
+	MaxBatchBytes int
 	// Transport sends the requests to peers and keeps their connections
 	// alive. Default nil: New makes one with a keep-alive pool of up to
-	// 128 idle connections per peer (a node's fan-in from its proxying
-	// peers), 90s idle timeout, 5s dial timeout, no HTTP proxy from the
-	// environment and no compression, and closes its idle connections on
-	// Shutdown. An injected transport stays the caller's; Shutdown only
-	// closes its idle connections.
+	// 128 idle connections per peer (well above MaxConnsPerPeer), 90s
+	// idle timeout, 5s dial timeout, no HTTP proxy from the environment
+	// and no compression, and closes its idle connections on Shutdown.
+	// An injected transport stays the caller's; Shutdown only closes its
+	// idle connections. Its MaxIdleConnsPerHost should be at least
+	// MaxConnsPerPeer, or connections are closed and dialled again.
 	Transport *http.Transport
 	// Rand shuffles the peers of each lookup. Default nil: the runtime's
 	// random source. An injected source is used under a lock (tests seed
@@ -58,9 +78,10 @@ type Config struct {
 	// Default nil: not registered.
 	Registerer prometheus.Registerer
 	// OnAttempt, if set, is called with the peer's address as each
-	// attempt starts, from the goroutine that runs the lookup. It must
-	// not block. Default nil. (For tracing, and for tests to count
-	// attempts instead of sleeping.)
+	// attempt starts, from the goroutine that starts it (Get's, a stage
+	// timer's or the one that saw the previous attempt fail), one call
+	// at a time per lookup. It must not block. Default nil. (For
+	// tracing, and for tests to count attempts instead of sleeping.)
 	OnAttempt func(peer string)
 	// OnCoalesce, if set, is called each time a Get joins an identical
 	// lookup already in flight instead of starting its own, from that
@@ -71,11 +92,14 @@ type Config struct {
 // DefaultConfig returns the defaults stated on each field.
 func DefaultConfig() Config {
 	return Config{
-		Timeout:      100 * time.Millisecond,
-		StageTimeout: 50 * time.Millisecond,
-		MaxBodyBytes: 64 << 20,
-		CacheSize:    4096,
-		CacheBytes:   16 << 20,
+		Timeout:         100 * time.Millisecond,
+		StageTimeout:    50 * time.Millisecond,
+		MaxBodyBytes:    64 << 20,
+		CacheSize:       4096,
+		CacheBytes:      16 << 20,
+		MaxConnsPerPeer: 2,
+		MaxBatchKeys:    64,
+		MaxBatchBytes:   64 << 10,
 	}
 }
 
@@ -92,6 +116,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: CacheSize %d must be ≥ 0", ErrInvalidConfig, c.CacheSize)
 	case c.CacheSize > 0 && c.CacheBytes <= 0:
 		return fmt.Errorf("%w: CacheBytes %d must be > 0 with a cache", ErrInvalidConfig, c.CacheBytes)
+	case c.MaxConnsPerPeer <= 0:
+		return fmt.Errorf("%w: MaxConnsPerPeer %d must be > 0", ErrInvalidConfig, c.MaxConnsPerPeer)
+	case c.MaxBatchKeys <= 0:
+		return fmt.Errorf("%w: MaxBatchKeys %d must be > 0", ErrInvalidConfig, c.MaxBatchKeys)
+	case c.MaxBatchBytes <= 0:
+		return fmt.Errorf("%w: MaxBatchBytes %d must be > 0", ErrInvalidConfig, c.MaxBatchBytes)
 	}
 	return nil
 }

@@ -31,24 +31,52 @@
 //     ErrNoReplica (502). The caller's context done: its error (499).
 //
 // Identical concurrent lookups (same db, version, key and raw) share one
-// flight of attempts (golang.org/x/sync/singleflight); each caller gets
-// its own copy of the body. A flight runs on the Proxy's context, not a
-// caller's, so one caller leaving does not fail the others; the last one
-// leaving cancels it.
+// flight of attempts; each caller gets its own copy of the body. A flight
+// belongs to no caller and runs on no goroutine of its own: the first
+// Get starts it, a timer starts its backup attempts and ends it at
+// Timeout, and the answers of its attempts decide the rest. So one
+// caller leaving does not fail the others; the last one leaving cancels
+// it.
 //
 // Answers (200 and 404) go into a bounded LRU hot cache keyed by (db,
-// version, key, raw). A version never changes, so entries never go stale
-// and have no TTL; a hit skips the network.
+// version, key, raw), consulted before anything else. A version never
+// changes, so entries never go stale and have no TTL; a hit skips the
+// network.
 //
-// Requests reuse keep-alive connections from one http.Transport (injected
-// or made by New), sized for a node's fan-in.
+// # Peers, connections and batches
+//
+// Attempts do not each get a request. Each peer has a queue, and
+// senders, goroutines that each send one request at a time on a
+// keep-alive connection of one http.Transport (injected or made by New)
+// and report the answers to the flights. A sender takes the oldest
+// waiting attempt and the others of the same db, version and raw, up to
+// MaxBatchKeys and MaxBatchBytes: one attempt goes as the GET above,
+// several as one
+//
+//	POST http://<peer>/<db>/_batch?proxy=<version>[&raw=1]
+//
+// in edge/BATCH.md's format, answered item by item (found: 200,
+// missing: 404, failed: the attempt fails). An attempt for a peer with no
+// sender starts one and goes at once, alone; attempts queued while a
+// request to the peer is in flight go together in the next one; a second
+// sender, up to MaxConnsPerPeer, starts only when a full batch waits. So
+// an idle node sends each lookup at once, and a busy one sends few,
+// large requests. A request costs a peer, and this node, about as much
+// CPU as a lookup (HTTP parsing, a syscall and a wake-up each way), so
+// batching cuts the cost of a proxied lookup to a fraction; it also
+// keeps the connections to a peer few. A peer that refuses a batch as a
+// whole — 400, 405 or 413 (it does not take batches, or not this
+// large), 500 (a key's partition is not held there), or a reply that
+// does not parse — is asked its keys one by one, so that each lookup
+// ends as it would have without batching.
 //
 // # Metrics
 //
 // With Config.Registerer: spangle_proxy_requests_total{outcome},
 // spangle_proxy_attempts_total{outcome}, spangle_proxy_duration_seconds,
-// spangle_proxy_cache_hits_total, spangle_proxy_cache_misses_total and
-// spangle_proxy_coalesced_total.
+// spangle_proxy_cache_hits_total, spangle_proxy_cache_misses_total,
+// spangle_proxy_coalesced_total and spangle_proxy_request_keys (requests
+// sent to peers by the lookups each carried: how much batching happens).
 //
 // # Caveats
 //
@@ -56,8 +84,23 @@
 //     asked for fails the attempt. sequins peers fell back to their current
 //     version; spangle peers answer 501 instead.
 //   - Backup requests cost load: with StageTimeout below a peer's usual
-//     latency, most lookups are sent twice. A cancelled attempt closes its
-//     connection instead of returning it to the pool.
+//     latency, most lookups are sent twice. A request whose attempts are
+//     all cancelled closes its connection instead of returning it to the
+//     pool; one that still carries a wanted attempt runs on.
+//   - An attempt waits in its peer's queue while a request to that peer
+//     is in flight (all MaxConnsPerPeer of them once a full batch
+//     waits): a lookup can wait one request's round trip before it is
+//     sent. When that request hangs, the attempt waits until it ends (at
+//     Timeout at the latest, sooner when all its lookups are answered
+//     elsewhere), and its lookup's backup attempt on another peer
+//     answers meanwhile, as it would for a hung request of its own.
+//   - A batch waits for its slowest key, and a peer reads its keys one
+//     after another: MaxBatchKeys bounds how long one request takes.
+//   - An answer that came in a batch has no ETag or Last-Modified.
+//   - Peers must take batches of MaxBatchKeys keys and MaxBatchBytes
+//     (edge's MaxBatchKeys and MaxBatchBytes, 1000 and 1 MiB by
+//     default); a peer that refuses them still answers, key by key, at a
+//     request per key.
 //   - A caller that leaves early does not stop a flight other callers
 //     share; the flight runs until its answer or Timeout.
 //   - The cache is bounded by entries and bytes, not by age; a result over

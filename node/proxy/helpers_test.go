@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -135,4 +139,132 @@ func newProxy(t testing.TB, edit func(*Config)) *Proxy {
 
 func get(p *Proxy, key string, peers ...string) (Response, error) {
 	return p.Get(context.Background(), Request{DB: "db", Version: "v1", Key: []byte(key), Peers: peers})
+}
+
+// kvPeer is a spangle-like peer for version v over data: it answers
+// GET /<db>/<key>?proxy=v (200, or 404 for a key not in data) and
+// POST /<db>/_batch?proxy=v (edge/BATCH.md), and any other version
+// with 501; with v "*", every version holds data. keys, if not nil,
+// receives the number of keys of each request (1 for a GET) before it
+// is answered. before, if not nil, runs first, and may answer instead
+// (returning true).
+type kvPeer struct {
+	v      string
+	data   map[string]string
+	fill   string // if set, the value of every key not in data
+	keys   chan int
+	before func(w http.ResponseWriter, r *http.Request, keys []string) bool
+}
+
+func (kv *kvPeer) serve(w http.ResponseWriter, r *http.Request) {
+	_, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	v := r.URL.Query().Get("proxy")
+	if kv.v != "*" && v != kv.v {
+		w.WriteHeader(http.StatusNotImplemented)
+		return
+	}
+	var keys []string
+	batch := r.Method == http.MethodPost && rest == "_batch"
+	if batch {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			keys, err = decodeTestBatchRequest(body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	} else {
+		keys = []string{rest}
+	}
+	if kv.keys != nil {
+		kv.keys <- len(keys)
+	}
+	if kv.before != nil && kv.before(w, r, keys) {
+		return
+	}
+	w.Header().Set(hdrVersion, v)
+	if !batch {
+		val, ok := kv.value(keys[0])
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		_, _ = io.WriteString(w, val)
+		return
+	}
+	reply := append([]byte("SBR\x01"), byte(len(v)))
+	reply = append(reply, v...)
+	reply = append(reply, 0) // content type
+	reply = binary.AppendUvarint(reply, uint64(len(keys)))
+	for _, k := range keys {
+		val, ok := kv.value(k)
+		if !ok {
+			reply = append(reply, itemMissing)
+			continue
+		}
+		reply = append(reply, itemFound)
+		reply = binary.AppendUvarint(reply, uint64(len(val)))
+		reply = append(reply, val...)
+	}
+	w.Header().Set("Content-Type", batchContentType)
+	_, _ = w.Write(reply)
+}
+
+func (kv *kvPeer) value(key string) (string, bool) {
+	if v, ok := kv.data[key]; ok {
+		return v, true
+	}
+	return kv.fill, kv.fill != ""
+}
+
+// decodeTestBatchRequest decodes a batch request (edge/BATCH.md).
+func decodeTestBatchRequest(b []byte) ([]string, error) {
+	rest, ok := bytes.CutPrefix(b, []byte("SBQ\x01"))
+	if !ok {
+		return nil, fmt.Errorf("not a batch request: %q", b)
+	}
+	n, w := binary.Uvarint(rest)
+	if w <= 0 {
+		return nil, fmt.Errorf("bad count in %q", b)
+	}
+	rest = rest[w:]
+	keys := make([]string, 0, n)
+	for range n {
+		l, w := binary.Uvarint(rest)
+		if w <= 0 || uint64(len(rest)-w) < l {
+			return nil, fmt.Errorf("bad key in %q", b)
+		}
+		keys = append(keys, string(rest[w:w+int(l)]))
+		rest = rest[w+int(l):]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%d bytes after the keys", len(rest))
+	}
+	return keys, nil
+}
+
+// checkFor polls cond until it holds, failing t after timeout.
+func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued returns the number of attempts waiting in p's queue for peer.
+func queued(p *Proxy, peer string) int {
+	p.peersMu.Lock()
+	defer p.peersMu.Unlock()
+	pr := p.peers[peer]
+	if pr == nil {
+		return 0
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return len(pr.queue)
 }

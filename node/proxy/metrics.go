@@ -32,6 +32,7 @@ type metrics struct {
 	cacheHits   prometheus.Counter
 	cacheMisses prometheus.Counter
 	coalesced   prometheus.Counter
+	batchKeys   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,6 +59,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spangle_proxy_coalesced_total", Help: "Proxied lookups that joined an identical one in flight.",
 		}),
+		batchKeys: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "spangle_proxy_request_keys",
+			Help:    "Requests sent to peers, by the number of lookups each carried (1: a GET; more: a batch).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
 	}
 	m.byOutcome, m.byAttempt = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
 	for _, o := range []string{outcomeOK, outcomeNotFound, outcomeTimeout, outcomeNoReplica, outcomeCanceled, outcomeClosed, outcomeInvalid} {
@@ -67,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.byAttempt[o] = m.attempts.WithLabelValues(o)
 	}
 	if reg != nil {
-		cs := []prometheus.Collector{m.requests, m.attempts, m.duration, m.cacheHits, m.cacheMisses, m.coalesced}
+		cs := []prometheus.Collector{m.requests, m.attempts, m.duration, m.cacheHits, m.cacheMisses, m.coalesced, m.batchKeys}
 		for i, c := range cs {
 			if err := reg.Register(c); err != nil {
 				for _, r := range cs[:i] {
@@ -100,4 +106,19 @@ func errOutcome(err error) string {
 		return outcomeClosed
 	}
 	return outcomeCanceled
+}
+
+// attemptOutcome is the attempts label of an attempt's outcome.
+func attemptOutcome(res Response, err error) string {
+	switch {
+	case err == nil:
+		return statusOutcome(res.Status)
+	case errors.Is(err, ErrBodyTooLarge):
+		return outcomeTooLarge
+	case errors.Is(err, errStatus), errors.Is(err, errItem):
+		return outcomeStatus
+	case errors.Is(err, errVersion):
+		return outcomeVersion
+	}
+	return outcomeError
 }

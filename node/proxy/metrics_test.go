@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,25 @@ func TestMetrics(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(p.m.duration); n != 1 {
 		t.Errorf("duration histogram: %d series", n)
+	}
+	// Three requests to peers (two to the bad one, one to the good), a
+	// lookup each.
+	want := `# HELP spangle_proxy_request_keys Requests sent to peers, by the number of lookups each carried (1: a GET; more: a batch).
+# TYPE spangle_proxy_request_keys histogram
+spangle_proxy_request_keys_bucket{le="1"} 3
+spangle_proxy_request_keys_bucket{le="2"} 3
+spangle_proxy_request_keys_bucket{le="4"} 3
+spangle_proxy_request_keys_bucket{le="8"} 3
+spangle_proxy_request_keys_bucket{le="16"} 3
+spangle_proxy_request_keys_bucket{le="32"} 3
+spangle_proxy_request_keys_bucket{le="64"} 3
+spangle_proxy_request_keys_bucket{le="128"} 3
+spangle_proxy_request_keys_bucket{le="+Inf"} 3
+spangle_proxy_request_keys_sum 3
+spangle_proxy_request_keys_count 3
+`
+	if err := testutil.CollectAndCompare(p.m.batchKeys, strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 	if _, err := reg.Gather(); err != nil {
 		t.Fatalf("Gather: %v", err)

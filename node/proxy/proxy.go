@@ -11,8 +11,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // Request is one lookup to proxy.
@@ -31,21 +29,24 @@ type Request struct {
 // Response is a peer's answer. Body is the caller's own: it shares no
 // memory with other callers or with the cache.
 type Response struct {
-	Status       int    // http.StatusOK or http.StatusNotFound
-	Body         []byte // the value for a 200; whatever the peer sent with a 404
-	Version      string // the peer's X-Spangle-Version: the version that answered
-	ContentType  string // the peer's Content-Type, if any
-	ETag         string // the peer's ETag, if any
-	LastModified string // the peer's Last-Modified, if any
+	Status      int    // http.StatusOK or http.StatusNotFound
+	Body        []byte // the value for a 200; whatever the peer sent with a 404
+	Version     string // the peer's X-Spangle-Version: the version that answered
+	ContentType string // the peer's Content-Type, if any
+	// ETag and LastModified are the peer's headers of those names, if
+	// any. An answer that came in a batch reply has neither.
+	ETag         string
+	LastModified string
 	Peer         string // the peer that answered, "host:port"
 	Cached       bool   // served from the hot cache, without asking a peer
 }
 
 // Proxy sends lookups for partitions this node does not hold to the
 // replicas that do, with sequins' staged backup requests. Identical
-// concurrent lookups share one flight of attempts, and answers are kept in
-// a bounded hot cache. The zero value is not usable; New makes one. A
-// Proxy is safe for concurrent use.
+// concurrent lookups share one flight of attempts, concurrent attempts on
+// one peer share requests (batches), and answers are kept in a bounded
+// hot cache. The zero value is not usable; New makes one. A Proxy is safe
+// for concurrent use.
 type Proxy struct {
 	cfg       Config
 	transport *http.Transport
@@ -57,25 +58,23 @@ type Proxy struct {
 	randMu sync.Mutex // guards rnd
 	rnd    *rand.Rand // nil: the runtime's source
 
-	// base is the parent of every flight's context; stop cancels it when
-	// Shutdown runs out of patience.
+	// base is the parent of every request's context; stop cancels it
+	// when Shutdown runs out of patience.
 	base context.Context
 	stop context.CancelFunc
 
-	// mu guards flights and closed, and orders group.DoChan calls against
-	// the removal of finished or abandoned flights, so that flights and
-	// group always hold the same keys. Lock order: mu, then cache.mu.
+	// mu guards flights, each flight's waiters and closed. It is taken
+	// alone: never with cache.mu or a flight's mu.
 	mu      sync.Mutex
 	flights map[string]*flight
 	closed  bool
-	group   singleflight.Group
-	wg      sync.WaitGroup // running flights, Add under mu while !closed
-}
+	running sync.WaitGroup // flights not finished; Add under mu while !closed
 
-// flight is one coalesced lookup in progress.
-type flight struct {
-	cancel  context.CancelFunc // abandons the flight
-	waiters int                // Gets waiting for it; guarded by Proxy.mu
+	// peersMu guards peers. Lock order: a flight's mu, then peersMu,
+	// then a peer's mu.
+	peersMu sync.Mutex
+	peers   map[string]*peer
+	senders sync.WaitGroup // running senders (peer.go)
 }
 
 // New returns a Proxy for cfg. It starts nothing: no goroutine runs
@@ -89,7 +88,8 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, transport: cfg.Transport, log: cfg.Logger, m: m, flights: map[string]*flight{}}
+	p := &Proxy{cfg: cfg, transport: cfg.Transport, log: cfg.Logger, m: m,
+		flights: map[string]*flight{}, peers: map[string]*peer{}}
 	if p.transport == nil {
 		p.transport, p.ownsTrans = newTransport(), true
 	}
@@ -118,6 +118,12 @@ func newTransport() *http.Transport {
 	}
 }
 
+// keyBufs holds the buffers flight keys are built in, so that a cache
+// hit allocates no key. Buffers over maxPooledKey are dropped.
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledKey = 64 << 10
+
 // Get asks req.Peers for req.Key and returns the first 200 or 404 (see
 // the package doc for the algorithm). It blocks until an answer, Timeout,
 // or ctx is done, whichever comes first; when ctx is done it returns
@@ -131,9 +137,18 @@ func (p *Proxy) Get(ctx context.Context, req Request) (Response, error) {
 		p.m.outcome(outcomeInvalid)
 		return Response{}, fmt.Errorf("%w: db %q, version %q, key of %d bytes", ErrInvalidRequest, req.DB, req.Version, len(req.Key))
 	}
-	key := flightKey(req)
+	bp := keyBufs.Get().(*[]byte)
+	key := appendFlightKey((*bp)[:0], req)
+	defer func() {
+		if cap(key) <= maxPooledKey {
+			*bp = key[:0]
+			keyBufs.Put(bp)
+		}
+	}()
+	var hash uint64
 	if p.cache != nil {
-		if res, ok := p.cache.get(key); ok {
+		hash = cacheHash(key)
+		if res, ok := p.cache.get(key, hash); ok {
 			p.m.cacheHits.Inc()
 			p.m.outcome(statusOutcome(res.Status))
 			res.Body, res.Cached = slices.Clone(res.Body), true
@@ -150,28 +165,20 @@ func (p *Proxy) Get(ctx context.Context, req Request) (Response, error) {
 		return Response{}, fmt.Errorf("proxy: %w", err)
 	}
 
+	// Made before taking mu, to keep the critical section short; joining
+	// a flight in progress, which wastes it, is the rare case.
+	own := p.newFlight(string(key), hash, req)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		p.m.outcome(outcomeClosed)
 		return Response{}, ErrClosed
 	}
-	f, joined := p.flights[key]
-	var ch <-chan singleflight.Result
-	if joined {
-		// flights and group hold the same keys (see mu), so this joins
-		// the flight and never calls its function.
-		ch = p.group.DoChan(key, func() (any, error) { return nil, fmt.Errorf("proxy: internal: coalesced lookup ran") })
-	} else {
-		fctx, cancel := context.WithTimeout(p.base, p.cfg.Timeout)
-		f = &flight{cancel: cancel}
-		p.flights[key] = f
-		p.wg.Add(1)
-		own := Request{DB: req.DB, Version: req.Version, Key: slices.Clone(req.Key), Peers: slices.Clone(req.Peers), Raw: req.Raw}
-		ch = p.group.DoChan(key, func() (any, error) {
-			defer p.wg.Done()
-			return p.fly(fctx, key, f, own)
-		})
+	f, joined := p.flights[own.key]
+	if !joined {
+		f = own
+		p.flights[f.key] = f
+		p.running.Add(1)
 	}
 	f.waiters++
 	p.mu.Unlock()
@@ -180,75 +187,73 @@ func (p *Proxy) Get(ctx context.Context, req Request) (Response, error) {
 		if p.cfg.OnCoalesce != nil {
 			p.cfg.OnCoalesce()
 		}
+	} else {
+		f.start()
 	}
 
 	select {
-	case r := <-ch:
-		p.leave(key, f, false)
-		if r.Err != nil {
-			p.m.outcome(errOutcome(r.Err))
-			return Response{}, r.Err
+	case <-f.done:
+		if f.err != nil {
+			p.m.outcome(errOutcome(f.err))
+			return Response{}, f.err
 		}
-		res := r.Val.(Response)
-		if r.Shared || p.cache != nil {
+		res := f.res
+		if f.shared {
 			res.Body = slices.Clone(res.Body)
 		}
 		p.m.outcome(statusOutcome(res.Status))
 		return res, nil
 	case <-ctx.Done():
-		p.leave(key, f, true)
+		p.leave(f)
 		p.m.outcome(outcomeCanceled)
 		return Response{}, fmt.Errorf("proxy: %w", ctx.Err())
 	}
 }
 
-// leave records that a Get stopped waiting for f. The last one to give
-// up abandons the flight: it is cancelled and forgotten, so that a later
-// identical Get starts afresh instead of joining a dying flight.
-func (p *Proxy) leave(key string, f *flight, gaveUp bool) {
+// leave records that a Get stopped waiting for f before its answer. The
+// last one to give up abandons the flight: it is forgotten, so that a
+// later identical Get starts afresh instead of joining a dying flight,
+// and its attempts are cancelled.
+func (p *Proxy) leave(f *flight) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	f.waiters--
-	if gaveUp && f.waiters == 0 && p.flights[key] == f {
-		f.cancel()
-		delete(p.flights, key)
-		p.group.Forget(key)
+	abandon := f.waiters == 0 && p.flights[f.key] == f
+	if abandon {
+		delete(p.flights, f.key)
+	}
+	p.mu.Unlock()
+	if abandon {
+		f.abandon()
 	}
 }
 
-// fly runs a flight (in the goroutine singleflight starts for it) and
-// returns a Response or an error. Before it returns, the result is cached
-// and the flight removed, in that order, so that no identical Get can
-// slip between them and ask the peers again.
-func (p *Proxy) fly(ctx context.Context, key string, f *flight, req Request) (any, error) {
-	defer f.cancel()
-	start := time.Now()
-	res, err := p.fetch(ctx, req)
-	p.m.duration.Observe(time.Since(start).Seconds())
-	if err == nil && p.cache != nil {
-		p.cache.add(key, res)
+// settle is a finished flight's last step: its answer is cached and the
+// flight forgotten, in that order, so that no identical Get can slip
+// between them and ask the peers again. It returns whether callers must
+// copy the answer's Body: when it is cached, or more than one waits.
+func (p *Proxy) settle(f *flight) (shared bool) {
+	if f.err == nil && p.cache != nil {
+		p.cache.add(f.key, f.hash, f.res)
 	}
 	p.mu.Lock()
-	if p.flights[key] == f {
-		delete(p.flights, key)
-		p.group.Forget(key)
+	if p.flights[f.key] == f {
+		delete(p.flights, f.key)
 	}
+	shared = p.cache != nil || f.waiters > 1
 	p.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return shared
 }
 
 // Shutdown stops the Proxy:
 //
 //  1. Get returns ErrClosed from now on.
 //  2. It waits for the lookups in flight, each bounded by Timeout.
-//  3. If ctx is done first, it cancels them (their callers get ErrClosed)
-//     and waits for their goroutines, which stop promptly.
+//  3. If ctx is done first, it ends them (their callers get ErrClosed),
+//     cancels their requests, and waits for the goroutines sending
+//     them, which stop promptly.
 //  4. It closes the transport's idle connections.
 //
-// It returns ctx's error if it had to cancel lookups, else nil. It is
+// It returns ctx's error if it had to end lookups, else nil. It is
 // idempotent and safe to call concurrently with Get.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
@@ -257,7 +262,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() { // owned: it ends when the flights do, and is waited for below
-		p.wg.Wait()
+		p.running.Wait()
 		close(done)
 	}()
 	var err error
@@ -265,10 +270,20 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+		p.mu.Lock()
+		flights := make([]*flight, 0, len(p.flights))
+		for _, f := range p.flights {
+			flights = append(flights, f)
+		}
+		p.mu.Unlock()
+		for _, f := range flights {
+			f.fail(ErrClosed)
+		}
 		p.stop()
 		<-done
 	}
 	p.stop()
+	p.senders.Wait()
 	p.transport.CloseIdleConnections()
 	return err
 }
@@ -287,8 +302,10 @@ func (p *Proxy) shuffle(peers []string) {
 
 // flightKey identifies a lookup for coalescing and caching: db, version,
 // raw and key, length-prefixed so that no two lookups share a key.
-func flightKey(req Request) string {
-	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(req.DB)+len(req.Version)+1+len(req.Key))
+func flightKey(req Request) string { return string(appendFlightKey(nil, req)) }
+
+// appendFlightKey appends req's flight key to b.
+func appendFlightKey(b []byte, req Request) []byte {
 	b = binary.AppendUvarint(b, uint64(len(req.DB)))
 	b = append(b, req.DB...)
 	b = binary.AppendUvarint(b, uint64(len(req.Version)))
@@ -298,6 +315,5 @@ func flightKey(req Request) string {
 	} else {
 		b = append(b, 0)
 	}
-	b = append(b, req.Key...)
-	return string(b)
+	return append(b, req.Key...)
 }

@@ -573,6 +573,9 @@ func TestConfigValidate(t *testing.T) {
 		{"MaxBodyBytes 0", func(c *Config) { c.MaxBodyBytes = 0 }},
 		{"CacheSize negative", func(c *Config) { c.CacheSize = -1 }},
 		{"CacheBytes 0 with a cache", func(c *Config) { c.CacheBytes = 0 }},
+		{"MaxConnsPerPeer 0", func(c *Config) { c.MaxConnsPerPeer = 0 }},
+		{"MaxBatchKeys 0", func(c *Config) { c.MaxBatchKeys = 0 }},
+		{"MaxBatchBytes 0", func(c *Config) { c.MaxBatchBytes = 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
