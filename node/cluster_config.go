@@ -37,6 +37,14 @@ type ClusterConfig struct {
 	// backup attempt starts on the next replica. Default 0:
 	// ProxyTimeout / Replication.
 	ProxyStageTimeout time.Duration
+	// ProxyBatchKeys caps the lookups one request to a peer carries:
+	// lookups for a peer that arrive while a request to it is in flight go
+	// together in the next one. 1 turns batching off. Default 0: the proxy
+	// package's (64).
+	ProxyBatchKeys int
+	// ProxyConnsPerPeer caps the requests in flight to one peer. Default 0:
+	// the proxy package's (2).
+	ProxyConnsPerPeer int
 	// VersionRemoveTimeout is how long a replaced version stays open and
 	// advertised for peers naming it after the last request for it; each
 	// request restarts the wait. Default 10m.

@@ -83,6 +83,12 @@ func New(cfg Config) (*Node, error) {
 		pc := proxy.DefaultConfig()
 		pc.Timeout = cfg.Cluster.ProxyTimeout
 		pc.StageTimeout = cfg.Cluster.ProxyStageTimeout
+		if cfg.Cluster.ProxyBatchKeys > 0 {
+			pc.MaxBatchKeys = cfg.Cluster.ProxyBatchKeys
+		}
+		if cfg.Cluster.ProxyConnsPerPeer > 0 {
+			pc.MaxConnsPerPeer = cfg.Cluster.ProxyConnsPerPeer
+		}
 		pc.Logger = log.With("component", "proxy")
 		pc.Registerer = cfg.Registerer
 		if n.proxy, err = proxy.New(pc); err != nil {

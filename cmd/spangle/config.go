@@ -61,6 +61,8 @@ type fileConfig struct {
 		TimeToConverge       duration `toml:"time_to_converge"`
 		ProxyTimeout         duration `toml:"proxy_timeout"`
 		ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
+		ProxyBatchKeys       int      `toml:"proxy_batch_keys"`
+		ProxyConnsPerPeer    int      `toml:"proxy_conns_per_peer"`
 		VersionRemoveTimeout duration `toml:"version_remove_timeout"`
 		Heal                 *bool    `toml:"heal"` // default true
 		HealAfter            duration `toml:"heal_after"`
@@ -291,6 +293,8 @@ func loadConfig(path string, cfg *config) error {
 	setDur(&c.TimeToConverge, sh.TimeToConverge)
 	setDur(&c.ProxyTimeout, sh.ProxyTimeout)
 	setDur(&c.ProxyStageTimeout, sh.ProxyStageTimeout)
+	setInt(&c.ProxyBatchKeys, sh.ProxyBatchKeys)
+	setInt(&c.ProxyConnsPerPeer, sh.ProxyConnsPerPeer)
 	setDur(&c.VersionRemoveTimeout, sh.VersionRemoveTimeout)
 	setDur(&c.HealAfter, sh.HealAfter)
 	setInt(&c.HealMaxParallel, sh.HealMaxParallel)

@@ -182,6 +182,8 @@ version_remove_timeout = "1m"
 heal = false
 heal_after = "30s"
 heal_max_parallel = 2
+proxy_batch_keys = 1
+proxy_conns_per_peer = 8
 `
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -194,7 +196,8 @@ heal_max_parallel = 2
 	if !c.Enabled || c.Replication != 3 || c.MinReplication != 2 || c.MaxReplication != 4 || c.Assignment != "rendezvous" ||
 		c.TimeToConverge != 2*time.Second || c.ProxyTimeout != 300*time.Millisecond ||
 		c.ProxyStageTimeout != 50*time.Millisecond || c.VersionRemoveTimeout != time.Minute || cfg.node.ShardID != "3" ||
-		!c.DisableHeal || c.HealAfter != 30*time.Second || c.HealMaxParallel != 2 {
+		!c.DisableHeal || c.HealAfter != 30*time.Second || c.HealMaxParallel != 2 ||
+		c.ProxyBatchKeys != 1 || c.ProxyConnsPerPeer != 8 {
 		t.Fatalf("sharding: %+v", c)
 	}
 
