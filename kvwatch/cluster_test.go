@@ -21,9 +21,11 @@ func TestCluster(t *testing.T) {
 	ctx := ctxT(t)
 	for i, k := range kvs {
 		node := "n" + strconv.Itoa(i+1)
-		if err := k.Publish(ctx, Nodes, node, []byte(node)); err != nil {
-			t.Fatal(err)
-		}
+		// The R3 streams may still be electing their leaders on a loaded
+		// machine: "no response from stream" until they have.
+		waitFor(t, 15*time.Second, node+" published", func() error {
+			return k.Publish(ctx, Nodes, node, []byte(node))
+		})
 	}
 	for _, k := range kvs {
 		waitFor(t, 5*time.Second, "three nodes seen", func() error {
