@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -241,35 +240,16 @@ func TestClusterProcesses(t *testing.T) {
 	for _, n := range nodes {
 		waitReady(n)
 	}
-	// allKeys checks that every key is readable from every node in nodes
-	// with version v's value, and counts proxied answers.
-	allKeys := func(v string, nodes []*clusterProc) (proxied int, err error) {
-		for _, n := range nodes {
-			for k := range keys {
-				val, ver, px, err := clusterGet(client, n.base, k)
-				if err != nil {
-					return 0, err
-				}
-				if ver != v || val != fmt.Sprintf("%s:%d", v, k) {
-					return 0, fmt.Errorf("node %d key-%d: %q version %q, want version %s", n.id, k, val, ver, v)
-				}
-				if px {
-					proxied++
-				}
-			}
-		}
-		return proxied, nil
-	}
 	waitAllKeys := func(v string, nodes []*clusterProc) {
 		t.Helper()
 		waitFor(t, fmt.Sprintf("every key of %s readable from %d nodes", v, len(nodes)), func() error {
-			_, err := allKeys(v, nodes)
+			_, err := allKeys(client, nodes, keys, v)
 			return err
 		})
 	}
 	var proxied int
 	waitFor(t, "every key of v1 readable from every node", func() (err error) {
-		proxied, err = allKeys("v1", nodes)
+		proxied, err = allKeys(client, nodes, keys, "v1")
 		return err
 	})
 	if proxied == 0 {
@@ -277,70 +257,6 @@ func TestClusterProcesses(t *testing.T) {
 	}
 	t.Logf("cluster up, all keys readable (%d of %d proxied) after %v", proxied, 3*keys, time.Since(start).Round(time.Millisecond))
 
-	// readers reads keys from base until stop, checking each answer and
-	// that the version never goes back; it records the time of every
-	// failure.
-	type failure struct {
-		at  time.Time
-		err error
-	}
-	var (
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-		fmu      sync.Mutex
-		failures []failure
-		sweeps   []atomic.Int64 // per reader: full passes over the keys
-		requests atomic.Int64
-	)
-	runReaders := func(targets []*clusterProc, perNode int) {
-		stop.Store(false)
-		failures = nil
-		requests.Store(0)
-		sweeps = make([]atomic.Int64, len(targets)*perNode)
-		for i := range len(targets) * perNode {
-			n := targets[i%len(targets)]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				last := ""
-				for k := i; !stop.Load(); k++ {
-					if k%keys == 0 {
-						sweeps[i].Add(1)
-					}
-					err := readKey(client, n, k%keys, &last)
-					requests.Add(1)
-					if err != nil {
-						fmu.Lock()
-						failures = append(failures, failure{time.Now(), err})
-						fmu.Unlock()
-					}
-				}
-			}()
-		}
-	}
-	stopReaders := func() []failure {
-		stop.Store(true)
-		wg.Wait()
-		fmu.Lock()
-		defer fmu.Unlock()
-		return failures
-	}
-	// waitSweeps waits until every reader has made n more full passes.
-	waitSweeps := func(what string, n int64) {
-		t.Helper()
-		base := make([]int64, len(sweeps))
-		for i := range sweeps {
-			base[i] = sweeps[i].Load()
-		}
-		waitFor(t, what, func() error {
-			for i := range sweeps {
-				if got := sweeps[i].Load() - base[i]; got < n {
-					return fmt.Errorf("reader %d: %d passes", i, got)
-				}
-			}
-			return nil
-		})
-	}
 	sighup := func(nodes []*clusterProc) {
 		t.Helper()
 		for _, n := range nodes {
@@ -349,29 +265,29 @@ func TestClusterProcesses(t *testing.T) {
 			}
 		}
 	}
-	noFailures := func(phase string) {
+	// haltClean stops r and reports its failures.
+	haltClean := func(r *readers) {
 		t.Helper()
-		for _, f := range stopReaders() {
-			t.Errorf("%s: %v", phase, f.err)
-		}
+		r.halt()
+		r.noFailures()
 	}
 
 	// (2) Upgrade: v2 and SIGHUP to all; readers on nodes 2 and 3.
 	phase := time.Now()
-	runReaders(nodes[1:], 2)
-	waitSweeps("readers running", 1)
+	r := startReaders(t, client, nodes[1:], 2, keys, "upgrade")
+	r.waitSweeps("readers running", 1)
 	writeVersion(t, root, "d", "v2", files, keys)
 	sighup(nodes)
 	waitAllKeys("v2", nodes)
-	waitSweeps("readers past the upgrade", 1)
-	noFailures("upgrade")
-	t.Logf("upgrade: every node on v2 after %v, %d requests", time.Since(phase).Round(time.Millisecond), requests.Load())
+	r.waitSweeps("readers past the upgrade", 1)
+	haltClean(r)
+	t.Logf("upgrade: every node on v2 after %v, %d requests", time.Since(phase).Round(time.Millisecond), r.requests.Load())
 
 	// (3) kill -9 node 3; readers on nodes 1 and 2. Failures are allowed
 	// only within proxy_timeout of the kill.
 	phase = time.Now()
-	runReaders(nodes[:2], 2)
-	waitSweeps("readers running", 1)
+	r = startReaders(t, client, nodes[:2], 2, keys, "kill")
+	r.waitSweeps("readers running", 1)
 	killed := time.Now()
 	nodes[2].kill(t)
 	// Every reader passes twice over all keys after kill + proxy_timeout.
@@ -381,26 +297,27 @@ func TestClusterProcesses(t *testing.T) {
 		}
 		return nil
 	})
-	waitSweeps("readers after the kill", 2)
-	if _, err := allKeys("v2", nodes[:2]); err != nil {
+	r.waitSweeps("readers after the kill", 2)
+	if _, err := allKeys(client, nodes[:2], keys, "v2"); err != nil {
 		t.Errorf("after the kill: %v", err)
 	}
 	early := 0
-	for _, f := range stopReaders() {
+	r.halt()
+	for _, f := range r.takeFailures() {
 		if f.at.Sub(killed) <= proxyTimeout {
 			early++
 			continue
 		}
 		t.Errorf("%v after the kill: %v", f.at.Sub(killed).Round(time.Millisecond), f.err)
 	}
-	t.Logf("kill: %d requests over %v, %d failed within proxy_timeout", requests.Load(),
+	t.Logf("kill: %d requests over %v, %d failed within proxy_timeout", r.requests.Load(),
 		time.Since(phase).Round(time.Millisecond), early)
 
 	// (4) v3 with node 3 dead but still a member: nodes 1 and 2 build
 	// their parts of it, which leaves the partitions shared with node 3
 	// with one replica, below min_replication: they keep serving v2.
 	phase = time.Now()
-	runReaders(nodes[:2], 2)
+	r = startReaders(t, client, nodes[:2], 2, keys, "v3 short of replicas, then node 3 restarted")
 	writeVersion(t, root, "d", "v3", files, keys)
 	sighup(nodes[:2])
 	for _, n := range nodes[:2] {
@@ -412,8 +329,8 @@ func TestClusterProcesses(t *testing.T) {
 			return err
 		})
 	}
-	waitSweeps("readers with v3 short of replicas", 1)
-	if _, err := allKeys("v2", nodes[:2]); err != nil {
+	r.waitSweeps("readers with v3 short of replicas", 1)
+	if _, err := allKeys(client, nodes[:2], keys, "v2"); err != nil {
 		t.Errorf("v3 short of replicas: %v", err)
 	}
 	t.Logf("min_replication: v3 built by nodes 1 and 2 and held back after %v", time.Since(phase).Round(time.Millisecond))
@@ -425,8 +342,8 @@ func TestClusterProcesses(t *testing.T) {
 	nodes[2].start(t)
 	waitReady(nodes[2])
 	waitAllKeys("v3", nodes)
-	waitSweeps("readers past the v3 switch", 1)
-	noFailures("restart and v3")
+	r.waitSweeps("readers past the v3 switch", 1)
+	haltClean(r)
 	log := nodes[2].log()[before:]
 	if !strings.Contains(log, `"msg":"serving local version","db":"d","version":"v2"`) {
 		t.Errorf("node 3 did not reuse its v2 after the restart")
@@ -446,15 +363,15 @@ func TestClusterProcesses(t *testing.T) {
 	if err != nil || len(parts) == 0 {
 		t.Errorf("late node 4 holds partitions %v of v3 (%v), want some", parts, err)
 	}
-	runReaders(nodes, 1)
-	waitSweeps("readers on four nodes", 1)
+	r = startReaders(t, client, nodes, 1, keys, "late node and v4")
+	r.waitSweeps("readers on four nodes", 1)
 	writeVersion(t, root, "d", "v4", files, keys)
 	sighup(nodes)
 	waitAllKeys("v4", nodes)
-	waitSweeps("readers past v4", 1)
-	noFailures("late node and v4")
+	r.waitSweeps("readers past v4", 1)
+	haltClean(r)
 	t.Logf("late node: node 4 holds %v of v3; every node on v4 after %v, %d requests", parts,
-		time.Since(phase).Round(time.Millisecond), requests.Load())
+		time.Since(phase).Round(time.Millisecond), r.requests.Load())
 
 	// (7) With the node embedding NATS gone, the others still stop
 	// promptly on SIGTERM (draining NATS subscriptions needs the server).

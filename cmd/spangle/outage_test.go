@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -194,98 +193,20 @@ func TestNATSOutage(t *testing.T) {
 		nodes = append(nodes, startNodeProc(t, bin, root, id, natsTable, proxyTimeout, ""))
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
-	// allKeys checks that every key is readable from every node with
-	// version v's value.
-	allKeys := func(v string) error {
-		for _, n := range nodes {
-			for k := range keys {
-				val, ver, _, err := clusterGet(client, n.base, k)
-				if err != nil {
-					return err
-				}
-				if ver != v || val != fmt.Sprintf("%s:%d", v, k) {
-					return fmt.Errorf("node %d key-%d: %q version %q, want version %s", n.id, k, val, ver, v)
-				}
-			}
-		}
-		return nil
+	everyKey := func(v string) error {
+		_, err := allKeys(client, nodes, keys, v)
+		return err
 	}
-	waitFor(t, "every key of v1 readable from every node", func() error { return allKeys("v1") })
+	waitFor(t, "every key of v1 readable from every node", func() error { return everyKey("v1") })
 	t.Logf("spangle cluster serving v1 after %v", time.Since(start).Round(time.Millisecond))
 
-	// Readers: two per node, for the whole test. Each checks every answer
-	// and that the version it sees never goes back, and counts its full
-	// passes over the keys.
-	var (
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-		phase    atomic.Value // string: the phase failures are filed under
-		fmu      sync.Mutex
-		failures []string
-		requests atomic.Int64
-	)
-	phase.Store("start")
-	sweeps := make([]atomic.Int64, 2*len(nodes))
-	for i := range sweeps {
-		n := nodes[i%len(nodes)]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			last := ""
-			for k := i; !stop.Load(); k++ {
-				if k%keys == 0 {
-					sweeps[i].Add(1)
-				}
-				err := readKey(client, n, k%keys, &last)
-				requests.Add(1)
-				if err != nil {
-					fmu.Lock()
-					failures = append(failures, fmt.Sprintf("%s: %v", phase.Load(), err))
-					fmu.Unlock()
-				}
-			}
-		}()
-	}
-	stopReaders := func() {
-		stop.Store(true)
-		wg.Wait()
-	}
-	t.Cleanup(stopReaders) // before the processes are killed
-	// waitSweeps waits until every reader has made n more full passes.
-	waitSweeps := func(what string, n int64) {
-		t.Helper()
-		base := make([]int64, len(sweeps))
-		for i := range sweeps {
-			base[i] = sweeps[i].Load()
-		}
-		waitFor(t, what, func() error {
-			for i := range sweeps {
-				if got := sweeps[i].Load() - base[i]; got < n {
-					return fmt.Errorf("reader %d: %d passes", i, got)
-				}
-			}
-			return nil
-		})
-	}
-	// checkFailures reports the failures seen so far and forgets them.
-	checkFailures := func() {
-		t.Helper()
-		fmu.Lock()
-		defer fmu.Unlock()
-		for i, f := range failures {
-			if i == 20 {
-				t.Errorf("... and %d more", len(failures)-i)
-				break
-			}
-			t.Error(f)
-		}
-		failures = nil
-	}
-	waitSweeps("readers running", 1)
+	// Readers: two per node, for the whole test.
+	r := startReaders(t, client, nodes, 2, keys, "start")
+	r.waitSweeps("readers running", 1)
 
 	// 1. One NATS server stopped.
 	at := time.Now()
-	phase.Store("one NATS server down")
+	r.setPhase("one NATS server down")
 	servers[0].stop(t)
 	// Hold until the two others serve JetStream again and every node that
 	// lost its connection has reconnected.
@@ -298,14 +219,14 @@ func TestNATSOutage(t *testing.T) {
 			return nil
 		})
 	}
-	waitSweeps("readers with one NATS server down", 3)
-	checkFailures()
-	t.Logf("one NATS server down: readers made 3 passes in %v, %d requests so far", time.Since(at).Round(time.Millisecond), requests.Load())
+	r.waitSweeps("readers with one NATS server down", 3)
+	r.noFailures()
+	t.Logf("one NATS server down: readers made 3 passes in %v, %d requests so far", time.Since(at).Round(time.Millisecond), r.requests.Load())
 
 	// 2. Every NATS server stopped; v2 published and SIGHUP during the
 	// outage.
 	at = time.Now()
-	phase.Store("every NATS server down")
+	r.setPhase("every NATS server down")
 	for _, s := range servers[1:] {
 		s.stop(t)
 	}
@@ -317,7 +238,7 @@ func TestNATSOutage(t *testing.T) {
 			return nil
 		})
 	}
-	waitSweeps("readers with NATS down", 3)
+	r.waitSweeps("readers with NATS down", 3)
 	writeVersion(t, root, "d", "v2", files, keys)
 	hup := time.Now()
 	for _, n := range nodes {
@@ -341,28 +262,28 @@ func TestNATSOutage(t *testing.T) {
 		}
 		return nil
 	})
-	waitSweeps("readers with NATS down after SIGHUP", 3)
-	checkFailures()
+	r.waitSweeps("readers with NATS down after SIGHUP", 3)
+	r.noFailures()
 	during := "v1"
-	if allKeys("v1") != nil {
+	if everyKey("v1") != nil {
 		during = "not v1 everywhere"
-		if allKeys("v2") == nil {
+		if everyKey("v2") == nil {
 			during = "v2"
 		}
 	}
 	t.Logf("at the end of the outage the nodes serve %s", during)
-	t.Logf("NATS down: readers made 6 passes in %v, %d requests so far", time.Since(at).Round(time.Millisecond), requests.Load())
+	t.Logf("NATS down: readers made 6 passes in %v, %d requests so far", time.Since(at).Round(time.Millisecond), r.requests.Load())
 
 	// 3. NATS back: every node reaches v2.
 	at = time.Now()
-	phase.Store("NATS restarted")
+	r.setPhase("NATS restarted")
 	for _, s := range servers {
 		s.start(t, natsBin)
 	}
-	waitFor(t, "every key of v2 readable from every node after NATS returned", func() error { return allKeys("v2") })
+	waitFor(t, "every key of v2 readable from every node after NATS returned", func() error { return everyKey("v2") })
 	t.Logf("NATS back: every node on v2 after %v", time.Since(at).Round(time.Millisecond))
-	waitSweeps("readers past the upgrade", 1)
-	stopReaders()
-	checkFailures()
-	t.Logf("%d requests, total %v", requests.Load(), time.Since(start).Round(time.Millisecond))
+	r.waitSweeps("readers past the upgrade", 1)
+	r.halt()
+	r.noFailures()
+	t.Logf("%d requests, total %v", r.requests.Load(), time.Since(start).Round(time.Millisecond))
 }
