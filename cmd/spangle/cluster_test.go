@@ -189,8 +189,8 @@ func clusterGet(c *http.Client, base string, k int) (value, version string, prox
 	return string(body), resp.Header.Get("X-Spangle-Version"), resp.Header.Get("X-Spangle-Proxied-To") != "", nil
 }
 
-// TestClusterProcesses runs "spangle serve" processes sharing one NATS
-// server (node 1 embeds it), replication 2 and min_replication 2, while
+// TestClusterProcesses runs "spangle serve" processes on a three-server
+// NATS cluster (R3 buckets), replication 2 and min_replication 2, while
 // HTTP readers check every answer and that no node's version goes back:
 //
 //  1. three nodes: every key is readable from every node, some proxied;
@@ -203,7 +203,7 @@ func clusterGet(c *http.Client, base string, k int) (value, version string, prox
 //  5. node 3 restarted on its data: it serves its v2 at once, builds its
 //     part of v3, and the cluster switches to v3;
 //  6. a late node 4 joins, builds its share and serves; v4 reaches all four;
-//  7. with node 1 (and NATS) killed, node 2 stops promptly on SIGTERM.
+//  7. with every NATS server stopped, node 2 stops promptly on SIGTERM.
 func TestClusterProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs four binaries")
@@ -217,10 +217,17 @@ func TestClusterProcesses(t *testing.T) {
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", files, keys)
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	servers := startNATSCluster(t, buildNATSServer(t))
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.url)
+	}
+	waitJetStreamR3(t, urls)
+	natsTable := fmt.Sprintf("url = %q\nreplicas = 3\ncluster_name = \"proc\"\nentry_ttl = %q",
+		strings.Join(urls, ","), entryTTL.String())
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
-		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, proxyTimeout, entryTTL, sharding))
+		nodes = append(nodes, startNodeProc(t, bin, root, id, natsTable, proxyTimeout, sharding))
 	}
 	client := &http.Client{Timeout: testTimeout}
 	waitReady := func(n *clusterProc) {
@@ -356,7 +363,7 @@ func TestClusterProcesses(t *testing.T) {
 	// (6) A late node 4 joins while v3 is active, builds its share of v3
 	// and serves every key; then v4 reaches all four under readers.
 	phase = time.Now()
-	nodes = append(nodes, startClusterProc(t, bin, root, 4, natsPort, proxyTimeout, entryTTL, sharding))
+	nodes = append(nodes, startNodeProc(t, bin, root, 4, natsTable, proxyTimeout, sharding))
 	waitReady(nodes[3])
 	waitAllKeys("v3", nodes)
 	parts, err := ownPartitions(client, nodes[3], "v3")
@@ -373,27 +380,67 @@ func TestClusterProcesses(t *testing.T) {
 	t.Logf("late node: node 4 holds %v of v3; every node on v4 after %v, %d requests", parts,
 		time.Since(phase).Round(time.Millisecond), r.requests.Load())
 
-	// (7) With the node embedding NATS gone, the others still stop
-	// promptly on SIGTERM (draining NATS subscriptions needs the server).
-	nodes[0].kill(t)
+	// (7) With every NATS server gone, the nodes keep serving, and one
+	// stops promptly on SIGTERM (draining NATS subscriptions needs a
+	// server).
+	for _, s := range servers {
+		s.stop(t)
+	}
+	if _, err := allKeys(client, nodes, keys, "v4"); err != nil {
+		t.Errorf("NATS gone: %v", err)
+	}
+	sigtermPromptly(t, nodes[1], "without NATS")
+	t.Logf("total %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestEmbeddedNATSKilled runs two nodes, node 1 embedding the NATS server
+// node 2 uses, and kills node 1: node 2 keeps serving every key (proxying
+// no more) and still stops promptly on SIGTERM.
+func TestEmbeddedNATSKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two binaries")
+	}
+	const keys, files = 20, 2
+	root := t.TempDir()
+	writeVersion(t, root, "d", "v1", files, keys)
+	bin := buildBinary(t)
+	natsPort := freePort(t)
+	// Replication 2 over two nodes: each holds everything.
+	n1 := startClusterProc(t, bin, root, 1, natsPort, 500*time.Millisecond, 10*time.Second, "")
+	n2 := startClusterProc(t, bin, root, 2, natsPort, 500*time.Millisecond, 10*time.Second, "")
+	client := &http.Client{Timeout: testTimeout}
+	nodes := []*clusterProc{n1, n2}
+	waitFor(t, "every key of v1 readable from both nodes", func() error {
+		_, err := allKeys(client, nodes, keys, "v1")
+		return err
+	})
+	n1.kill(t)
+	if _, err := allKeys(client, nodes[1:], keys, "v1"); err != nil {
+		t.Errorf("node 1 and NATS gone: %v", err)
+	}
+	sigtermPromptly(t, n2, "after the node embedding NATS was killed")
+}
+
+// sigtermPromptly sends SIGTERM to n and wants a clean exit within 5s.
+func sigtermPromptly(t *testing.T, n *clusterProc, when string) {
+	t.Helper()
 	stopped := time.Now()
-	if err := nodes[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- nodes[1].cmd.Wait() }()
+	go func() { exited <- n.cmd.Wait() }()
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Errorf("node 2 after SIGTERM without NATS: %v\n%s", err, nodes[1].log())
+			t.Errorf("node %d, SIGTERM %s: %v\n%s", n.id, when, err, n.log())
 		}
 		if d := time.Since(stopped); d > 5*time.Second {
-			t.Errorf("node 2 took %v to stop without NATS", d)
+			t.Errorf("node %d took %v to stop %s", n.id, d, when)
 		}
 	case <-time.After(testTimeout):
-		t.Fatalf("node 2 did not stop after SIGTERM without NATS:\n%s", nodes[1].log())
+		t.Fatalf("node %d did not stop after SIGTERM %s:\n%s", n.id, when, n.log())
 	}
-	t.Logf("total %v", time.Since(start).Round(time.Millisecond))
 }
 
 // ownVersion is a node's own entry for a version in its status JSON.
