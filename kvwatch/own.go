@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// refreshParallelism bounds the concurrent writes of one heartbeat round.
+// refreshParallelism bounds the concurrent writes of one heartbeat round,
+// and the concurrent deletes of Shutdown.
 const refreshParallelism = 8
 
 type ownKey struct {
@@ -328,12 +330,41 @@ func (k *KV) heartbeat(ctx context.Context) {
 // withdrawn meanwhile is skipped.
 func (k *KV) refreshAll(ctx context.Context) {
 	k.ownMu.Lock()
-	entries := make([]*ownEntry, 0, len(k.own))
-	for _, e := range k.own {
-		entries = append(entries, e)
-	}
+	entries := slices.Collect(maps.Values(k.own))
 	k.ownMu.Unlock()
 
+	k.forEachOwn(entries, func(e *ownEntry) {
+		if !k.registered(e) {
+			return
+		}
+		if err := k.writeOwnLocked(ctx, e); err != nil && ctx.Err() == nil {
+			k.met.heartbeatFailures.Inc()
+			k.log.Warn("heartbeat refresh failed", "bucket", e.b, "key", e.key, "err", err)
+		}
+	})
+}
+
+// withdrawAll deletes every own entry and closes the registry, for
+// Shutdown. Failures are logged, not returned: the entries expire within
+// EntryTTL anyway.
+func (k *KV) withdrawAll(ctx context.Context, kvs [numBuckets]jetstream.KeyValue) {
+	k.ownMu.Lock()
+	entries := slices.Collect(maps.Values(k.own))
+	k.own = nil
+	k.ownMu.Unlock()
+
+	k.forEachOwn(entries, func(e *ownEntry) {
+		if err := k.purge(ctx, kvs[e.b], e.b, e.key); err != nil {
+			k.log.Warn("could not delete own entry at shutdown; it expires after EntryTTL",
+				"bucket", e.b, "key", e.key, "err", err)
+		}
+	})
+}
+
+// forEachOwn calls fn on every entry, refreshParallelism at a time, each
+// call holding its entry's key lock (keyLock), and returns when all calls
+// have returned. It must be called without any key lock held.
+func (k *KV) forEachOwn(entries []*ownEntry, fn func(*ownEntry)) {
 	sem := make(chan struct{}, refreshParallelism)
 	var wg sync.WaitGroup
 	for _, e := range entries {
@@ -343,40 +374,7 @@ func (k *KV) refreshAll(ctx context.Context) {
 			l := k.keyLock(e.b, e.key)
 			l.Lock()
 			defer l.Unlock()
-			if !k.registered(e) {
-				return
-			}
-			if err := k.writeOwnLocked(ctx, e); err != nil && ctx.Err() == nil {
-				k.met.heartbeatFailures.Inc()
-				k.log.Warn("heartbeat refresh failed", "bucket", e.b, "key", e.key, "err", err)
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// withdrawAll deletes every own entry and closes the registry, for
-// Shutdown. Failures are logged, not returned: the entries expire within
-// EntryTTL anyway.
-func (k *KV) withdrawAll(ctx context.Context, kvs [numBuckets]jetstream.KeyValue) {
-	k.ownMu.Lock()
-	own := k.own
-	k.own = nil
-	k.ownMu.Unlock()
-
-	sem := make(chan struct{}, refreshParallelism)
-	var wg sync.WaitGroup
-	for _, e := range own {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			l := k.keyLock(e.b, e.key)
-			l.Lock()
-			defer l.Unlock()
-			if err := k.purge(ctx, kvs[e.b], e.b, e.key); err != nil {
-				k.log.Warn("could not delete own entry at shutdown; it expires after EntryTTL",
-					"bucket", e.b, "key", e.key, "err", err)
-			}
+			fn(e)
 		})
 	}
 	wg.Wait()

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spangledb/spangle/blocks/seqfile"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -32,50 +31,11 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-type kv struct{ k, v string }
-
-// writeFile writes a SequenceFile of BytesWritable records.
-func writeFile(t testing.TB, path string, records []kv) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := seqfile.NewWriter(f, seqfile.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range records {
-		if err := w.Append([]byte(r.k), []byte(r.v)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // writeVersion writes version of db under root as `files` SequenceFiles
 // holding keys key-0..key-(n-1) with values "<version>:<i>", and _SUCCESS.
 func writeVersion(t testing.TB, root, db, version string, files, n int) {
 	t.Helper()
-	dir := filepath.Join(root, db, version)
-	parts := make([][]kv, files)
-	for i := range n {
-		parts[i%files] = append(parts[i%files], kv{fmt.Sprintf("key-%d", i), fmt.Sprintf("%s:%d", version, i)})
-	}
-	for i, recs := range parts {
-		writeFile(t, filepath.Join(dir, fmt.Sprintf("part-%05d", i)), recs)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	nodetest.WriteVersion(t, root, db, version, files, nodetest.Numbered(version, n))
 }
 
 func copyDir(t testing.TB, src, dst string) {
@@ -265,7 +225,7 @@ func TestDiscovery(t *testing.T) {
 		}, "2"},
 		{"a file at version level is not a version", false, func(t *testing.T, root string) {
 			writeVersion(t, root, "d", "1", 2, 10)
-			writeFile(t, filepath.Join(root, "d", "9"), []kv{{"a", "b"}})
+			nodetest.WriteFile(t, filepath.Join(root, "d", "9"), []nodetest.Record{{Key: []byte("a"), Value: []byte("b")}})
 		}, "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/plugins"
 )
 
@@ -86,16 +87,15 @@ func TestHostilePlugins(t *testing.T) {
 	root := t.TempDir()
 	writeVersion(t, root, "good", "1", 2, 50)
 	hostileValues := map[string]string{"loop": "loop", "grow": "grow", "trap": "trap", "exit": "xexit", "out": "out"}
-	var recs []kv
+	var recs []nodetest.Record
 	for k, v := range hostileValues {
-		recs = append(recs, kv{k, v})
+		recs = append(recs, nodetest.Record{Key: []byte(k), Value: []byte(v)})
 	}
-	writeFile(t, filepath.Join(root, "dec", "1", "part-00000"), recs)
-	writeFile(t, filepath.Join(root, "dec", "1", "_SUCCESS"), nil)
+	nodetest.WriteVersion(t, root, "dec", "1", 1, recs)
 	// A partitioner that loops on keys starting with "l" (its batch export
 	// looks at the first key of a batch): the build fails.
-	writeFile(t, filepath.Join(root, "part", "1", "part-00000"), []kv{{"loop", "1"}, {"zzz", "2"}})
-	writeFile(t, filepath.Join(root, "part", "1", "_SUCCESS"), nil)
+	nodetest.WriteVersion(t, root, "part", "1", 1, []nodetest.Record{
+		{Key: []byte("loop"), Value: []byte("1")}, {Key: []byte("zzz"), Value: []byte("2")}})
 
 	hostile := testModule(t, "hostile.wasm")
 	var stop atomic.Bool

@@ -59,33 +59,32 @@ func fileIdentity(tb testing.TB, path string) string {
 	return "wasm:sha256:" + hex.EncodeToString(sum[:])
 }
 
+// openModule opens testdata/<name>.wasm with open (OpenPartitioner or
+// OpenDecoder), closed on cleanup.
+func openModule[M interface{ Close(context.Context) error }](tb testing.TB, open func(context.Context, string, Config) (M, error), name string, cfg Config) M {
+	tb.Helper()
+	m, err := open(context.Background(), "testdata/"+name+".wasm", cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Close(context.Background()); err != nil {
+			tb.Error(err)
+		}
+	})
+	return m
+}
+
 // openPartitioner opens testdata/<name>.wasm, closed on cleanup.
 func openPartitioner(tb testing.TB, name string, cfg Config) *WasmPartitioner {
 	tb.Helper()
-	p, err := OpenPartitioner(context.Background(), "testdata/"+name+".wasm", cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := p.Close(context.Background()); err != nil {
-			tb.Error(err)
-		}
-	})
-	return p
+	return openModule(tb, OpenPartitioner, name, cfg)
 }
 
+// openDecoder opens testdata/<name>.wasm, closed on cleanup.
 func openDecoder(tb testing.TB, name string, cfg Config) *WasmDecoder {
 	tb.Helper()
-	d, err := OpenDecoder(context.Background(), "testdata/"+name+".wasm", cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := d.Close(context.Background()); err != nil {
-			tb.Error(err)
-		}
-	})
-	return d
+	return openModule(tb, OpenDecoder, name, cfg)
 }
 
 // randomKeys returns n keys of random bytes, 0 to maxLen long.

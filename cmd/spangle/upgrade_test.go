@@ -12,46 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spangledb/spangle/blocks/seqfile"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // writeVersion writes version v of db under root: files SequenceFiles
 // holding key-0..key-(n-1) → "<v>:<i>", then _SUCCESS.
 func writeVersion(t *testing.T, root, db, v string, files, n int) {
 	t.Helper()
-	dir := filepath.Join(root, db, v)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ws := make([]*seqfile.Writer, files)
-	fs := make([]*os.File, files)
-	for i := range files {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("part-%05d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := seqfile.NewWriter(f, seqfile.WriterOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fs[i], ws[i] = f, w
-	}
-	for i := range n {
-		if err := ws[i%files].Append([]byte(fmt.Sprintf("key-%d", i)), []byte(fmt.Sprintf("%s:%d", v, i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range files {
-		if err := ws[i].Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := fs[i].Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	nodetest.WriteVersion(t, root, db, v, files, nodetest.Numbered(v, n))
 }
 
 // TestUpgradesOverHTTP runs the real binary and drives HTTP readers through

@@ -1,11 +1,13 @@
 // Package nodetest runs a bare node.Node for a test: started, waited for
 // until it has loaded its first source listing, and shut down at test
-// cleanup. It is for tests only. (In-process clusters with the NATS and
-// HTTP front doors are edge/internal/nodetest.)
+// cleanup. It also writes the source a node reads: versions of
+// SequenceFiles (WriteVersion, WriteFile, Numbered). It is for tests only.
+// (In-process clusters with the NATS and HTTP front doors are
+// edge/internal/nodetest, which writes sources with this package.)
 //
 // It does not import node, so that node's own in-package tests can use
 // it too: Start takes the few methods it needs of a *node.Node as the
-// interface Node.
+// interface Node. Of ours it imports only blocks/seqfile.
 //
 // # Caveats
 //

@@ -3,11 +3,14 @@
 // (kvwatch), node.Node, the NATS front door and the HTTP front door over
 // loopback. Everything shuts down at test cleanup, in the order spangle
 // serve uses. Timings are short and configurable; nothing sleeps to wait.
+//
+// The source is written by node/nodetest (imported here as bare, its name
+// being this package's); Record, WriteVersion and Numbered pass through
+// to it, so that these tests import one nodetest.
 package nodetest
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -17,11 +20,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/spangledb/spangle/blocks/seqfile"
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/natswire"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	bare "github.com/spangledb/spangle/node/nodetest"
 )
 
 // Timeout bounds every wait of these helpers.
@@ -39,60 +42,18 @@ func Logger() *slog.Logger {
 }
 
 // Record is one key and value of a SequenceFile.
-type Record struct{ Key, Value []byte }
-
-// WriteFile writes a SequenceFile of BytesWritable records at path.
-func WriteFile(t testing.TB, path string, records []Record) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := seqfile.NewWriter(f, seqfile.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range records {
-		if err := w.Append(r.Key, r.Value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
+type Record = bare.Record
 
 // WriteVersion writes version of db under root as files SequenceFiles
-// (records dealt round robin), then _SUCCESS.
+// (records dealt round robin), then _SUCCESS: node/nodetest.WriteVersion.
 func WriteVersion(t testing.TB, root, db, version string, files int, records []Record) {
 	t.Helper()
-	dir := filepath.Join(root, db, version)
-	parts := make([][]Record, files)
-	for i, r := range records {
-		parts[i%files] = append(parts[i%files], r)
-	}
-	for i, recs := range parts {
-		WriteFile(t, filepath.Join(dir, fmt.Sprintf("part-%05d", i)), recs)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bare.WriteVersion(t, root, db, version, files, records)
 }
 
-// Numbered returns n records key-<i> → <version>:<i>.
-func Numbered(version string, n int) []Record {
-	rs := make([]Record, n)
-	for i := range rs {
-		rs[i] = Record{[]byte(fmt.Sprintf("key-%d", i)), []byte(fmt.Sprintf("%s:%d", version, i))}
-	}
-	return rs
-}
+// Numbered returns n records key-<i> → <version>:<i>:
+// node/nodetest.Numbered.
+func Numbered(version string, n int) []Record { return bare.Numbered(version, n) }
 
 // NATSConfig returns a kvwatch configuration with short timings. With no
 // urls it runs an embedded server on a random port under a temp dir.
