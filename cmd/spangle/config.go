@@ -48,6 +48,13 @@ type fileConfig struct {
 		ClusterName string     `toml:"cluster_name"`
 		Replicas    int        `toml:"replicas"`  // bucket replicas; 0: 1
 		EntryTTL    duration   `toml:"entry_ttl"` // a dead node's entries expire after it; 0: 10s
+		// The embedded server as one member of a NATS cluster of embedded
+		// servers (no url): its name, its route listener and every
+		// member's route URL.
+		ServerName            string     `toml:"server_name"`
+		EmbeddedCluster       string     `toml:"embedded_cluster"`
+		EmbeddedClusterListen string     `toml:"embedded_cluster_listen"`
+		EmbeddedRoutes        stringList `toml:"embedded_routes"`
 	} `toml:"nats"`
 
 	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
@@ -312,6 +319,12 @@ func loadConfig(path string, cfg *config) error {
 	set(&k.ClusterName, fc.NATS.ClusterName)
 	setInt(&k.Replicas, fc.NATS.Replicas)
 	setDur(&k.EntryTTL, fc.NATS.EntryTTL)
+	set(&k.EmbeddedServerName, fc.NATS.ServerName)
+	set(&k.EmbeddedClusterName, fc.NATS.EmbeddedCluster)
+	set(&k.EmbeddedClusterListen, fc.NATS.EmbeddedClusterListen)
+	if len(fc.NATS.EmbeddedRoutes) > 0 {
+		k.EmbeddedRoutes = fc.NATS.EmbeddedRoutes
+	}
 	s3 := &cfg.s3
 	set(&s3.Region, fc.S3.Region)
 	set(&s3.AccessKeyID, fc.S3.AccessKeyID)

@@ -265,11 +265,32 @@ func TestNATSConfig(t *testing.T) {
 			}
 		})
 	}
-	p := filepath.Join(dir, "bad.toml")
-	if err := os.WriteFile(p, []byte("[nats]\nurl = 3\n"), 0o644); err != nil {
+	// An embedded server joining a NATS cluster of embedded servers.
+	p := filepath.Join(dir, "embedded-cluster.toml")
+	body := `[nats]
+server_name = "n2"
+embedded_cluster = "edge"
+embedded_cluster_listen = "127.0.0.1:6202"
+embedded_routes = ["nats://127.0.0.1:6201", "nats://127.0.0.1:6202", "nats://127.0.0.1:6203"]
+replicas = 3
+`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := defaultConfig()
+	if err := loadConfig(p, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if k := cfg.nats; k.EmbeddedServerName != "n2" || k.EmbeddedClusterName != "edge" || k.EmbeddedClusterListen != "127.0.0.1:6202" ||
+		len(k.EmbeddedRoutes) != 3 || k.Replicas != 3 {
+		t.Fatalf("embedded cluster config %+v", k)
+	}
+
+	p = filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(p, []byte("[nats]\nurl = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg = defaultConfig()
 	if err := loadConfig(p, &cfg); err == nil || !strings.Contains(err.Error(), "string") {
 		t.Fatalf("url = 3: %v", err)
 	}

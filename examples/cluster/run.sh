@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Three spangle nodes on this machine, one NATS: node 1 runs the embedded
-# NATS server on 127.0.0.1:$NATS_PORT, nodes 2 and 3 connect to it. Each node
-# has its own data dir and HTTP port and serves examples/data with
+# Three spangle nodes on this machine and their NATS cluster: each node
+# embeds one NATS server (clients on 127.0.0.1:$NATS_PORT+i, routes on
+# $ROUTE_BASE+i), the three form one JetStream cluster and the buckets have
+# 3 replicas, so any one node can go away without the others losing NATS.
+# Each node has its own data dir and HTTP port and serves examples/data with
 # [sharding] enabled, replication 2, shard IDs 1..3.
 #
 #   examples/cluster/run.sh            # from anywhere; Ctrl-C or the end stops all
 #   KEEP=1 examples/cluster/run.sh     # keep serving until Ctrl-C
 #
-# Environment: NATS_PORT (default 4333), HTTP_BASE (default 9600: nodes on
+# Environment: NATS_PORT (default 4330: clients on 4331..4333), ROUTE_BASE
+# (default 6330: routes on 6331..6333), HTTP_BASE (default 9600: nodes on
 # 9601..9603), WORK (default: a new temporary directory, removed on exit).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-NATS_PORT=${NATS_PORT:-4333}
+NATS_PORT=${NATS_PORT:-4330}
+ROUTE_BASE=${ROUTE_BASE:-6330}
 HTTP_BASE=${HTTP_BASE:-9600}
 DEADLINE_SECS=${DEADLINE_SECS:-60}
 KEEP=${KEEP:-}
@@ -48,11 +52,13 @@ go build -trimpath -o bin/spangle ./cmd/spangle
 for i in 1 2 3; do
 	dir="$WORK/node$i"
 	mkdir -p "$dir"
-	if [[ $i == 1 ]]; then
-		nats="listen = \"127.0.0.1:$NATS_PORT\"   # node 1 runs the embedded NATS server"
-	else
-		nats="url = \"nats://127.0.0.1:$NATS_PORT\""
-	fi
+	routes="\"nats://127.0.0.1:$((ROUTE_BASE + 1))\", \"nats://127.0.0.1:$((ROUTE_BASE + 2))\", \"nats://127.0.0.1:$((ROUTE_BASE + 3))\""
+	nats="listen = \"127.0.0.1:$((NATS_PORT + i))\"
+server_name = \"n$i\"
+embedded_cluster = \"example-nats\"
+embedded_cluster_listen = \"127.0.0.1:$((ROUTE_BASE + i))\"
+embedded_routes = [$routes]
+replicas = 3"
 	cat >"$dir/spangle.toml" <<TOML
 source = "examples/data"
 data_dir = "$dir/data"
@@ -117,7 +123,7 @@ until [[ -n "$found" ]]; do
 	if [[ -z "$found" ]]; then
 		if ((SECONDS > deadline)); then
 			echo "no key was proxied within ${DEADLINE_SECS}s: some node holds every partition" >&2
-			./bin/spangle status --nats "nats://127.0.0.1:$NATS_PORT" --cluster example >&2 || true
+			./bin/spangle status --nats "nats://127.0.0.1:$((NATS_PORT + 1))" --cluster example >&2 || true
 			exit 1
 		fi
 		sleep 0.5 # the cluster may still be converging
@@ -128,8 +134,8 @@ echo "\$ curl -i $found"
 curl -sS -i "$found"
 echo
 echo
-echo "\$ spangle status --nats nats://127.0.0.1:$NATS_PORT --cluster example"
-./bin/spangle status --nats "nats://127.0.0.1:$NATS_PORT" --cluster example
+echo "\$ spangle status --nats nats://127.0.0.1:$((NATS_PORT + 1)) --cluster example"
+./bin/spangle status --nats "nats://127.0.0.1:$((NATS_PORT + 1))" --cluster example
 
 if [[ -n "$KEEP" ]]; then
 	echo
