@@ -502,3 +502,51 @@ func readKey(client *http.Client, n *clusterProc, k int, last *string) error {
 	}
 	return err
 }
+
+// TestEmbeddedNATSCluster runs three nodes that each embed one member of a
+// three-server NATS cluster (R3 buckets) and kills one with SIGKILL: the
+// other two keep a working NATS between them, so an upgrade published
+// afterwards still reaches both.
+func TestEmbeddedNATSCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs three binaries")
+	}
+	const keys, files = 30, 3
+	root := t.TempDir()
+	writeVersion(t, root, "d", "v1", files, keys)
+	bin := buildBinary(t)
+	var clientPorts, routes []string
+	for range 3 {
+		clientPorts = append(clientPorts, fmt.Sprint(freePort(t)))
+		routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))))
+	}
+	var nodes []*clusterProc
+	for i := range 3 {
+		route := strings.Trim(routes[i], `"`)
+		natsTable := fmt.Sprintf(`listen = "127.0.0.1:%s"
+server_name = "n%d"
+embedded_cluster = "embedded"
+embedded_cluster_listen = %q
+embedded_routes = [%s]
+replicas = 3
+cluster_name = "emb"`, clientPorts[i], i+1, strings.TrimPrefix(route, "nats://"), strings.Join(routes, ", "))
+		nodes = append(nodes, startNodeProc(t, bin, root, i+1, natsTable, 500*time.Millisecond, ""))
+	}
+	client := &http.Client{Timeout: testTimeout}
+	waitFor(t, "every key of v1 readable from every node", func() error {
+		_, err := allKeys(client, nodes, keys, "v1")
+		return err
+	})
+
+	nodes[0].kill(t)
+	writeVersion(t, root, "d", "v2", files, keys)
+	for _, n := range nodes[1:] {
+		if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every key of v2 readable from nodes 2 and 3", func() error {
+		_, err := allKeys(client, nodes[1:], keys, "v2")
+		return err
+	})
+}
