@@ -1,12 +1,15 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/spangledb/spangle/edge/internal/batchwire"
@@ -83,14 +86,48 @@ func batchContentType(results []node.Result) string {
 	return ""
 }
 
+// batchBufs holds the buffers of batch requests (batchBuf), so that a
+// busy peer reads, decodes and answers batches without allocating them.
+var batchBufs = sync.Pool{New: func() any { return new(batchBuf) }}
+
+// maxPooledBatch is the largest buffer batchBufs keeps.
+const maxPooledBatch = 256 << 10
+
+// batchBuf is the memory of one batch request: its body, its keys (which
+// alias body) and its reply. It is used by one request at a time.
+type batchBuf struct {
+	body  []byte
+	keys  [][]byte
+	reply []byte
+}
+
+// put returns bb to batchBufs, dropping the buffers too large to keep.
+// The keys are cleared: they point into body.
+func (bb *batchBuf) put() {
+	if cap(bb.body) > maxPooledBatch {
+		bb.body = nil
+	}
+	if cap(bb.reply) > maxPooledBatch {
+		bb.reply = nil
+	}
+	if cap(bb.keys) > maxPooledBatch/8 {
+		bb.keys = nil
+	}
+	clear(bb.keys)
+	bb.body, bb.keys, bb.reply = bb.body[:0], bb.keys[:0], bb.reply[:0]
+	batchBufs.Put(bb)
+}
+
 // serveBatch answers POST /<db>/_batch: the body is a batch request
 // (edge/BATCH.md), the answer a batch reply from one version, with
-// X-Spangle-Version. Errors follow the wire-code table.
+// X-Spangle-Version. Errors follow the wire-code table. The request's
+// body, keys and reply live in a pooled batchBuf: BatchBackend.GetMany
+// does not keep keys, and ResponseWriter.Write does not keep the reply.
 func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	start := time.Now()
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
-	bb, ok := s.backend.(BatchBackend)
+	be, ok := s.backend.(BatchBackend)
 	if !ok {
 		writeText(w, r, http.StatusNotImplemented, "batch lookups are not supported here\n")
 		return
@@ -99,49 +136,73 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	if r.URL.RawQuery != "" {
 		proxy = proxyParam(r.URL.RawQuery)
 	}
-	body, err := s.readBatch(w, r)
-	if err != nil {
+	bb := batchBufs.Get().(*batchBuf)
+	defer bb.put()
+	var err error
+	if bb.body, err = s.readBatch(bb.body[:0], w, r); err != nil {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
 	}
-	keys, err := batchwire.DecodeRequest(body, s.maxBatchKeys)
-	if err != nil {
+	if bb.keys, err = batchwire.AppendRequestKeys(bb.keys[:0], bb.body, s.maxBatchKeys); err != nil {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
 	}
 	raw := proxy != "" || rawParam(r.URL.RawQuery)
-	version, results, err := bb.GetMany(r.Context(), db, keys, node.GetOptions{Version: proxy, Raw: raw})
+	version, results, err := be.GetMany(r.Context(), db, bb.keys, node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
 	}
 	ct := batchContentType(results)
-	reply := appendBatchReply(make([]byte, 0, batchReplySize(version, ct, results)), version, ct, results)
+	bb.reply = appendBatchReply(slices.Grow(bb.reply[:0], batchReplySize(version, ct, results)), version, ct, results)
+	// The header values of the version and the length in two allocations:
+	// one string holding both, one slice for both values.
+	var digits [20]byte
+	both := version + string(strconv.AppendInt(digits[:0], int64(len(bb.reply)), 10))
+	vals := []string{both[:len(version)], both[len(version):]}
+	v := vals[0:1:1]
 	h := w.Header()
-	v := []string{version}
 	h[hdrVersion] = v
 	if s.sequinsHeaders {
 		h[hdrSequinsVersion] = v
 	}
-	writeBody(w, r, http.StatusOK, valBatch, reply)
+	h[hdrContentType] = valBatch
+	h[hdrNoSniff] = valNoSniff
+	h[hdrContentLength] = vals[1:2:2]
+	w.WriteHeader(http.StatusOK)
+	w.Write(bb.reply) //nolint:errcheck // the client went away; nothing to do
 	s.metrics.known(db).observe(http.StatusOK, time.Since(start))
 }
 
-// readBatch reads a batch request's body, at most MaxBatchBytes.
-func (s *Server) readBatch(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBatch reads a batch request's body, at most MaxBatchBytes, into
+// dst (from its length on; its array is reused when large enough) and
+// returns it.
+func (s *Server) readBatch(dst []byte, w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := int64(s.maxBatchBytes)
 	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: batch request of %d bytes, at most %d allowed", errTooLarge, r.ContentLength, limit)
+		return dst, fmt.Errorf("%w: batch request of %d bytes, at most %d allowed", errTooLarge, r.ContentLength, limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if r.ContentLength >= 0 {
+		// The length is known and within the limit: read it at once.
+		// (net/http fails a body that ends early; one that runs on is
+		// the next request on the connection, not ours.)
+		n := len(dst)
+		dst = slices.Grow(dst, int(r.ContentLength))[:n+int(r.ContentLength)]
+		if _, err := io.ReadFull(r.Body, dst[n:]); err != nil {
+			return dst[:n], fmt.Errorf("%w: reading the request: %v", batchwire.ErrMalformed, err)
+		}
+		return dst, nil
+	}
+	buf := bytes.NewBuffer(dst)
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, fmt.Errorf("%w: batch request over %d bytes", errTooLarge, limit)
+		return buf.Bytes(), fmt.Errorf("%w: batch request over %d bytes", errTooLarge, limit)
 	case err != nil:
-		return nil, fmt.Errorf("%w: reading the request: %v", batchwire.ErrMalformed, err)
+		return buf.Bytes(), fmt.Errorf("%w: reading the request: %v", batchwire.ErrMalformed, err)
 	}
-	return body, nil
+	return buf.Bytes(), nil
 }
 
 // writeBatchError answers a failed batch lookup per the wire-code table,

@@ -94,3 +94,27 @@ func TestGetManyOneVersion(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// BenchmarkGetMany reads batches of keys pinned to a version, as a peer
+// answers a proxied batch, at several batch sizes; ns/key is per key.
+func BenchmarkGetMany(b *testing.B) {
+	const keys = 1000
+	root := b.TempDir()
+	writeVersion(b, root, "d", "v1", 4, keys)
+	n := newTestNode(b, root, nil)
+	for _, size := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("keys=%d", size), func(b *testing.B) {
+			batch := make([][]byte, size)
+			for i := range batch {
+				batch[i] = fmt.Appendf(nil, "key-%d", i*7%keys)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := n.GetMany(context.Background(), "d", batch, GetOptions{Version: "v1", Raw: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(size), "ns/key")
+		})
+	}
+}

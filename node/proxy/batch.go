@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 )
 
 // The batch wire format of edge/BATCH.md, the part a proxy speaks: it
@@ -51,11 +53,12 @@ type batchItem struct {
 }
 
 // decodeBatchReply decodes a reply to a batch of n keys asked of peer for
-// version. Each found value is copied out of b into its own slice; a
-// value over maxBody fails its item with ErrBodyTooLarge. A reply from
-// another version fails with errVersion, one that does not parse with
-// errMalformed.
-func decodeBatchReply(b []byte, n int, peer, version string, maxBody int64) ([]batchItem, error) {
+// version, appending its n items to dst (whose array it reuses when large
+// enough; nil is fine). Each found value is copied out of b into its own
+// slice; a value over maxBody fails its item with ErrBodyTooLarge. A
+// reply from another version fails with errVersion, one that does not
+// parse with errMalformed.
+func decodeBatchReply(dst []batchItem, b []byte, n int, peer, version string, maxBody int64) ([]batchItem, error) {
 	if len(b) < 4 || [4]byte(b[:4]) != batchReplyMagic {
 		return nil, fmt.Errorf("%w: no %q format 1 prefix", errMalformed, batchReplyMagic[:3])
 	}
@@ -79,10 +82,12 @@ func decodeBatchReply(b []byte, n int, peer, version string, maxBody int64) ([]b
 		return nil, fmt.Errorf("%w: %d items for %d keys", errMalformed, count, n)
 	}
 	contentType := string(ct)
-	items := make([]batchItem, n)
-	for i := range items {
+	start := len(dst)
+	items := slices.Grow(dst, n)[:start+n]
+	clear(items[start:])
+	for i := start; i < len(items); i++ {
 		if len(rest) == 0 {
-			return nil, fmt.Errorf("%w: reply ends at item %d", errMalformed, i)
+			return nil, fmt.Errorf("%w: reply ends at item %d", errMalformed, i-start)
 		}
 		st := rest[0]
 		rest = rest[1:]
@@ -93,7 +98,7 @@ func decodeBatchReply(b []byte, n int, peer, version string, maxBody int64) ([]b
 			continue
 		case itemFound, itemFailed:
 		default:
-			return nil, fmt.Errorf("%w: item %d has status %#x", errMalformed, i, st)
+			return nil, fmt.Errorf("%w: item %d has status %#x", errMalformed, i-start, st)
 		}
 		var val []byte
 		if val, rest, err = cutBytes(rest, "item"); err != nil {
@@ -112,6 +117,24 @@ func decodeBatchReply(b []byte, n int, peer, version string, maxBody int64) ([]b
 		return nil, fmt.Errorf("%w: %d bytes after the last item", errMalformed, len(rest))
 	}
 	return items, nil
+}
+
+// batchItemBufs holds the slices batch replies are decoded into, from
+// one request's decoding to the last report of its answers.
+var batchItemBufs = sync.Pool{New: func() any { return new([]batchItem) }}
+
+// maxPooledItems is the largest slice batchItemBufs keeps.
+const maxPooledItems = 1024
+
+// putBatchItems returns items to batchItemBufs through ip, cleared: they
+// hold the values, which belong to the flights now.
+func putBatchItems(ip *[]batchItem, items []batchItem) {
+	if cap(items) > maxPooledItems {
+		return
+	}
+	clear(items)
+	*ip = items[:0]
+	batchItemBufs.Put(ip)
 }
 
 // cutUvarint splits a uvarint off b.

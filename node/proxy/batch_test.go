@@ -447,7 +447,7 @@ func TestBatchWire(t *testing.T) {
 		t.Fatalf("request % x, want % x", got, wantReq)
 	}
 	reply := []byte{0x53, 0x42, 0x52, 0x01, 0x02, 0x76, 0x32, 0x00, 0x03, 0x01, 0x02, 0x68, 0x69, 0x00, 0x01, 0x00}
-	items, err := decodeBatchReply(reply, 3, "peer:1", "v2", 10)
+	items, err := decodeBatchReply(nil, reply, 3, "peer:1", "v2", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,12 +472,12 @@ func TestBatchWire(t *testing.T) {
 		version string
 		err     error
 	}{{2, "v2", errMalformed}, {4, "v2", errMalformed}, {3, "v1", errVersion}} {
-		if _, err := decodeBatchReply(reply, bad.n, "peer:1", bad.version, 10); !errors.Is(err, bad.err) {
+		if _, err := decodeBatchReply(nil, reply, bad.n, "peer:1", bad.version, 10); !errors.Is(err, bad.err) {
 			t.Errorf("%d keys of %s: %v, want %v", bad.n, bad.version, err, bad.err)
 		}
 	}
 	for i := range len(reply) {
-		if _, err := decodeBatchReply(reply[:i], 3, "peer:1", "v2", 10); err == nil {
+		if _, err := decodeBatchReply(nil, reply[:i], 3, "peer:1", "v2", 10); err == nil {
 			t.Errorf("the reply cut to %d bytes decoded", i)
 		}
 	}
@@ -492,7 +492,7 @@ func FuzzDecodeBatchReply(f *testing.F) {
 		if n < 0 || n > 1000 {
 			return
 		}
-		items, err := decodeBatchReply(b, n, "p:1", "v2", 8)
+		items, err := decodeBatchReply(nil, b, n, "p:1", "v2", 8)
 		if err != nil {
 			if !errors.Is(err, errMalformed) && !errors.Is(err, errVersion) {
 				t.Fatalf("error %v is neither malformed nor version", err)
@@ -560,5 +560,37 @@ func TestBatchShutdown(t *testing.T) {
 	defer s.p.peersMu.Unlock()
 	if n := len(s.p.peers); n != 0 {
 		t.Fatalf("%d peers with senders after Shutdown", n)
+	}
+}
+
+// BenchmarkBatchCodec measures a front's per-batch wire work: encoding
+// the request for n attempts and decoding the reply of n 100-byte values
+// into pooled items, as a sender does; ns/key is per key.
+func BenchmarkBatchCodec(b *testing.B) {
+	val := bytes.Repeat([]byte("v"), 100)
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			attempts := make([]*attempt, n)
+			for i := range attempts {
+				attempts[i] = &attempt{f: &flight{req: Request{Key: fmt.Appendf(nil, "%016d", i)}}}
+			}
+			reply := append(batchReplyMagic[:], 2, 'v', '2', 0, byte(n))
+			for range n {
+				reply = append(reply, itemFound, byte(len(val)))
+				reply = append(reply, val...)
+			}
+			var req []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				req = appendBatchRequest(req[:0], attempts)
+				ip := batchItemBufs.Get().(*[]batchItem)
+				items, err := decodeBatchReply((*ip)[:0], reply, n, "p:1", "v2", 1<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+				putBatchItems(ip, items)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+		})
 	}
 }

@@ -53,7 +53,7 @@ func newPeerRequest(ctx context.Context, method, peer, path, query string, heade
 	if err != nil {
 		return nil, err
 	}
-	hreq.URL = &url.URL{Scheme: "http", Host: peer, Opaque: path, RawQuery: query}
+	*hreq.URL = url.URL{Scheme: "http", Host: peer, Opaque: path, RawQuery: query} // the empty one parsed from ""
 	hreq.Host = peer
 	hreq.Header = header
 	if body != nil {
@@ -119,9 +119,9 @@ func putBatchBuf(bp *[]byte, b []byte) {
 
 // askBatch sends the attempts (two or more, of one db, version and raw)
 // to peer as one POST /<db>/_batch?proxy=<version> and returns their
-// answers, in order. A batch the peer refuses as a whole fails with
-// errRefused.
-func (p *Proxy) askBatch(ctx context.Context, peer string, attempts []*attempt) ([]batchItem, error) {
+// answers, in order, appended to dst. A batch the peer refuses as a
+// whole fails with errRefused.
+func (p *Proxy) askBatch(ctx context.Context, peer string, attempts []*attempt, dst []batchItem) ([]batchItem, error) {
 	head := &attempts[0].f.req
 	// Not a pooled buffer: the transport may still read it after
 	// RoundTrip returns (a peer may answer before reading it all).
@@ -161,7 +161,7 @@ func (p *Proxy) askBatch(ctx context.Context, peer string, attempts []*attempt) 
 	if err != nil {
 		return nil, fmt.Errorf("proxy: peer %s: %w", peer, err)
 	}
-	items, err := decodeBatchReply(reply, len(attempts), peer, head.Version, p.cfg.MaxBodyBytes)
+	items, err := decodeBatchReply(dst, reply, len(attempts), peer, head.Version, p.cfg.MaxBodyBytes)
 	if errors.Is(err, errMalformed) {
 		err = fmt.Errorf("%w: %w", errRefused, err)
 	}

@@ -168,12 +168,14 @@ func (p *Proxy) do(addr string, r *peerRequest) {
 		a.f.report(a, res, err)
 		return
 	}
-	results, err := p.askBatch(ctx, addr, r.attempts)
+	ip := batchItemBufs.Get().(*[]batchItem)
+	results, err := p.askBatch(ctx, addr, r.attempts, (*ip)[:0])
 	switch {
 	case err == nil:
 		for i, a := range r.attempts {
 			a.f.report(a, results[i].res, results[i].err)
 		}
+		putBatchItems(ip, results)
 	case errors.Is(err, errRefused):
 		// The peer would not answer the batch as a whole (one of its
 		// keys is in a partition it no longer holds, it does not speak

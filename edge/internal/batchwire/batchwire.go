@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ContentType is the media type of requests and replies.
@@ -76,6 +77,14 @@ func AppendRequest(dst []byte, keys [][]byte) []byte {
 // DecodeRequest decodes a request naming at most maxKeys keys (maxKeys <= 0:
 // no limit). The keys alias b.
 func DecodeRequest(b []byte, maxKeys int) ([][]byte, error) {
+	return AppendRequestKeys(nil, b, maxKeys)
+}
+
+// AppendRequestKeys is DecodeRequest appending the keys to dst, whose
+// array it reuses when large enough: a caller that decodes many
+// requests can keep one slice. The keys alias b; on error, dst's
+// contents past its length are unspecified.
+func AppendRequestKeys(dst [][]byte, b []byte, maxKeys int) ([][]byte, error) {
 	rest, err := cutMagic(b, requestMagic, "request")
 	if err != nil {
 		return nil, err
@@ -90,12 +99,13 @@ func DecodeRequest(b []byte, maxKeys int) ([][]byte, error) {
 	if count > uint64(len(rest)) { // every key takes at least its length byte
 		return nil, fmt.Errorf("%w: %d keys in %d bytes", ErrMalformed, count, len(rest))
 	}
-	keys := make([][]byte, count)
-	for i := range keys {
-		keys[i], rest, err = cutBytes(rest, "key")
-		if err != nil {
+	keys := slices.Grow(dst, int(count))
+	for i := range int(count) {
+		var k []byte
+		if k, rest, err = cutBytes(rest, "key"); err != nil {
 			return nil, fmt.Errorf("%w (key %d)", err, i)
 		}
+		keys = append(keys, k)
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the last key", ErrMalformed, len(rest))
@@ -203,7 +213,9 @@ func DecodeReply(b []byte, maxItems int) (Reply, error) {
 
 func cutMagic(b []byte, magic [4]byte, what string) ([]byte, error) {
 	if len(b) < len(magic) || [3]byte(b[:3]) != [3]byte(magic[:3]) {
-		return nil, fmt.Errorf("%w: not a batch %s (no %q prefix)", ErrMalformed, what, magic[:3])
+		// string(...): a slice of magic would make it escape, and cost an
+		// allocation on every call.
+		return nil, fmt.Errorf("%w: not a batch %s (no %q prefix)", ErrMalformed, what, string(magic[:3]))
 	}
 	if b[3] != magic[3] {
 		return nil, fmt.Errorf("%w: batch %s format %d, want %d", ErrMalformed, what, b[3], magic[3])
@@ -220,12 +232,14 @@ func cutUvarint(b []byte, what string) (uint64, []byte, error) {
 }
 
 // cutBytes cuts a length-prefixed byte string. The result's capacity is
-// its length, so that appending to it never writes into b.
+// its length, so that appending to it never writes into b. It builds no
+// string unless it fails: it runs once per key.
 func cutBytes(b []byte, what string) ([]byte, []byte, error) {
-	n, rest, err := cutUvarint(b, what+" length")
-	if err != nil {
-		return nil, nil, err
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, nil, fmt.Errorf("%w: bad %s length", ErrMalformed, what)
 	}
+	rest := b[w:]
 	if n > uint64(len(rest)) {
 		return nil, nil, fmt.Errorf("%w: %s of %d bytes, %d left", ErrMalformed, what, n, len(rest))
 	}
