@@ -26,11 +26,19 @@ type testPeer struct {
 
 // startPeer starts a peer running h. Handlers that block must also
 // return when their request's context is done: Close waits for them.
+// The request body (a batch) is read before h runs: net/http notices a
+// client that went away, and cancels the request's context, only once
+// the body has been read to its end.
 func startPeer(t testing.TB, h http.HandlerFunc) *testPeer {
 	t.Helper()
 	p := &testPeer{}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.hits.Add(1)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		h(w, r)
 	}))
 	p.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
