@@ -270,6 +270,9 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+		// Cancel the requests first: a sender freed by one failed flight
+		// must not get an answer for another before that one fails too.
+		p.stop()
 		p.mu.Lock()
 		flights := make([]*flight, 0, len(p.flights))
 		for _, f := range p.flights {
@@ -279,7 +282,6 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		for _, f := range flights {
 			f.fail(ErrClosed)
 		}
-		p.stop()
 		<-done
 	}
 	p.stop()
