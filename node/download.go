@@ -108,19 +108,14 @@ func (r *sourceReader) Read(p []byte) (int, error) {
 				continue
 			}
 		}
-		if r.d.limit != nil && len(p) > r.d.chunk {
-			p = p[:r.d.chunk]
-		}
-		n, err := r.rc.Read(p)
+		n, err := r.d.read(r.ctx, r.rc, p)
 		if n > 0 {
 			r.off += int64(n)
 			r.tries = 0
 			r.bytes.Add(float64(n))
-			if r.d.limit != nil {
-				if werr := r.d.limit.WaitN(r.ctx, n); werr != nil {
-					return n, r.ctx.Err()
-				}
-			}
+		}
+		if r.ctx.Err() != nil {
+			return n, r.ctx.Err()
 		}
 		if err == nil {
 			return n, nil
@@ -227,14 +222,19 @@ type limitedReader struct {
 	d   *downloads
 }
 
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if len(p) > l.d.chunk {
-		p = p[:l.d.chunk]
+func (l *limitedReader) Read(p []byte) (int, error) { return l.d.read(l.ctx, l.r, p) }
+
+// read reads from rd into p through the limit, if any: at most one burst
+// at a time, then it waits until the bytes read are allowed. A wait cut
+// short by ctx's end returns ctx's error.
+func (d *downloads) read(ctx context.Context, rd io.Reader, p []byte) (int, error) {
+	if d.limit != nil && len(p) > d.chunk {
+		p = p[:d.chunk]
 	}
-	n, err := l.r.Read(p)
-	if n > 0 {
-		if werr := l.d.limit.WaitN(l.ctx, n); werr != nil {
-			return n, l.ctx.Err()
+	n, err := rd.Read(p)
+	if n > 0 && d.limit != nil {
+		if werr := d.limit.WaitN(ctx, n); werr != nil && ctx.Err() != nil {
+			return n, ctx.Err()
 		}
 	}
 	return n, err
