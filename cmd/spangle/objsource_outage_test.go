@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -146,17 +145,12 @@ func publisher(t *testing.T, bin, src, to, natsURL string, extra ...string) func
 // version's values.
 func readAll(base, version string, keys int) error {
 	for k := range keys {
-		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", base, k))
+		val, ver, _, err := clusterGet(http.DefaultClient, base, k)
 		if err != nil {
 			return err
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if want := fmt.Sprintf("%s:%d", version, k); resp.StatusCode != 200 || string(body) != want {
-			return fmt.Errorf("key-%d: %d %q, want %q", k, resp.StatusCode, body, want)
+		if want := fmt.Sprintf("%s:%d", version, k); ver != version || val != want {
+			return fmt.Errorf("key-%d: %q from version %q, want %q", k, val, ver, want)
 		}
 	}
 	return nil

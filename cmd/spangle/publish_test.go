@@ -54,21 +54,18 @@ func TestPublishToObjectStore(t *testing.T) {
 	}
 	waitValue := func(key, want string) {
 		t.Helper()
-		deadline := time.Now().Add(testTimeout)
-		for {
+		waitFor(t, "GET /d/"+key+" = "+want, func() error {
 			resp, err := http.Get(s.http + "/d/" + key)
-			if err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 && string(body) == want {
-					return
-				}
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET /d/%s never returned %q", key, want)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != want {
+				return fmt.Errorf("%d %q", resp.StatusCode, body)
 			}
-			time.Sleep(10 * time.Millisecond) // polling interval
-		}
+			return nil
+		})
 	}
 
 	out := publish("v1")
