@@ -139,17 +139,24 @@ func (d *db) checkPartitioner(s *ClusterSnapshot, version string) error {
 // other nodes that advertise it with this db's partitioner.
 func (d *db) remoteReplicas(s *ClusterSnapshot, version string, n int) []int {
 	counts := make([]int, n)
+	d.remoteHoldings(s, version, n, d.partitioner.Identity(), func(_ string, p int) { counts[p]++ })
+	return counts
+}
+
+// remoteHoldings calls fn for each partition p (0 ≤ p < n) of version that
+// another node's partitions entry lists, for entries of n partitions built
+// with partitioner identity.
+func (d *db) remoteHoldings(s *ClusterSnapshot, version string, n int, identity string, fn func(node string, p int)) {
 	for _, h := range s.Holders(d.name, version) {
-		if h.NodeID == d.node.id || h.NumPartitions != n || h.Partitioner != d.partitioner.Identity() {
+		if h.NodeID == d.node.id || h.NumPartitions != n || h.Partitioner != identity {
 			continue
 		}
 		for _, p := range h.Partitions {
 			if p >= 0 && p < n {
-				counts[p]++
+				fn(h.NodeID, p)
 			}
 		}
 	}
-	return counts
 }
 
 // setPending makes bv the db's pending version: readable by name and

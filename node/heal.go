@@ -239,20 +239,11 @@ func (h *healer) replicas(s *ClusterSnapshot, v *version) (live []string, holder
 			holders[p] = append(holders[p], n.id)
 		}
 	}
-	identity := v.data.Manifest().Partitioner
-	for _, e := range s.Holders(h.d.name, v.name) {
-		if e.NodeID == n.id || e.NumPartitions != v.n || e.Partitioner != identity {
-			continue
+	h.d.remoteHoldings(s, v.name, v.n, v.data.Manifest().Partitioner, func(node string, p int) {
+		if _, ok := slices.BinarySearch(live, node); ok && !slices.Contains(holders[p], node) {
+			holders[p] = append(holders[p], node)
 		}
-		if _, ok := slices.BinarySearch(live, e.NodeID); !ok {
-			continue
-		}
-		for _, p := range e.Partitions {
-			if p >= 0 && p < v.n && !slices.Contains(holders[p], e.NodeID) {
-				holders[p] = append(holders[p], e.NodeID)
-			}
-		}
-	}
+	})
 	return live, holders
 }
 
