@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test check bench bench-go bench-nats bench-e2e deps-bench tools examples cluster-example clean
+.PHONY: all build run test check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example clean
 
 all: build
 
@@ -64,6 +64,14 @@ deps-bench:
 
 bench-e2e: build deps-bench
 	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json $(if $(SCENARIOS),--scenarios $(SCENARIOS))
+
+# Coordination cost at scale: N spangle nodes (default 10, 25, 50, 100) on a
+# three-server NATS cluster run by the harness; KV traffic, CPU and RSS per
+# node, publish, kill -9 + healing and NATS-restart convergence, with the
+# growth from the smallest N. NODES=10,25 picks the sizes.
+NODES ?= 10,25,50,100
+bench-scale: build
+	$(GO) run ./cmd/spangle-bench scale --spangle $(BIN) --work .bench/scale --nodes $(NODES) --json .bench/scale.json
 
 clean:
 	rm -rf bin .run .bench

@@ -32,7 +32,8 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   spangle-bench run [flags]        build, load and compare; see run -h
   spangle-bench gen --out DIR      write a dataset; see gen -h
-  spangle-bench baseline --bind A  serve a fixed 100-byte body`)
+  spangle-bench baseline --bind A  serve a fixed 100-byte body
+  spangle-bench scale [flags]      N nodes on a 3-server NATS cluster: coordination cost; see scale -h`)
 }
 
 func dispatch(ctx context.Context, cmd string, args []string) error {
@@ -44,6 +45,8 @@ func dispatch(ctx context.Context, cmd string, args []string) error {
 		return genCmd(log, args)
 	case "baseline":
 		return baselineCmd(ctx, args)
+	case "scale":
+		return scaleCmd(ctx, log, args)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return nil
