@@ -818,4 +818,3 @@ func firstOr(rs []scaleResult, f func(scaleResult) int) int {
 	}
 	return f(rs[0])
 }
-
