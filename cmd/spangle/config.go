@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -199,20 +198,20 @@ func defaultConfig() config {
 	}
 }
 
-// loadConfig reads path into cfg. An unknown key is an error naming it.
+// loadConfig reads path into cfg. An unknown key is an error naming it;
+// sequins' keys are read as sequinsKeys says.
 func loadConfig(path string, cfg *config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	var fc fileConfig
-	md, err := toml.DecodeFile(path, &fc)
+	md, err := toml.Decode(string(data), &fc)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	if undecoded := md.Undecoded(); len(undecoded) > 0 {
-		keys := make([]string, len(undecoded))
-		for i, k := range undecoded {
-			keys[i] = k.String()
-		}
-		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	if err := sequinsKeys(string(data), md.Undecoded(), &fc); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	n := &cfg.node
 	set := func(dst *string, v string) {

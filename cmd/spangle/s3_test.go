@@ -56,7 +56,6 @@ insecure = true
 
 	for name, body := range map[string]string{
 		"unknown key":        "[s3]\nbucket = \"x\"\n",
-		"sequins-only key":   "[s3]\nmax_retries = 3\n",
 		"key without secret": "[s3]\naccess_key_id = \"AKID\"\n",
 		"endpoint with path": "[s3]\nendpoint = \"http://host:9000/minio\"\n",
 		"bad path_style":     "[s3]\npath_style = \"yes\"\n",
