@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -timeout 25m
 all: build
 
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/spangle
+	$(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/spangle
 
 # Serve the example source root (the sequins baby-names dataset) on $(BIND).
 run: build

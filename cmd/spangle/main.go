@@ -11,12 +11,18 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"strings"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..."; when
+// it is not, versionString reads the module version and VCS revision the
+// go command recorded in the binary.
+var version = ""
 
 const usage = `usage: spangle <command> [flags]
 
@@ -52,15 +58,58 @@ func main() {
 	case "plugin":
 		err = pluginCmd(args, os.Stdout)
 	case "version", "--version", "-version":
-		fmt.Println("spangle", version)
+		fmt.Println("spangle", versionString())
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "spangle: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0) // -h: the usage is printed; asking for it is no error
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "spangle:", err)
 		os.Exit(1)
 	}
+}
+
+// versionString is the -ldflags version, else the module's version and
+// the VCS revision (with "+dirty" for modified sources) from the build
+// info, as "v1.2.3 (rev 0123abcd, 2026-11-24T10:00:00Z)".
+func versionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	v := version
+	if v == "" && ok {
+		v = bi.Main.Version
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if !ok {
+		return v
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		if strings.HasSuffix(v, "+dirty") {
+			dirty = ""
+		}
+		v += fmt.Sprintf(" (rev %s%s, %s)", rev, dirty, at)
+	}
+	return v + " " + bi.GoVersion
 }

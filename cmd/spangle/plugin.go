@@ -32,6 +32,10 @@ flags:
 
 // pluginCmd implements "spangle plugin check".
 func pluginCmd(args []string, stdout io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(os.Stderr, pluginUsage)
+		return flag.ErrHelp
+	}
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprint(os.Stderr, pluginUsage)
 		return errors.New("plugin: want the subcommand check")

@@ -42,6 +42,10 @@ func serve(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// Flags after a positional would be ignored silently.
+		return fmt.Errorf("serve takes no arguments (got %q): name the config with --config", fs.Args())
+	}
 
 	log, err := newLogger(*logFormat, *logLevel)
 	if err != nil {
