@@ -180,7 +180,6 @@
 //     during an outage (502/504) the log grows with the request rate.
 //   - The status pages call Backend.Status and encode the whole view on
 //     every request; they are meant for people and peers, not for load.
-//   - Peer proxying is not here yet; the statuses for proxy failures are.
 //   - NATS requests carry no deadline of their own: a lookup runs until it
 //     is answered (local lookups never block), and Shutdown cancels those
 //     still running once its context ends.
