@@ -23,15 +23,18 @@ const (
 	exitError   = 2
 )
 
-// get runs "spangle get DB KEY": it prints the value on stdout, the status
-// and version on stderr, and returns the exit code.
+// get runs "spangle get DB KEY [KEY...]": for one key it prints the value
+// on stdout and the status and version on stderr; for several, looked up
+// in one batch (one version), a line "KEY<TAB>VALUE" per key found on
+// stdout and a line per missing key on stderr. It returns the exit code:
+// exitMissing when any key is missing.
 func get(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
-	raw := fs.Bool("raw", false, "print the value's bytes as they are (default: quoted unless printable text, with a newline)")
+	raw := fs.Bool("raw", false, "print the value's bytes as they are (default: quoted unless printable text, with a newline; one key only)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: spangle get [--http URL | --nats URL] [--raw] DB KEY")
+		fmt.Fprintln(stderr, "usage: spangle get [--http URL | --nats URL] [--raw] DB KEY [KEY...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(interleaved(fs, args)); err != nil {
@@ -40,11 +43,15 @@ func get(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	if fs.NArg() != 2 {
+	if fs.NArg() < 2 {
 		fs.Usage()
 		return exitError
 	}
-	db, key := fs.Arg(0), fs.Arg(1)
+	db, keys := fs.Arg(0), fs.Args()[1:]
+	if *raw && len(keys) > 1 {
+		fmt.Fprintln(stderr, "spangle get: --raw takes one key")
+		return exitError
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	c, closeAll, err := cf.open()
@@ -53,7 +60,10 @@ func get(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer closeAll()
-	res, err := c.Get(ctx, db, []byte(key))
+	if len(keys) > 1 {
+		return getMany(ctx, c, db, keys, stdout, stderr)
+	}
+	res, err := c.Get(ctx, db, []byte(keys[0]))
 	switch {
 	case errors.Is(err, client.ErrUnknownDB):
 		fmt.Fprintf(stderr, "404 db %q unknown or without a version\n", db)
@@ -76,6 +86,39 @@ func get(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, printable(res.Value))
 	return exitFound
+}
+
+// getMany looks keys up in one batch and prints them as get describes.
+func getMany(ctx context.Context, c *client.Client, db string, keys []string, stdout, stderr io.Writer) int {
+	bkeys := make([][]byte, len(keys))
+	for i, k := range keys {
+		bkeys[i] = []byte(k)
+	}
+	rs, err := c.GetMany(ctx, db, bkeys)
+	switch {
+	case errors.Is(err, client.ErrUnknownDB):
+		fmt.Fprintf(stderr, "404 db %q unknown or without a version\n", db)
+		return exitMissing
+	case err != nil:
+		fmt.Fprintln(stderr, "spangle get:", err)
+		return exitError
+	}
+	code, found := exitFound, 0
+	for i, r := range rs {
+		if !r.Found {
+			fmt.Fprintf(stderr, "404 %s\n", printable([]byte(keys[i])))
+			code = exitMissing
+			continue
+		}
+		found++
+		fmt.Fprintf(stdout, "%s\t%s\n", printable([]byte(keys[i])), printable(r.Value))
+	}
+	version := ""
+	if len(rs) > 0 {
+		version = rs[0].Version
+	}
+	fmt.Fprintf(stderr, "version=%s found=%d missing=%d\n", version, found, len(rs)-found)
+	return code
 }
 
 // printable returns v as text when it is valid UTF-8 without control

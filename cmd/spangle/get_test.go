@@ -168,6 +168,9 @@ func TestGetAndStatus(t *testing.T) {
 		{[]string{"get", "--nats", a.nats, "nope", "x"}, 1, "", `db "nope" unknown`},
 		{[]string{"get", "--http", "http://127.0.0.1:1", "--timeout", "1s", "baby-names", "x"}, 2, "", "no node answered"},
 		{[]string{"get", "baby-names"}, 2, "", "usage"},
+		{[]string{"get", "--http", a.http, "baby-names", "1881/boy", "1881/girl"}, 0, "1881/boy\tJohn\n1881/girl\tMary\n", "version=1 found=2 missing=0"},
+		{[]string{"get", "--nats", a.nats, "baby-names", "1881/nobody", "1881/girl"}, 1, "1881/girl\tMary\n", "404 1881/nobody\nversion=1 found=1 missing=1"},
+		{[]string{"get", "--nats", a.nats, "--raw", "baby-names", "1881/boy", "1881/girl"}, 2, "", "--raw takes one key"},
 	} {
 		code, stdout, stderr := run(tc.args...)
 		if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
@@ -201,7 +204,8 @@ func TestGetAndStatus(t *testing.T) {
 		Loaded   bool
 		Versions map[string]struct{ Version string }
 	}
-	if code != 0 || json.Unmarshal([]byte(stdout), &m) != nil || !m.Loaded || m.Versions["baby-names"].Version != "1" {
+	if code != 0 || json.Unmarshal([]byte(stdout), &m) != nil || !m.Loaded || m.Versions["baby-names"].Version != "1" ||
+		!strings.Contains(stdout, `"loaded": true`) || !strings.Contains(stdout, `"versions": {`) {
 		t.Errorf("status --json: %d %s", code, stdout)
 	}
 

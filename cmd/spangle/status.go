@@ -50,7 +50,13 @@ func status(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(m)
+		// snake_case, as every other JSON spangle writes.
+		return enc.Encode(struct {
+			Loaded     bool                      `json:"loaded"`
+			Nodes      map[string]advert.Node    `json:"nodes"`
+			Partitions []advert.Partitions       `json:"partitions"`
+			Versions   map[string]advert.Version `json:"versions"`
+		}{m.Loaded, m.Nodes, m.Partitions, m.Versions})
 	}
 	printMap(stdout, m)
 	return nil
