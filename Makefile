@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example clean
+.PHONY: all build run test deps-test test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example clean
 
 all: build
 
@@ -25,9 +25,18 @@ examples:
 cluster-example:
 	examples/cluster/run.sh
 
-# The whole suite, with the race detector.
+# The whole suite, with the race detector. Tests that need a program from
+# Debian's packages (Chromium for the dashboard) skip without it: make
+# deps-test installs them (CI does).
 test:
 	$(GO) test $(TEST_FLAGS) ./...
+
+deps-test:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+# The dashboard in a real headless Chromium; writes docs/dashboard.png.
+test-browser: deps-test
+	SPANGLE_UPDATE_SCREENSHOT=1 $(GO) test -count=1 -run TestDashboardBrowser -v ./cmd/spangle
 
 # Drift checks: formatting, vet, staticcheck, go mod tidy, then the tests.
 check: tools
