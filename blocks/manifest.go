@@ -63,6 +63,11 @@ type PartitionInfo struct {
 	// on the logical content: the same records give the same checksum
 	// whatever the compression, writer or node.
 	Checksum string `json:"checksum"`
+	// FileChecksum is "xxh64:" and 16 hex digits: XXH64 (seed 0) over the
+	// bbolt file's bytes, which Store.Open verifies (with StoredBytes)
+	// unless Options.SkipVerify. Empty in manifests written before it
+	// existed: those files are checked by size only.
+	FileChecksum string `json:"file_checksum,omitempty"`
 }
 
 // FileInfo describes one source file.

@@ -42,6 +42,12 @@ type Options struct {
 	// is set. Default 10000 (measured: 5k–10k is the optimum; larger
 	// transactions get slower).
 	BatchSize int
+
+	// SkipVerify makes Open trust the files on disk. By default Open
+	// checks each held partition file's size and checksum against the
+	// manifest (in parallel; see BenchmarkVerify for the cost) and
+	// refuses a version whose files differ with ErrCorrupt.
+	SkipVerify bool
 }
 
 // Defaults, see Options.

@@ -150,7 +150,9 @@ func (s *Store) Versions() ([]*Manifest, error) {
 }
 
 // Open opens a complete version for reading. ErrNoVersion if there is none
-// of that name.
+// of that name; an error wrapping ErrCorrupt if its manifest is damaged or
+// a partition file differs from it in size or checksum (see
+// Options.SkipVerify).
 func (s *Store) Open(db, version string) (*Version, error) {
 	if err := checkNames(db, version); err != nil {
 		return nil, err
@@ -165,6 +167,11 @@ func (s *Store) Open(db, version string) (*Version, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("blocks: open %s/%s: %w", db, version, err)
+	}
+	if !s.opts.SkipVerify {
+		if err := verifyFiles(dir, m); err != nil {
+			return nil, fmt.Errorf("blocks: open %s/%s: %w", db, version, err)
+		}
 	}
 	return openVersion(dir, m)
 }

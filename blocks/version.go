@@ -113,9 +113,18 @@ func decoderFor(parts []*partition) (*valueDecoder, error) {
 }
 
 // openPartition opens a partition file read-only and checks its meta
-// bucket.
-func openPartition(path string, p int) (*partition, error) {
-	db, err := bolt.Open(path, 0o444, &bolt.Options{
+// bucket. A file on which bbolt panics gives an error wrapping ErrCorrupt.
+func openPartition(path string, p int) (part *partition, err error) {
+	var db *bolt.DB
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = db.Close()
+			}
+			part, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o444, &bolt.Options{
 		ReadOnly:     true,
 		Timeout:      time.Second, // bbolt takes a shared flock; only a writer of this very file could block it
 		NoStatistics: true,
@@ -123,7 +132,7 @@ func openPartition(path string, p int) (*partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	part := &partition{db: db, idle: make(chan *readTx, 2*runtime.GOMAXPROCS(0))}
+	part = &partition{db: db, idle: make(chan *readTx, 2*runtime.GOMAXPROCS(0))}
 	err = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
 		if meta == nil || tx.Bucket(dataBucket) == nil {
@@ -183,7 +192,9 @@ func (v *Version) Get(p int, key []byte) ([]byte, error) {
 
 // GetAppend is Get appending the value to dst and returning the extended
 // slice (dst itself on error). It allocates only when dst is too small.
-func (v *Version) GetAppend(dst []byte, p int, key []byte) ([]byte, error) {
+// A damaged file, on which bbolt panics, gives an error wrapping
+// ErrCorrupt; the read transaction is ended either way.
+func (v *Version) GetAppend(dst []byte, p int, key []byte) (_ []byte, err error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
@@ -198,15 +209,22 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("blocks: partition %d: %w", p, err)
 	}
+	out := dst
+	defer func() {
+		if r := recover(); r != nil {
+			rt.discard()
+			out, err = dst, fmt.Errorf("%w: %s/%s partition %d: %v", ErrCorrupt, c.manifest.DB, c.manifest.Version, p, r)
+			return
+		}
+		part.release(rt)
+	}()
 	// val points into the memory map: decode (copy) it before releasing.
 	k, val := rt.cur.Seek(key)
 	if val == nil || !bytes.Equal(k, key) {
-		err = ErrNotFound
-	} else {
-		dst, err = c.dec.decode(dst, val, part.sdict)
+		return dst, ErrNotFound
 	}
-	part.release(rt)
-	return dst, err
+	out, err = c.dec.decode(dst, val, part.sdict)
+	return out, err
 }
 
 func (part *partition) acquire() (*readTx, error) {
@@ -225,6 +243,13 @@ func (part *partition) acquire() (*readTx, error) {
 		return nil, fmt.Errorf("%w: no data bucket", ErrCorrupt)
 	}
 	return &readTx{tx: tx, cur: data.Cursor()}, nil
+}
+
+// discard ends a read transaction that a panic interrupted; it is not
+// reused.
+func (rt *readTx) discard() {
+	defer func() { _ = recover() }() // the transaction's own state may be what broke
+	_ = rt.tx.Rollback()
 }
 
 func (part *partition) release(rt *readTx) {

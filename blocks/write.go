@@ -96,6 +96,11 @@ func (b *builder) write(ctx context.Context) ([]PartitionInfo, error) {
 			var first error
 			for wr := range queue {
 				size, err := wr.w.syncClose()
+				if err == nil {
+					// Read back from the page cache: the writers lay pages
+					// out of order, so the file cannot be hashed as written.
+					wr.info.FileChecksum, err = fileChecksum(filepath.Join(b.dir, partitionFile(wr.info.Partition)))
+				}
 				if err != nil && first == nil {
 					first = fmt.Errorf("partition %d: %w", wr.info.Partition, err)
 				}
