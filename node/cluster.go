@@ -210,6 +210,12 @@ func (d *db) trySwitch() {
 	}
 	if cur := d.active.Load(); cur != nil && p.name <= cur.name {
 		d.pending.Store(nil)
+		if p.name == cur.name && cur.state.damaged.Load() {
+			// A repaired copy of the active version (repair.go): the
+			// cluster switched to this version already.
+			d.activateVersion(p)
+			return
+		}
 		d.node.heldChanged()
 		d.discard(p)
 		return

@@ -46,11 +46,12 @@ type db struct {
 	// its retry time has passed, or at a forced refresh.
 	failed map[string]failedBuild
 
-	kickCh  chan kick
-	nudgeCh chan struct{} // cluster mode: re-check the pending version
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when loop returns
+	kickCh   chan kick
+	nudgeCh  chan struct{} // cluster mode: re-check the pending version
+	repairCh chan *version // a damaged version to rebuild (repair.go)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when loop returns
 
 	healMu sync.Mutex // guards healing
 	// healing is the heal load under way (heal.go), nil if none. Set and
@@ -91,6 +92,9 @@ type versionState struct {
 	// lastUsed is when a lookup last named the version, in Unix
 	// nanoseconds, once it is retired (retention.go); atomic, not guarded.
 	lastUsed atomic.Int64
+	// damaged is set by the first lookup that met damaged data in this
+	// copy of the version (repair.go); atomic, not guarded.
+	damaged atomic.Bool
 }
 
 func (n *Node) newDB(name string) (*db, error) {
@@ -129,6 +133,7 @@ func (n *Node) newDB(name string) (*db, error) {
 		versions:    map[string]*versionState{},
 		failed:      map[string]failedBuild{},
 		kickCh:      make(chan kick, 1),
+		repairCh:    make(chan *version, 1),
 		nudgeCh:     make(chan struct{}, 1),
 		ctx:         ctx,
 		cancel:      cancel,
@@ -165,6 +170,8 @@ func (d *db) loop() {
 			close(k.done)
 		case <-d.nudgeCh:
 			d.trySwitch()
+		case v := <-d.repairCh:
+			d.repair(v)
 		case <-d.retireWake():
 			d.expireRetired()
 		}
@@ -456,6 +463,18 @@ func (d *db) activateVersion(v *version) {
 	d.mu.Unlock()
 
 	old := d.active.Swap(v)
+	if old != nil && old.name == v.name {
+		// A repaired copy of a damaged version (repair.go): the damaged
+		// one's files are gone already; its lookups finish, or retry here.
+		d.node.heldChanged()
+		d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
+		d.node.log.Info("repaired version active", "db", d.name, "version", v.name)
+		d.stopHeal(old)
+		if err := old.data.Close(); err != nil {
+			d.node.log.Warn("closing damaged version", "db", d.name, "version", old.name, "err", err)
+		}
+		return
+	}
 	clustered := d.node.clustered()
 	if old != nil && clustered {
 		d.retire(old) // before heldChanged: it stays advertised

@@ -72,6 +72,9 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 			continue
 		}
 		if err != nil {
+			if errors.Is(err, blocks.ErrCorrupt) {
+				d.corrupted(v, err)
+			}
 			return Result{}, err
 		}
 		res.ContentType = d.cfg.ContentType

@@ -16,6 +16,7 @@ type metrics struct {
 	bytes         *prometheus.GaugeVec   // db
 	active        *prometheus.GaugeVec   // db, version
 	refreshErrors prometheus.Counter
+	corrupt       *prometheus.CounterVec // db, where (open, serving)
 
 	// Healing (heal.go).
 	healed       *prometheus.CounterVec // db
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spangle_source_errors_total", Help: "Failed listings of the source.",
 		}),
+		corrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_corrupt_versions_total",
+			Help: "Local versions found damaged (files that differ from their manifest, or pages bbolt cannot read), by db and where: at open (removed and rebuilt) or while serving (rebuilt, then switched to).",
+		}, []string{"db", "where"}),
 		healed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_heal_partitions_total", Help: "Partitions of an active version this node loaded because they had lost replicas, by db.",
 		}, []string{"db"}),
@@ -68,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors,
+		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt,
 			m.healed, m.healLoads, m.healFailures, m.healing)
 	}
 	return m

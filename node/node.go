@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -191,6 +192,9 @@ func (n *Node) reuseLocalVersions() error {
 		}
 		bv, err := n.store.Open(m.DB, m.Version)
 		if err != nil {
+			if errors.Is(err, blocks.ErrCorrupt) {
+				n.metrics.corrupt.WithLabelValues(name, "open").Inc()
+			}
 			n.log.Warn("cannot reopen local version; rebuilding", "db", name, "version", m.Version, "err", err)
 			n.removeVersionFiles(m.DB, m.Version)
 			dbs[name] = d
