@@ -78,6 +78,7 @@ func (s *NATSServer) headersFor(db string, res *node.Result) *natsHeaders {
 
 // onGet answers spangle.<cluster>.get.<db>: the payload is the key.
 func (s *NATSServer) onGet(m *nats.Msg) {
+	defer s.recoverNATS(s.ctx, m, s.met.get)
 	start := time.Now()
 	db := strings.TrimPrefix(m.Subject, s.getPrefix)
 	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Raw: rawRequest(m)})
@@ -89,6 +90,7 @@ func (s *NATSServer) onGet(m *nats.Msg) {
 // answered from the active one, which is newer, and says so in
 // Spangle-Version.
 func (s *NATSServer) onPart(m *nats.Msg, db, version string) {
+	defer s.recoverNATS(s.ctx, m, s.met.part)
 	start := time.Now()
 	raw := rawRequest(m)
 	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Version: version, Raw: raw})
@@ -120,6 +122,7 @@ func (s *NATSServer) answer(m *nats.Msg, op *natsOp, db string, res *node.Result
 // onMGet answers spangle.<cluster>.mget.<db>: the payload is a batch
 // request, the reply a batch reply (edge/BATCH.md).
 func (s *NATSServer) onMGet(m *nats.Msg) {
+	defer s.recoverNATS(s.ctx, m, s.met.mget)
 	start := time.Now()
 	db := strings.TrimPrefix(m.Subject, s.mgetPrefix)
 	status := s.mget(m, db)

@@ -13,6 +13,7 @@ type natsMetrics struct {
 	requests *prometheus.CounterVec   // spangle_nats_requests_total{op,code}
 	duration *prometheus.HistogramVec // spangle_nats_request_duration_seconds{op}
 	parts    prometheus.Gauge         // spangle_nats_part_subscriptions
+	panics   prometheus.Counter       // spangle_panics_total{door="nats"}
 
 	get, part, mget *natsOp
 }
@@ -51,6 +52,11 @@ func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
 	if m.parts, err = register(reg, m.parts); err != nil {
 		return nil, err
 	}
+	panics, err := newPanicCounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.panics = panics.WithLabelValues("nats")
 	for _, op := range []struct {
 		name string
 		dst  **natsOp

@@ -38,6 +38,7 @@ type Server struct {
 	sequinsHeaders bool
 	log            *slog.Logger
 	metrics        *metrics
+	panics         prometheus.Counter // spangle_panics_total{door="http"}
 	metricsHandler http.Handler
 	dashboard      *template.Template
 	http           *http.Server
@@ -71,11 +72,16 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	panics, err := newPanicCounter(reg)
+	if err != nil {
+		return nil, err
+	}
 	dashboard, err := parseDashboard()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
+		panics:         panics.WithLabelValues("http"),
 		backend:        cfg.Backend,
 		nodeName:       cfg.NodeName,
 		sequinsHeaders: cfg.SequinsHeaders,
@@ -123,6 +129,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ServeHTTP routes r by hand (see the package doc for the table).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.recoverHTTP(w, r)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		allow := valAllow
 		if db, ok := batchPath(r.URL.Path); ok { // POST /<db>/_batch: batch.go
