@@ -24,6 +24,10 @@ type Config struct {
 	// the NATS Object Store one (node/objsource), whose connection the
 	// caller injects. Default nil.
 	OpenedSource Source
+	// AllowExternalSymlinks lets a local source follow symlinks (to data
+	// files or version directories) that resolve outside the source root.
+	// Default false: such a version fails with ErrSymlinkOutside.
+	AllowExternalSymlinks bool
 	// DataDir holds the partitions this node builds (sequins' local_store).
 	// Required.
 	DataDir string

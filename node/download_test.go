@@ -39,7 +39,7 @@ var errFlaky = errors.New("connection reset by peer (injected)")
 
 func newFaultySource(t *testing.T, root string) *faultySource {
 	t.Helper()
-	fs, err := newFileSource(root)
+	fs, err := newFileSource(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func startHealCluster(t *testing.T, data string, mod func(*Config)) *healCluster
 	t.Helper()
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", healParts, 120)
-	files, err := newFileSource(root)
+	files, err := newFileSource(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,11 @@ type Node struct {
 	// the refresh loop.
 	dbs atomic.Pointer[map[string]*db]
 
-	refreshCh chan bool // true: a forced refresh (SIGHUP); buffered 1
+	// refreshCh wakes the refresh loop (Refresh, Announce); buffered 1.
+	// forceRefresh says that a wake-up asked for a forced refresh: a flag
+	// apart, so that a SIGHUP is not lost behind a queued announcement.
+	refreshCh    chan struct{}
+	forceRefresh atomic.Bool
 	readyCh   chan struct{}
 	wg        sync.WaitGroup // every goroutine the node starts
 
@@ -62,7 +66,7 @@ func New(cfg Config) (*Node, error) {
 	var err error
 	src := cfg.OpenedSource
 	if src == nil {
-		if src, err = OpenSource(cfg.Source); err != nil {
+		if src, err = OpenFileSource(cfg.Source, cfg.AllowExternalSymlinks); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +80,7 @@ func New(cfg Config) (*Node, error) {
 		source:    src,
 		metrics:   newMetrics(cfg.Registerer),
 		dl:        newDownloads(cfg, log),
-		refreshCh: make(chan bool, 1),
+		refreshCh: make(chan struct{}, 1),
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
 	}
@@ -262,8 +266,14 @@ func (n *Node) Drain(ctx context.Context) error {
 // Refresh asks the node to list its source now (SIGHUP). Versions that
 // failed to build are tried again. It does not block.
 func (n *Node) Refresh() {
+	n.forceRefresh.Store(true)
+	n.wakeRefresh()
+}
+
+// wakeRefresh wakes the refresh loop; a wake-up already queued covers it.
+func (n *Node) wakeRefresh() {
 	select {
-	case n.refreshCh <- true:
+	case n.refreshCh <- struct{}{}:
 	default:
 	}
 }
@@ -288,10 +298,7 @@ func (n *Node) Announce(db, version string) {
 			return
 		}
 	}
-	select {
-	case n.refreshCh <- false:
-	default:
-	}
+	n.wakeRefresh()
 }
 
 func (n *Node) refreshLoop() {
@@ -311,8 +318,8 @@ func (n *Node) refreshLoop() {
 			return
 		case <-tick:
 			n.refresh(false, false)
-		case force := <-n.refreshCh:
-			n.refresh(false, force)
+		case <-n.refreshCh:
+			n.refresh(false, n.forceRefresh.Swap(false))
 		}
 	}
 }

@@ -46,8 +46,13 @@ func isDataFile(name string) bool {
 }
 
 // OpenSource returns the Source for a root written as a path or a URL:
-// a local path, or file:///path.
-func OpenSource(root string) (Source, error) {
+// a local path, or file:///path. Symlinks that leave the root are refused
+// (see OpenFileSource).
+func OpenSource(root string) (Source, error) { return OpenFileSource(root, false) }
+
+// OpenFileSource is OpenSource; followExternal lets the source follow
+// symlinks that resolve outside root (Config.AllowExternalSymlinks).
+func OpenFileSource(root string, followExternal bool) (Source, error) {
 	if root == "" {
 		return nil, fmt.Errorf("%w: empty source", ErrConfig)
 	}
@@ -58,12 +63,12 @@ func OpenSource(root string) (Source, error) {
 			if u.Host != "" && u.Host != "localhost" {
 				return nil, fmt.Errorf("%w: source %q has a host (likely missing a '/')", ErrConfig, root)
 			}
-			return newFileSource(filepath.FromSlash(u.Path))
+			return newFileSource(filepath.FromSlash(u.Path), followExternal)
 		default:
 			return nil, fmt.Errorf("%w: source %q: unsupported scheme %q", ErrConfig, root, u.Scheme)
 		}
 	}
-	return newFileSource(root)
+	return newFileSource(root, followExternal)
 }
 
 // RangeSource is a Source that can open a file from a byte offset. A

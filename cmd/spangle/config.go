@@ -29,10 +29,12 @@ type fileConfig struct {
 	RetryFailedAfter     duration `toml:"retry_failed_after"` // negative: only on SIGHUP
 	RefreshPeriod        duration `toml:"refresh_period"`
 	RequireSuccessFile   bool     `toml:"require_success_file"`
-	ContentType          string   `toml:"content_type"`
-	SequinsHeaders       bool     `toml:"sequins_headers"`
-	ShardID              string   `toml:"shard_id"`
-	AdvertisedHostname   string   `toml:"advertised_hostname"`
+	// AllowExternalSymlinks follows symlinks that leave a local source root.
+	AllowExternalSymlinks bool   `toml:"allow_external_symlinks"`
+	ContentType           string `toml:"content_type"`
+	SequinsHeaders        bool   `toml:"sequins_headers"`
+	ShardID               string `toml:"shard_id"`
+	AdvertisedHostname    string `toml:"advertised_hostname"`
 
 	// NATS replaces sequins' [zk]: the embedded server (no url) or
 	// external ones, and the spangle cluster's name.
@@ -241,6 +243,7 @@ func loadConfig(path string, cfg *config) error {
 	n.DownloadBackoff = fc.DownloadBackoff.Duration
 	n.RetryFailedAfter = fc.RetryFailedAfter.Duration
 	n.RequireSuccessFile = fc.RequireSuccessFile
+	n.AllowExternalSymlinks = fc.AllowExternalSymlinks
 	cfg.sequinsHeaders = fc.SequinsHeaders
 	set(&n.Compression, fc.Storage.Compression)
 	if fc.Storage.MemoryBudget != "" {
