@@ -47,7 +47,9 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 			NoWait: true,
 			Node: func(c *node.Config) {
 				cn.configure(c, o.replication, o.minReplication)
-				c.Cluster.VersionRemoveTimeout = o.versionRemoveTimeout
+				if o.versionRemoveTimeout > 0 {
+					c.Cluster.VersionRemoveTimeout = o.versionRemoveTimeout
+				}
 				if o.partitioners != nil {
 					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
 				}

@@ -84,7 +84,9 @@ func (hn *healNode) start(t *testing.T) {
 			c.DataDir = hn.data
 			c.Registerer = hn.reg
 			c.Cluster.HealAfter = 100 * time.Millisecond
-			c.Cluster.HealMaxParallel = hn.opts.maxParallel
+			if hn.opts.maxParallel > 0 {
+				c.Cluster.HealMaxParallel = hn.opts.maxParallel
+			}
 			c.Cluster.DisableHeal = hn.opts.disable
 		},
 	})

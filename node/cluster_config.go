@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/node/assign"
+	"github.com/spangledb/spangle/node/proxy"
 )
 
 // ClusterConfig configures cluster mode (the [sharding] table, with
@@ -35,15 +36,15 @@ type ClusterConfig struct {
 	ProxyTimeout time.Duration
 	// ProxyStageTimeout is how long a proxied attempt runs alone before a
 	// backup attempt starts on the next replica. Default 0:
-	// ProxyTimeout / Replication.
+	// ProxyTimeout / Replication (stageTimeout).
 	ProxyStageTimeout time.Duration
 	// ProxyBatchKeys caps the lookups one request to a peer carries:
 	// lookups for a peer that arrive while a request to it is in flight go
-	// together in the next one. 1 turns batching off. Default 0: the proxy
-	// package's (64).
+	// together in the next one. 1 turns batching off. Default 64 (the
+	// proxy package's).
 	ProxyBatchKeys int
-	// ProxyConnsPerPeer caps the requests in flight to one peer. Default 0:
-	// the proxy package's (2).
+	// ProxyConnsPerPeer caps the requests in flight to one peer. Default 2
+	// (the proxy package's).
 	ProxyConnsPerPeer int
 	// VersionRemoveTimeout is how long a replaced version stays open and
 	// advertised for peers naming it after the last request for it; each
@@ -75,51 +76,44 @@ func DefaultClusterConfig() ClusterConfig {
 		Assignment:           assign.NameSequential,
 		TimeToConverge:       10 * time.Second,
 		ProxyTimeout:         100 * time.Millisecond,
+		ProxyBatchKeys:       proxy.DefaultConfig().MaxBatchKeys,
+		ProxyConnsPerPeer:    proxy.DefaultConfig().MaxConnsPerPeer,
 		VersionRemoveTimeout: 10 * time.Minute,
 		HealAfter:            time.Minute,
 		HealMaxParallel:      1,
 	}
 }
 
-// validate fills in defaults for zero fields and checks the rest.
-func (c *ClusterConfig) validate() error {
-	d := DefaultClusterConfig()
-	if c.Replication <= 0 {
-		c.Replication = d.Replication
-	}
-	if c.MinReplication <= 0 {
-		c.MinReplication = d.MinReplication
-	}
-	if c.Assignment == "" {
-		c.Assignment = d.Assignment
-	}
-	if c.TimeToConverge <= 0 {
-		c.TimeToConverge = d.TimeToConverge
-	}
-	if c.ProxyTimeout <= 0 {
-		c.ProxyTimeout = d.ProxyTimeout
-	}
-	if c.ProxyStageTimeout <= 0 {
-		c.ProxyStageTimeout = max(c.ProxyTimeout/time.Duration(c.Replication), time.Millisecond)
-	}
-	if c.VersionRemoveTimeout <= 0 {
-		c.VersionRemoveTimeout = d.VersionRemoveTimeout
-	}
-	if c.HealAfter == 0 {
-		c.HealAfter = d.HealAfter
-	}
-	if c.HealMaxParallel == 0 {
-		c.HealMaxParallel = d.HealMaxParallel
+// validate checks c; it changes nothing.
+func (c ClusterConfig) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: sharding."+format, append([]any{ErrConfig}, args...)...)
 	}
 	switch {
-	case c.HealAfter < 0:
-		return fmt.Errorf("%w: sharding.heal_after %v is negative (heal = false turns healing off)", ErrConfig, c.HealAfter)
-	case c.HealMaxParallel < 0:
-		return fmt.Errorf("%w: sharding.heal_max_parallel %d is negative", ErrConfig, c.HealMaxParallel)
-	case c.MaxReplication < 0:
-		return fmt.Errorf("%w: sharding.max_replication %d is negative", ErrConfig, c.MaxReplication)
+	case c.Replication < 1:
+		return bad("replication %d: want at least 1", c.Replication)
+	case c.MinReplication < 1:
+		return bad("min_replication %d: want at least 1", c.MinReplication)
 	case c.MinReplication > c.Replication:
-		return fmt.Errorf("%w: sharding.min_replication %d exceeds replication %d", ErrConfig, c.MinReplication, c.Replication)
+		return bad("min_replication %d exceeds replication %d", c.MinReplication, c.Replication)
+	case c.MaxReplication < 0:
+		return bad("max_replication %d is negative", c.MaxReplication)
+	case c.TimeToConverge <= 0:
+		return bad("time_to_converge %v: want a positive duration", c.TimeToConverge)
+	case c.ProxyTimeout <= 0:
+		return bad("proxy_timeout %v: want a positive duration", c.ProxyTimeout)
+	case c.ProxyStageTimeout < 0:
+		return bad("proxy_stage_timeout %v is negative", c.ProxyStageTimeout)
+	case c.ProxyBatchKeys < 1:
+		return bad("proxy_batch_keys %d: want at least 1", c.ProxyBatchKeys)
+	case c.ProxyConnsPerPeer < 1:
+		return bad("proxy_conns_per_peer %d: want at least 1", c.ProxyConnsPerPeer)
+	case c.VersionRemoveTimeout <= 0:
+		return bad("version_remove_timeout %v: want a positive duration", c.VersionRemoveTimeout)
+	case c.HealAfter <= 0:
+		return bad("heal_after %v: want a positive duration (heal = false turns healing off)", c.HealAfter)
+	case c.HealMaxParallel < 1:
+		return bad("heal_max_parallel %d: want at least 1", c.HealMaxParallel)
 	}
 	if _, err := assign.ByName(c.Assignment); err != nil {
 		return fmt.Errorf("%w: sharding.assignment: %v", ErrConfig, err)
@@ -128,4 +122,13 @@ func (c *ClusterConfig) validate() error {
 		return fmt.Errorf("%w: cluster mode needs a View", ErrConfig)
 	}
 	return nil
+}
+
+// stageTimeout is ProxyStageTimeout, or ProxyTimeout / Replication (at
+// least 1ms) when it is 0.
+func (c ClusterConfig) stageTimeout() time.Duration {
+	if c.ProxyStageTimeout > 0 {
+		return c.ProxyStageTimeout
+	}
+	return max(c.ProxyTimeout/time.Duration(max(c.Replication, 1)), time.Millisecond)
 }

@@ -48,7 +48,7 @@ type Config struct {
 	MaxDownloadBandwidth int64
 	// DownloadRetries is how many times a failed open or read of a source
 	// file is retried (with exponential backoff) before the build fails;
-	// negative means never. Default 5.
+	// 0 or negative means never. Default 5.
 	DownloadRetries int
 	// DownloadBackoff is the pause before the first retry; it doubles on
 	// each retry, up to DownloadBackoffMax. Defaults 1s and 30s.
@@ -66,7 +66,7 @@ type Config struct {
 	Compression string
 
 	// ContentType is sent with the values of dbs that set none. Default
-	// application/octet-stream.
+	// "": the front door sends application/octet-stream.
 	ContentType string
 
 	// DBs holds per-db settings, by db name. A db without an entry uses
@@ -123,7 +123,7 @@ type DBConfig struct {
 	// served (not for peers, nor for lookups that ask for raw values); its
 	// content type replaces ContentType. Default "": values as stored.
 	Decoder string
-	// ContentType is sent with values. Default application/octet-stream.
+	// ContentType is sent with values. Default "": Config.ContentType.
 	ContentType string
 	// CacheControl is sent with values when set. Default none.
 	CacheControl string
@@ -134,7 +134,8 @@ type DBConfig struct {
 	Compression string
 }
 
-// DefaultConfig returns the defaults; Source and DataDir are still to be set.
+// DefaultConfig returns the defaults stated on each field: every default
+// is set here, and only here. Source and DataDir are still to be set.
 func DefaultConfig() Config {
 	return Config{
 		Name:               "localhost",
@@ -143,65 +144,79 @@ func DefaultConfig() Config {
 		DownloadRetries:    5,
 		DownloadBackoff:    time.Second,
 		DownloadBackoffMax: 30 * time.Second,
+		RetryFailedAfter:   time.Minute,
 		Compression:        string(blocks.CompressionNone),
+		AdvertiseRetry:     time.Second,
 		Cluster:            DefaultClusterConfig(),
 	}
 }
 
-// Validate checks the config and fills in defaults for zero fields.
-func (c *Config) Validate() error {
-	d := DefaultConfig()
-	if c.Source == "" {
-		return fmt.Errorf("%w: source is required", ErrConfig)
+// Validate checks the config: it changes nothing, so calling it twice
+// gives the same answer. Start from DefaultConfig: a zero count or
+// duration is an error, not a request for the default.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
 	}
-	if c.DataDir == "" {
-		return fmt.Errorf("%w: data_dir is required", ErrConfig)
-	}
-	if c.Name == "" {
-		c.Name = d.Name
-	}
-	if c.MaxParallelLoads <= 0 {
-		c.MaxParallelLoads = d.MaxParallelLoads
-	}
-	if c.MemoryBudget <= 0 {
-		c.MemoryBudget = d.MemoryBudget
-	}
-	if c.Compression == "" {
-		c.Compression = d.Compression
-	}
-	if c.MaxDownloadBandwidth < 0 {
-		return fmt.Errorf("%w: max_download_bandwidth %d is negative", ErrConfig, c.MaxDownloadBandwidth)
-	}
-	if c.RetryFailedAfter == 0 {
-		c.RetryFailedAfter = d.RetryFailedAfter
-	}
-	if c.DownloadRetries == 0 {
-		c.DownloadRetries = d.DownloadRetries
-	}
-	if c.DownloadRetries < 0 {
-		c.DownloadRetries = 0
-	}
-	if c.DownloadBackoff <= 0 {
-		c.DownloadBackoff = d.DownloadBackoff
-	}
-	if c.DownloadBackoffMax <= 0 {
-		c.DownloadBackoffMax = d.DownloadBackoffMax
-	}
-	if c.DownloadBackoffMax < c.DownloadBackoff {
-		c.DownloadBackoffMax = c.DownloadBackoff
-	}
-	if c.AdvertiseRetry <= 0 {
-		c.AdvertiseRetry = time.Second
-	}
-	if c.NodeID != "" && !ValidName(c.NodeID) {
-		return fmt.Errorf("%w: node ID %q must match %s", ErrConfig, c.NodeID, validName)
-	}
-	if c.ShardID != "" && !ValidName(c.ShardID) {
-		return fmt.Errorf("%w: shard ID %q must match %s", ErrConfig, c.ShardID, validName)
+	switch {
+	case c.Source == "":
+		return bad("source is required")
+	case c.DataDir == "":
+		return bad("data_dir is required")
+	case c.Name == "":
+		return bad("name is empty")
+	case c.MaxParallelLoads < 1:
+		return bad("max_parallel_loads %d: want at least 1", c.MaxParallelLoads)
+	case c.MemoryBudget < 1<<20:
+		return bad("storage.memory_budget %d: want at least 1 MiB", c.MemoryBudget)
+	case c.MaxDownloadBandwidth < 0:
+		return bad("max_download_bandwidth %d is negative", c.MaxDownloadBandwidth)
+	case c.RetryFailedAfter == 0:
+		return bad("retry_failed_after is 0: want a pause, or a negative value for only on SIGHUP")
+	case c.DownloadBackoff <= 0:
+		return bad("download_backoff %v: want a positive pause", c.DownloadBackoff)
+	case c.DownloadBackoffMax < c.DownloadBackoff:
+		return bad("download backoff maximum %v is below download_backoff %v", c.DownloadBackoffMax, c.DownloadBackoff)
+	case c.AdvertiseRetry <= 0:
+		return bad("advertise retry %v: want a positive pause", c.AdvertiseRetry)
+	case c.RefreshPeriod < 0:
+		return bad("refresh_period %v is negative", c.RefreshPeriod)
+	case c.NodeID != "" && !ValidName(c.NodeID):
+		return bad("node ID %q must match %s", c.NodeID, validName)
+	case c.ShardID != "" && !ValidName(c.ShardID):
+		return bad("shard ID %q must match %s", c.ShardID, validName)
 	}
 	if err := c.Cluster.validate(); err != nil {
 		return err
 	}
+	if err := c.Plugins.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if _, err := blocks.ParseCompression(c.Compression); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	for name, db := range c.DBs {
+		if !ValidName(name) {
+			return bad("db name %q must match %s", name, validName)
+		}
+		if err := plugins.CheckSpec(db.Partitioner); err != nil {
+			return bad("dbs.%s: %v", name, err)
+		}
+		if db.Decoder != "" && (!strings.HasPrefix(db.Decoder, wasmPrefix) || len(db.Decoder) == len(wasmPrefix)) {
+			return bad("dbs.%s: decoder %q: want wasm:<path>", name, db.Decoder)
+		}
+		if db.Compression != "" {
+			if _, err := blocks.ParseCompression(db.Compression); err != nil {
+				return bad("dbs.%s: %v", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// withDerived returns c with the fields derived from others filled in:
+// the plugins' cache dir, logger and registry default to the node's.
+func (c Config) withDerived() Config {
 	if c.Plugins.CacheDir == "" {
 		c.Plugins.CacheDir = filepath.Join(c.DataDir, "wasm-cache")
 	}
@@ -211,32 +226,7 @@ func (c *Config) Validate() error {
 	if c.Plugins.Registerer == nil {
 		c.Plugins.Registerer = c.Registerer
 	}
-	if err := c.Plugins.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	if c.RefreshPeriod < 0 {
-		return fmt.Errorf("%w: refresh_period %v is negative", ErrConfig, c.RefreshPeriod)
-	}
-	if _, err := blocks.ParseCompression(c.Compression); err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	for name, db := range c.DBs {
-		if !ValidName(name) {
-			return fmt.Errorf("%w: db name %q must match %s", ErrConfig, name, validName)
-		}
-		if err := plugins.CheckSpec(db.Partitioner); err != nil {
-			return fmt.Errorf("%w: dbs.%s: %v", ErrConfig, name, err)
-		}
-		if db.Decoder != "" && (!strings.HasPrefix(db.Decoder, wasmPrefix) || len(db.Decoder) == len(wasmPrefix)) {
-			return fmt.Errorf("%w: dbs.%s: decoder %q: want wasm:<path>", ErrConfig, name, db.Decoder)
-		}
-		if db.Compression != "" {
-			if _, err := blocks.ParseCompression(db.Compression); err != nil {
-				return fmt.Errorf("%w: dbs.%s: %v", ErrConfig, name, err)
-			}
-		}
-	}
-	return nil
+	return c
 }
 
 // dbConfig returns the settings of db name, with the node-wide defaults.

@@ -234,8 +234,8 @@ func (d *db) update(force bool) {
 	if len(versions) == 0 {
 		return
 	}
-	latest := versions[len(versions)-1]
 	cur := d.active.Load()
+	latest := versions[len(versions)-1]
 	if cur != nil && latest <= cur.name {
 		return // never downgrade; nothing new
 	}
@@ -247,27 +247,53 @@ func (d *db) update(force bool) {
 	if force {
 		clear(d.failed)
 	}
-	failed := d.failed[latest]
 	d.mu.Unlock()
-	if time.Now().Before(failed.retryAt) {
-		return
-	}
-	if err := d.build(latest); err != nil {
+	// Newest first: when the newest fails, fall back to the newest one
+	// that builds (a fresh node then serves something), never below the
+	// active version; the newer ones are tried again on their retry
+	// schedule, and win once they build.
+	tried := 0
+	for i := len(versions) - 1; i >= 0 && tried < maxFallbackBuilds; i-- {
+		name := versions[i]
+		if cur != nil && name <= cur.name {
+			break
+		}
+		if p := d.pending.Load(); p != nil && name <= p.name {
+			break // a version at least this new is built, waiting for replicas
+		}
+		d.mu.Lock()
+		failed := d.failed[name]
+		d.mu.Unlock()
+		if time.Now().Before(failed.retryAt) {
+			continue // failed recently: an older one may build
+		}
+		tried++
+		err := d.build(name)
+		if err == nil {
+			return
+		}
 		if d.ctx.Err() != nil {
-			log.Info("build cancelled", "version", latest)
+			log.Info("build cancelled", "version", name)
 			return
 		}
 		failed = failed.next(d.node.cfg.RetryFailedAfter)
-		log.Error("version failed to build; previous version keeps serving", "version", latest, "err", err,
-			"retry_in", failed.delay)
+		serving := "no version serves yet; trying an older one"
+		if cur != nil {
+			serving = "version " + cur.name + " keeps serving"
+		}
+		log.Error("version failed to build; "+serving, "version", name, "err", err, "retry_in", failed.delay)
 		d.mu.Lock()
-		d.failed[latest] = failed
+		d.failed[name] = failed
 		d.mu.Unlock()
 		if failed.delay > 0 {
 			time.AfterFunc(failed.delay, func() { d.kick(false) })
 		}
 	}
 }
+
+// maxFallbackBuilds bounds the builds one update tries, newest first,
+// when the newer versions fail.
+const maxFallbackBuilds = 4
 
 // failedBuild is a version whose build failed, and when to try it again.
 type failedBuild struct {

@@ -37,7 +37,7 @@ type downloads struct {
 
 func newDownloads(cfg Config, log *slog.Logger) *downloads {
 	d := &downloads{
-		retries:    cfg.DownloadRetries,
+		retries:    max(cfg.DownloadRetries, 0),
 		backoff:    cfg.DownloadBackoff,
 		backoffMax: cfg.DownloadBackoffMax,
 		log:        log,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestFileSourceRefusesNonRegular: a directory, a dangling symlink, a
@@ -120,4 +121,28 @@ func TestForcedRefreshNotLostBehindAnnounce(t *testing.T) {
 	if n.forceRefresh.Load() {
 		t.Fatal("an announcement alone forced a refresh")
 	}
+}
+
+// TestFallbackToOlderVersion: a fresh node whose newest version fails to
+// build serves the newest one that builds, and switches to the newer one
+// on its retry schedule once that one builds.
+func TestFallbackToOlderVersion(t *testing.T) {
+	root := t.TempDir()
+	writeVersion(t, root, "d", "v1", 2, 20)
+	bad := filepath.Join(root, "d", "v2")
+	must0(t, os.MkdirAll(bad, 0o755))
+	must0(t, os.WriteFile(filepath.Join(bad, "part-00000"), []byte("not a SequenceFile"), 0o644))
+	must0(t, os.WriteFile(filepath.Join(bad, "_SUCCESS"), nil, 0o644))
+	n := newTestNode(t, root, func(c *Config) { c.RetryFailedAfter = 50 * time.Millisecond })
+	waitFor(t, "v1 serving although v2 is newer", func() bool { return n.activeVersion("d") == "v1" })
+	if right, _ := readAllKeys(t, n, "d", "v1", 20); right != 20 {
+		t.Fatalf("v1 serves %d of 20 keys", right)
+	}
+	if st := n.Status().DBs["d"].Versions["v2"].Nodes[n.Name()]; st.State != StateError || st.Error == "" {
+		t.Fatalf("v2: %+v", st)
+	}
+
+	must0(t, os.RemoveAll(bad))
+	writeVersion(t, root, "d", "v2", 2, 20)
+	waitFor(t, "v2 active on its retry schedule", func() bool { return n.activeVersion("d") == "v2" })
 }

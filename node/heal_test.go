@@ -398,17 +398,14 @@ func TestHealCancelledBySwitch(t *testing.T) {
 
 func TestHealConfig(t *testing.T) {
 	c := DefaultConfig()
-	c.Source, c.DataDir = t.TempDir(), t.TempDir()
-	c.Cluster.HealAfter, c.Cluster.HealMaxParallel = 0, 0
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	if c.Cluster.HealAfter != time.Minute || c.Cluster.HealMaxParallel != 1 || c.Cluster.DisableHeal {
 		t.Errorf("heal defaults: after %v, max parallel %d, disabled %v", c.Cluster.HealAfter, c.Cluster.HealMaxParallel, c.Cluster.DisableHeal)
 	}
 	for name, mod := range map[string]func(*ClusterConfig){
 		"negative heal_after":        func(c *ClusterConfig) { c.HealAfter = -time.Second },
+		"zero heal_after":            func(c *ClusterConfig) { c.HealAfter = 0 },
 		"negative heal_max_parallel": func(c *ClusterConfig) { c.HealMaxParallel = -1 },
+		"zero heal_max_parallel":     func(c *ClusterConfig) { c.HealMaxParallel = 0 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -38,8 +38,8 @@ type Node struct {
 	// apart, so that a SIGHUP is not lost behind a queued announcement.
 	refreshCh    chan struct{}
 	forceRefresh atomic.Bool
-	readyCh   chan struct{}
-	wg        sync.WaitGroup // every goroutine the node starts
+	readyCh      chan struct{}
+	wg           sync.WaitGroup // every goroutine the node starts
 
 	id    string       // set by Start: Config.NodeID or <data_dir>/node_id
 	adv   *advertiser  // set by Start when Config.Advertiser is set
@@ -63,6 +63,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDerived()
 	var err error
 	src := cfg.OpenedSource
 	if src == nil {
@@ -87,13 +88,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Cluster.Enabled {
 		pc := proxy.DefaultConfig()
 		pc.Timeout = cfg.Cluster.ProxyTimeout
-		pc.StageTimeout = cfg.Cluster.ProxyStageTimeout
-		if cfg.Cluster.ProxyBatchKeys > 0 {
-			pc.MaxBatchKeys = cfg.Cluster.ProxyBatchKeys
-		}
-		if cfg.Cluster.ProxyConnsPerPeer > 0 {
-			pc.MaxConnsPerPeer = cfg.Cluster.ProxyConnsPerPeer
-		}
+		pc.StageTimeout = cfg.Cluster.stageTimeout()
+		pc.MaxBatchKeys = cfg.Cluster.ProxyBatchKeys
+		pc.MaxConnsPerPeer = cfg.Cluster.ProxyConnsPerPeer
 		pc.Logger = log.With("component", "proxy")
 		pc.Registerer = cfg.Registerer
 		if n.proxy, err = proxy.New(pc); err != nil {

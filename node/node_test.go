@@ -476,7 +476,7 @@ func TestClusterConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Cluster.ProxyStageTimeout; got != 50*time.Millisecond {
+	if got := c.Cluster.stageTimeout(); got != 50*time.Millisecond {
 		t.Fatalf("proxy_stage_timeout default: %v, want proxy_timeout/replication", got)
 	}
 	for name, mod := range map[string]func(*ClusterConfig){

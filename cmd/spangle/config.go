@@ -94,7 +94,7 @@ type fileConfig struct {
 
 	Debug struct {
 		Bind  string `toml:"bind"`
-		Pprof bool   `toml:"pprof"`
+		Pprof *bool  `toml:"pprof"` // default true
 	} `toml:"debug"`
 
 	Runtime struct {
@@ -189,12 +189,17 @@ type config struct {
 	advertisedHostname string
 }
 
+// defaultConfig is every default of spangle serve: the packages' own,
+// and the command's. The README's config block states them (tested).
 func defaultConfig() config {
+	n := node.DefaultConfig()
+	n.DataDir = "spangle-data"
 	return config{
 		nats:        kvwatch.DefaultConfig(),
-		node:        node.DefaultConfig(),
+		node:        n,
 		s3:          s3source.DefaultConfig(),
 		bind:        "0.0.0.0:9599",
+		pprof:       true,
 		gcPercent:   400,
 		memoryLimit: 448 << 20,
 	}
@@ -239,9 +244,7 @@ func loadConfig(path string, cfg *config) error {
 		}
 		n.MaxDownloadBandwidth = b
 	}
-	n.DownloadRetries = fc.DownloadRetries
-	n.DownloadBackoff = fc.DownloadBackoff.Duration
-	n.RetryFailedAfter = fc.RetryFailedAfter.Duration
+
 	n.RequireSuccessFile = fc.RequireSuccessFile
 	n.AllowExternalSymlinks = fc.AllowExternalSymlinks
 	cfg.sequinsHeaders = fc.SequinsHeaders
@@ -264,7 +267,9 @@ func loadConfig(path string, cfg *config) error {
 		cfg.memoryLimit = b
 	}
 	set(&cfg.debugBind, fc.Debug.Bind)
-	cfg.pprof = fc.Debug.Pprof
+	if fc.Debug.Pprof != nil {
+		cfg.pprof = *fc.Debug.Pprof
+	}
 	n.Plugins.CacheDir = fc.Plugins.CacheDir
 	n.Plugins.CallTimeout = fc.Plugins.CallTimeout.Duration
 	n.Plugins.MemoryLimitPages = fc.Plugins.MemoryLimitPages
@@ -299,6 +304,9 @@ func loadConfig(path string, cfg *config) error {
 			*dst = v.Duration
 		}
 	}
+	setInt(&n.DownloadRetries, fc.DownloadRetries)
+	setDur(&n.DownloadBackoff, fc.DownloadBackoff)
+	setDur(&n.RetryFailedAfter, fc.RetryFailedAfter)
 	setDur(&c.TimeToConverge, sh.TimeToConverge)
 	setDur(&c.ProxyTimeout, sh.ProxyTimeout)
 	setDur(&c.ProxyStageTimeout, sh.ProxyStageTimeout)

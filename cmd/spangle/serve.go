@@ -74,9 +74,6 @@ func serve(args []string) error {
 	if *natsURL != "" {
 		cfg.nats.URLs = splitList(*natsURL)
 	}
-	if cfg.node.DataDir == "" {
-		cfg.node.DataDir = "spangle-data"
-	}
 
 	// The environment (GOGC, GOMEMLIMIT) wins over the config.
 	if os.Getenv("GOGC") == "" {
@@ -191,14 +188,16 @@ func serve(args []string) error {
 	var debug *http.Server
 	if cfg.debugBind != "" {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if cfg.pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		debug = &http.Server{Addr: cfg.debugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- debug.ListenAndServe() }()
-		log.Info("debug listener", "bind", cfg.debugBind)
+		log.Info("debug listener", "bind", cfg.debugBind, "pprof", cfg.pprof)
 	}
 
 	sigs := make(chan os.Signal, 4)
