@@ -2,13 +2,13 @@ package node
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/spangledb/spangle/node/advert"
 )
 
 // Status merging (cluster mode). A node's status shows, per version of a
-// db, every live node holding it as the View sees it, besides itself:
+// db that this node knows (built, building, failed or active here), every
+// live node holding it as the View sees it, besides itself:
 // name (advertised address, else ID), state, partitions and shard ID from
 // its partitions entry; the replication counters are then computed over
 // all of them. A peer's state is ACTIVE for the version it answers
@@ -47,12 +47,12 @@ func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target 
 	prefix := db + "."
 	byVersion := map[string][]advert.Partitions{}
 	activeOf := map[string]string{}
-	for k, hs := range s.holders {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		for _, h := range hs {
-			if _, ok := live[h.NodeID]; !ok || h.NodeID == n.id {
+	// Only the versions this node knows, so that the status costs what
+	// this node holds, whatever the buckets hold; and only the entries
+	// that agree with this node on the version's partition count.
+	for v, vs := range ds.Versions {
+		for _, h := range s.holders[prefix+v] {
+			if _, ok := live[h.NodeID]; !ok || h.NodeID == n.id || (vs.NumPartitions > 0 && h.NumPartitions != vs.NumPartitions) {
 				continue
 			}
 			byVersion[h.Version] = append(byVersion[h.Version], h)

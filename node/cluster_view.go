@@ -31,11 +31,16 @@ type ClusterSnapshot struct {
 }
 
 // NewClusterSnapshot indexes the entries of the nodes and partitions
-// buckets. It takes ownership of nodes and parts.
+// buckets. It takes ownership of nodes and parts. A partitions entry of a
+// node without a node entry is dropped: a dead node's entries linger
+// until they expire, and a forged one names a node that does not exist.
 func NewClusterSnapshot(nodes []advert.Node, parts []advert.Partitions, stale bool) *ClusterSnapshot {
 	slices.SortFunc(nodes, func(a, b advert.Node) int { return strings.Compare(a.ID, b.ID) })
 	s := &ClusterSnapshot{nodes: nodes, stale: stale, holders: map[string][]advert.Partitions{}}
 	for _, p := range parts {
+		if !s.hasNode(p.NodeID) {
+			continue
+		}
 		k := p.DB + "." + p.Version
 		s.holders[k] = append(s.holders[k], p)
 	}

@@ -196,7 +196,11 @@ func (w *mapWatcher) publish(st *mapState) {
 	keys := slices.Sorted(maps.Keys(st.partitions))
 	m.partitions = make([]advert.Partitions, 0, len(keys))
 	for _, k := range keys {
-		m.partitions = append(m.partitions, st.partitions[k])
+		// An entry of a node without a node entry: a dead node's, about
+		// to expire, or a forged one.
+		if p := st.partitions[k]; m.nodes[p.NodeID].ID != "" {
+			m.partitions = append(m.partitions, p)
+		}
 	}
 	// A db's route: its versions entry, else the newest active version
 	// advertised in the partitions bucket. An entry without partitions is

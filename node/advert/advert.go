@@ -1,17 +1,37 @@
 package advert
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // ErrInvalid is wrapped by every error of the Decode functions.
 var ErrInvalid = errors.New("advert: invalid entry")
+
+// Bounds of an entry. Entries come from the KV buckets, which any client
+// with write access to them can fill: a Decode function refuses an entry
+// outside these bounds before it allocates anything from it.
+const (
+	// MaxPartitions is the largest partition count of a version (a
+	// version's source files).
+	MaxPartitions = 65536
+	// MaxEntryBytes is the largest entry decoded (NATS's default
+	// max_payload). A partitions entry of MaxPartitions partitions takes
+	// at most 11 KiB in its bitmap form.
+	MaxEntryBytes = 1 << 20
+	// MaxNameLen bounds db, version, node and shard names.
+	MaxNameLen = 128
+	// maxTextLen bounds the other strings of an entry: addresses,
+	// subjects, partitioner names, releases.
+	maxTextLen = 512
+)
 
 // Node states, in the order a node goes through them.
 const (
@@ -44,8 +64,15 @@ type Partitions struct {
 	Version string `json:"version"`
 	NodeID  string `json:"node_id"`
 	ShardID string `json:"shard_id,omitempty"`
-	// Partitions held, increasing, each in [0, NumPartitions).
-	Partitions    []int  `json:"partitions"`
+	// Partitions held, increasing, each in [0, NumPartitions). Encode
+	// writes them as Bitmap instead when that is shorter; Decode reads
+	// either.
+	Partitions []int `json:"partitions,omitempty"`
+	// Bitmap is the partitions as base64 (standard, padded) of
+	// ceil(NumPartitions/8) bytes, partition p being bit p%8 (LSB first)
+	// of byte p/8. Set only on the wire: DecodePartitions moves it into
+	// Partitions.
+	Bitmap        string `json:"bitmap,omitempty"`
 	NumPartitions int    `json:"num_partitions"`
 	Partitioner   string `json:"partitioner"` // "sequins", "murmur3", "wasm:sha256:<hex>", ...
 	Address       string `json:"address,omitempty"`
@@ -76,8 +103,8 @@ type Version struct {
 var nameRe = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
 
 // ValidName reports whether s can be a db, version or node ID: one KV key
-// token and one NATS subject token.
-func ValidName(s string) bool { return nameRe.MatchString(s) }
+// token and one NATS subject token, at most MaxNameLen bytes.
+func ValidName(s string) bool { return len(s) <= MaxNameLen && nameRe.MatchString(s) }
 
 // NodeKey returns the nodes-bucket key of a node.
 func NodeKey(nodeID string) string { return nodeID }
@@ -99,8 +126,84 @@ func ParsePartitionsKey(key string) (db, version, nodeID string, ok bool) {
 }
 
 // Encode returns the JSON of an entry. It fails only for values JSON
-// cannot hold.
-func Encode(entry any) ([]byte, error) { return json.Marshal(entry) }
+// cannot hold. A Partitions entry's list is written as a bitmap when that
+// is shorter (sequential assignment gives strided sets that ranges would
+// not shorten).
+func Encode(entry any) ([]byte, error) {
+	switch p := entry.(type) {
+	case Partitions:
+		return json.Marshal(p.wire())
+	case *Partitions:
+		return json.Marshal(p.wire())
+	}
+	return json.Marshal(entry)
+}
+
+// wire returns p as written: with Bitmap instead of Partitions when that
+// is shorter.
+func (p Partitions) wire() Partitions {
+	if p.NumPartitions <= 0 || p.NumPartitions > MaxPartitions || checkPartitions(p.Partitions, p.NumPartitions) != nil {
+		return p // written as given; readers will refuse it
+	}
+	bitmapLen := base64.StdEncoding.EncodedLen((p.NumPartitions + 7) / 8)
+	listLen := 0
+	for _, q := range p.Partitions {
+		listLen += 1 + len(strconv.Itoa(q))
+	}
+	if bitmapLen >= listLen {
+		return p
+	}
+	bits := make([]byte, (p.NumPartitions+7)/8)
+	for _, q := range p.Partitions {
+		bits[q/8] |= 1 << (q % 8)
+	}
+	p.Bitmap, p.Partitions = base64.StdEncoding.EncodeToString(bits), nil
+	return p
+}
+
+// fromBitmap moves p.Bitmap into p.Partitions. NumPartitions must be
+// checked already.
+func (p *Partitions) fromBitmap() error {
+	if p.Bitmap == "" {
+		return nil
+	}
+	if len(p.Partitions) > 0 {
+		return errors.New("both partitions and bitmap")
+	}
+	want := (p.NumPartitions + 7) / 8
+	if base64.StdEncoding.DecodedLen(len(p.Bitmap)) > want+3 {
+		return fmt.Errorf("bitmap of %d characters for %d partitions", len(p.Bitmap), p.NumPartitions)
+	}
+	bits, err := base64.StdEncoding.DecodeString(p.Bitmap)
+	if err != nil || len(bits) != want {
+		return fmt.Errorf("bitmap: %d bytes for %d partitions (%v)", len(bits), p.NumPartitions, err)
+	}
+	n := 0
+	for _, b := range bits {
+		n += bitsSet[b]
+	}
+	ps := make([]int, 0, n)
+	for q := range p.NumPartitions {
+		if bits[q/8]&(1<<(q%8)) != 0 {
+			ps = append(ps, q)
+		}
+	}
+	if len(ps) != n {
+		return errors.New("bitmap has bits beyond num_partitions")
+	}
+	p.Partitions, p.Bitmap = ps, ""
+	return nil
+}
+
+// bitsSet[b] is the number of bits set in b.
+var bitsSet = func() (t [256]int) {
+	for b := range t {
+		for x := b; x > 0; x >>= 1 {
+			t[b] += x & 1
+		}
+	}
+	return t
+}()
 
 // DecodeNode decodes the nodes-bucket entry stored under key. An entry
 // without an ID takes the key's.
@@ -120,6 +223,11 @@ func DecodeNode(key string, b []byte) (Node, error) {
 		return Node{}, fmt.Errorf("%w: node %q: entry names node %q", ErrInvalid, key, n.ID)
 	case n.State != StateStarting && n.State != StateServing && n.State != StateDraining:
 		return Node{}, fmt.Errorf("%w: node %q: unknown state %q", ErrInvalid, key, n.State)
+	case n.ShardID != "" && !ValidName(n.ShardID):
+		return Node{}, fmt.Errorf("%w: node %q: bad shard ID", ErrInvalid, key)
+	}
+	if err := checkText(n.Name, n.Address, n.BinaryVersion); err != nil {
+		return Node{}, fmt.Errorf("%w: node %q: %v", ErrInvalid, key, err)
 	}
 	return n, nil
 }
@@ -140,6 +248,18 @@ func DecodePartitions(key string, b []byte) (Partitions, error) {
 	fill(&p.NodeID, nodeID)
 	if p.DB != db || p.Version != version || p.NodeID != nodeID {
 		return Partitions{}, fmt.Errorf("%w: partitions %q: entry names %s.%s.%s", ErrInvalid, key, p.DB, p.Version, p.NodeID)
+	}
+	if p.ShardID != "" && !ValidName(p.ShardID) {
+		return Partitions{}, fmt.Errorf("%w: partitions %q: bad shard ID", ErrInvalid, key)
+	}
+	if err := checkText(p.Partitioner, p.Address, p.Subjects); err != nil {
+		return Partitions{}, fmt.Errorf("%w: partitions %q: %v", ErrInvalid, key, err)
+	}
+	if p.NumPartitions < 0 || p.NumPartitions > MaxPartitions {
+		return Partitions{}, fmt.Errorf("%w: partitions %q: num_partitions %d out of [0, %d]", ErrInvalid, key, p.NumPartitions, MaxPartitions)
+	}
+	if err := p.fromBitmap(); err != nil {
+		return Partitions{}, fmt.Errorf("%w: partitions %q: %v", ErrInvalid, key, err)
 	}
 	if err := checkPartitions(p.Partitions, p.NumPartitions); err != nil {
 		return Partitions{}, fmt.Errorf("%w: partitions %q: %v", ErrInvalid, key, err)
@@ -162,13 +282,36 @@ func DecodeVersion(key string, b []byte) (Version, error) {
 		return Version{}, fmt.Errorf("%w: version %q: entry names db %q", ErrInvalid, key, v.DB)
 	case !ValidName(v.Version):
 		return Version{}, fmt.Errorf("%w: version %q: bad version name %q", ErrInvalid, key, v.Version)
-	case v.NumPartitions < 0:
-		return Version{}, fmt.Errorf("%w: version %q: num_partitions %d", ErrInvalid, key, v.NumPartitions)
+	case v.NumPartitions < 0 || v.NumPartitions > MaxPartitions:
+		return Version{}, fmt.Errorf("%w: version %q: num_partitions %d out of [0, %d]", ErrInvalid, key, v.NumPartitions, MaxPartitions)
+	case v.NodeID != "" && !ValidName(v.NodeID):
+		return Version{}, fmt.Errorf("%w: version %q: bad node ID", ErrInvalid, key)
+	}
+	if err := checkText(v.Partitioner); err != nil {
+		return Version{}, fmt.Errorf("%w: version %q: %v", ErrInvalid, key, err)
 	}
 	return v, nil
 }
 
-func decode(b []byte, v any) error { return json.Unmarshal(b, v) }
+// decode unmarshals an entry of at most MaxEntryBytes. The JSON decoder
+// allocates in proportion to the input only, which the cap bounds.
+func decode(b []byte, v any) error {
+	if len(b) > MaxEntryBytes {
+		return fmt.Errorf("%d bytes, at most %d", len(b), MaxEntryBytes)
+	}
+	return json.Unmarshal(b, v)
+}
+
+// checkText checks that each of an entry's free-text fields is at most
+// maxTextLen bytes.
+func checkText(fields ...string) error {
+	for _, f := range fields {
+		if len(f) > maxTextLen {
+			return fmt.Errorf("a field of %d bytes, at most %d", len(f), maxTextLen)
+		}
+	}
+	return nil
+}
 
 func fill(dst *string, v string) {
 	if *dst == "" {

@@ -2,6 +2,7 @@ package advert
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add("db", []byte(`{"version":"v1","num_partitions":3,"partitioner":"murmur3"}`))
 	f.Add("db.v1.n1", []byte(`{"partitions":[9999999999999],"num_partitions":-5}`))
 	f.Add("x", []byte(`null`))
+	f.Add("db.v1.n1", []byte(`{"bitmap":"BQ==","num_partitions":8}`))
+	f.Add("db.v1.n1", []byte(`{"partitions":[0],"num_partitions":100000000}`))
+	f.Add("db", []byte(`{"version":"v1","num_partitions":1000000000000000000}`))
 	f.Fuzz(func(t *testing.T, key string, b []byte) {
 		if n, err := DecodeNode(key, b); err == nil {
 			if n.ID != key || !ValidName(key) {
@@ -97,6 +101,9 @@ func FuzzDecode(f *testing.F) {
 			if PartitionsKey(p.DB, p.Version, p.NodeID) != key {
 				t.Fatalf("partitions %+v under %q", p, key)
 			}
+			if p.NumPartitions > MaxPartitions || p.Bitmap != "" {
+				t.Fatalf("partitions %+v", p)
+			}
 			for _, x := range p.Partitions {
 				if x < 0 || x >= p.NumPartitions {
 					t.Fatalf("partition %d of %d", x, p.NumPartitions)
@@ -106,11 +113,69 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 		if v, err := DecodeVersion(key, b); err == nil {
-			if v.DB != key || !ValidName(v.Version) || v.NumPartitions < 0 {
+			if v.DB != key || !ValidName(v.Version) || v.NumPartitions < 0 || v.NumPartitions > MaxPartitions {
 				t.Fatalf("version %+v under %q", v, key)
 			}
 		} else if !errors.Is(err, ErrInvalid) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestForgedEntries: entries a hostile client could put in the buckets
+// are refused before anything is allocated from them.
+func TestForgedEntries(t *testing.T) {
+	long := strings.Repeat("x", MaxNameLen+1)
+	for _, tc := range []struct {
+		name, key, entry string
+		decode           func(key string, b []byte) error
+	}{
+		{"huge partition count", "d.v1.n1", `{"partitions":[0],"num_partitions":100000000}`, decP},
+		{"1e18 partitions", "d.v1.n1", `{"partitions":[],"num_partitions":1000000000000000000}`, decP},
+		{"1e18 in versions", "d", `{"version":"v1","num_partitions":1000000000000000000}`, decV},
+		{"partition out of range", "d.v1.n1", `{"partitions":[3],"num_partitions":3}`, decP},
+		{"unsorted", "d.v1.n1", `{"partitions":[2,1],"num_partitions":3}`, decP},
+		{"long name", "d." + long + ".n1", `{"partitions":[],"num_partitions":1}`, decP},
+		{"long version", "d", `{"version":"` + long + `","num_partitions":1}`, decV},
+		{"long address", "n1", `{"state":"SERVING","address":"` + strings.Repeat("a", 600) + `"}`, decN},
+		{"bad shard", "n1", `{"state":"SERVING","shard_id":"a b"}`, decN},
+		{"bitmap and list", "d.v1.n1", `{"partitions":[1],"bitmap":"Ag==","num_partitions":8}`, decP},
+		{"bitmap too long", "d.v1.n1", `{"bitmap":"AAAAAAAA","num_partitions":8}`, decP},
+		{"bitmap bits past n", "d.v1.n1", `{"bitmap":"gA==","num_partitions":7}`, decP},
+		{"oversized entry", "d.v1.n1", `{"partitioner":"` + strings.Repeat("p", MaxEntryBytes) + `"}`, decP},
+	} {
+		if err := tc.decode(tc.key, []byte(tc.entry)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
+		}
+	}
+}
+
+func decP(k string, b []byte) error { _, err := DecodePartitions(k, b); return err }
+func decV(k string, b []byte) error { _, err := DecodeVersion(k, b); return err }
+func decN(k string, b []byte) error { _, err := DecodeNode(k, b); return err }
+
+// TestPartitionsBitmap: a large strided set (sequential assignment) is
+// written as a bitmap well under NATS's max_payload and reads back the
+// same; a short list stays a list.
+func TestPartitionsBitmap(t *testing.T) {
+	var ps []int
+	for p := 0; p < MaxPartitions; p += 3 {
+		ps = append(ps, p)
+	}
+	in := Partitions{DB: "d", Version: "v1", NodeID: "n1", Partitions: ps, NumPartitions: MaxPartitions, Partitioner: "sequins"}
+	b, err := Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 12<<10 || !strings.Contains(string(b), `"bitmap"`) {
+		t.Fatalf("%d-byte entry for %d partitions", len(b), len(ps))
+	}
+	out, err := DecodePartitions("d.v1.n1", b)
+	if err != nil || !slices.Equal(out.Partitions, ps) || out.Bitmap != "" {
+		t.Fatalf("round trip: %d partitions, bitmap %q, %v", len(out.Partitions), out.Bitmap, err)
+	}
+	b, _ = Encode(Partitions{Partitions: []int{5}, NumPartitions: 40000})
+	if !strings.Contains(string(b), `"partitions":[5]`) {
+		t.Fatalf("short list: %s", b)
+	}
 }

@@ -150,6 +150,7 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	}
 	hcfg := edge.DefaultConfig()
 	hcfg.Backend = n
+	hcfg.NodeName = n.Name() // as spangle serve sets it
 	hcfg.Logger = Logger()
 	if opts.HTTP != nil {
 		opts.HTTP(&hcfg)
