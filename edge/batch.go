@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -136,6 +135,25 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	if r.URL.RawQuery != "" {
 		proxy = proxyParam(r.URL.RawQuery)
 	}
+	// Room in the node-wide budget first, for what the request announces
+	// (MaxBatchBytes when it does not): excess waits briefly, then 503.
+	limit := int64(s.maxBatchBytes)
+	if r.ContentLength > limit {
+		s.writeBatchError(w, r, db, proxy, fmt.Errorf("%w: batch request of %d bytes, at most %d allowed", errTooLarge, r.ContentLength, limit), start)
+		return
+	}
+	weight := limit
+	if r.ContentLength >= 0 {
+		weight = max(r.ContentLength, 1)
+	}
+	if !s.acquireBatch(r.Context(), weight) {
+		s.metrics.batchRejected.Inc()
+		w.Header()["Retry-After"] = valRetryAfter
+		writeText(w, r, http.StatusServiceUnavailable, "too many batch bytes in flight; retry\n")
+		s.metrics.known(db).observe(http.StatusServiceUnavailable, time.Since(start))
+		return
+	}
+	defer s.batchBytes.Release(weight)
 	bb := batchBufs.Get().(*batchBuf)
 	defer bb.put()
 	var err error
@@ -148,7 +166,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 		return
 	}
 	raw := proxy != "" || rawParam(r.URL.RawQuery)
-	version, results, err := be.GetMany(r.Context(), db, bb.keys, node.GetOptions{Version: proxy, Raw: raw})
+	version, results, err := be.GetMany(r.Context(), db, bb.keys, node.GetOptions{Version: proxy, Raw: raw, MaxBytes: s.maxReplyBytes})
 	if err != nil {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
@@ -176,23 +194,11 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 
 // readBatch reads a batch request's body, at most MaxBatchBytes, into
 // dst (from its length on; its array is reused when large enough) and
-// returns it.
+// returns it. The buffer grows with what arrives, never with what the
+// request announces: a client that announces a large body and stalls
+// costs nothing but its connection.
 func (s *Server) readBatch(dst []byte, w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := int64(s.maxBatchBytes)
-	if r.ContentLength > limit {
-		return dst, fmt.Errorf("%w: batch request of %d bytes, at most %d allowed", errTooLarge, r.ContentLength, limit)
-	}
-	if r.ContentLength >= 0 {
-		// The length is known and within the limit: read it at once.
-		// (net/http fails a body that ends early; one that runs on is
-		// the next request on the connection, not ours.)
-		n := len(dst)
-		dst = slices.Grow(dst, int(r.ContentLength))[:n+int(r.ContentLength)]
-		if _, err := io.ReadFull(r.Body, dst[n:]); err != nil {
-			return dst[:n], fmt.Errorf("%w: reading the request: %v", batchwire.ErrMalformed, err)
-		}
-		return dst, nil
-	}
 	buf := bytes.NewBuffer(dst)
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
@@ -204,6 +210,20 @@ func (s *Server) readBatch(dst []byte, w http.ResponseWriter, r *http.Request) (
 	}
 	return buf.Bytes(), nil
 }
+
+// acquireBatch takes weight bytes of the batch budget, waiting at most
+// BatchWait (or until ctx ends) for room.
+func (s *Server) acquireBatch(ctx context.Context, weight int64) bool {
+	if s.batchBytes.TryAcquire(weight) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.batchWait)
+	defer cancel()
+	return s.batchBytes.Acquire(ctx, weight) == nil
+}
+
+// valRetryAfter is the Retry-After of a batch refused for lack of room.
+var valRetryAfter = []string{"1"}
 
 // writeBatchError answers a failed batch lookup per the wire-code table,
 // with the error's own text for the rows that say so, and logs it.

@@ -55,24 +55,43 @@ type Config struct {
 	// MaxBatchBytes bounds the body of one batch lookup; more is 413.
 	// Default 1 MiB.
 	MaxBatchBytes int
+	// MaxBatchReplyBytes bounds the values one batch reply carries; a
+	// batch that would exceed it stops reading values there and is 413.
+	// Default 16 MiB.
+	MaxBatchReplyBytes int
+	// BatchBytesInFlight bounds the bytes of batch requests being read
+	// or answered at once, over the whole server (each counts its
+	// announced length, or MaxBatchBytes when unknown). Default 64 MiB.
+	BatchBytesInFlight int64
+	// BatchWait is how long a batch waits for room in BatchBytesInFlight
+	// before it is answered 503 with Retry-After. Default 1s.
+	BatchWait time.Duration
+	// MaxConns bounds the connections Serve keeps open at once; further
+	// ones wait in the listen backlog. Default: half the process's limit
+	// of open files, at most 16384 (1024 when the limit is unknown).
+	MaxConns int
 }
 
 // DefaultConfig returns a Config with every default set and no Backend.
 func DefaultConfig() Config {
 	return Config{
-		NodeName:          "localhost",
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		MaxBatchKeys:      DefaultMaxBatchKeys,
-		MaxBatchBytes:     DefaultMaxBatchBytes,
+		NodeName:           "localhost",
+		ReadHeaderTimeout:  5 * time.Second,
+		ReadTimeout:        30 * time.Second,
+		WriteTimeout:       30 * time.Second,
+		IdleTimeout:        120 * time.Second,
+		MaxHeaderBytes:     64 << 10,
+		MaxBatchKeys:       DefaultMaxBatchKeys,
+		MaxBatchBytes:      DefaultMaxBatchBytes,
+		MaxBatchReplyBytes: 16 << 20,
+		BatchBytesInFlight: 64 << 20,
+		BatchWait:          time.Second,
+		MaxConns:           defaultMaxConns(),
 	}
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Backend == nil:
 		return fmt.Errorf("%w: Backend is nil", ErrInvalidConfig)
@@ -92,6 +111,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
 	case c.MaxBatchBytes <= 0:
 		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
+	case c.MaxBatchReplyBytes <= 0:
+		return fmt.Errorf("%w: MaxBatchReplyBytes %d is not positive", ErrInvalidConfig, c.MaxBatchReplyBytes)
+	case c.BatchBytesInFlight < int64(c.MaxBatchBytes):
+		return fmt.Errorf("%w: BatchBytesInFlight %d is below MaxBatchBytes %d", ErrInvalidConfig, c.BatchBytesInFlight, c.MaxBatchBytes)
+	case c.BatchWait < 0:
+		return fmt.Errorf("%w: BatchWait %v is negative", ErrInvalidConfig, c.BatchWait)
+	case c.MaxConns <= 0:
+		return fmt.Errorf("%w: MaxConns %d is not positive", ErrInvalidConfig, c.MaxConns)
 	case c.Registerer != nil && c.Gatherer == nil:
 		if _, ok := c.Registerer.(prometheus.Gatherer); !ok {
 			return fmt.Errorf("%w: Registerer is set and is no Gatherer, but Gatherer is nil", ErrInvalidConfig)

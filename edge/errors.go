@@ -60,6 +60,8 @@ var wireCodes = [...]wireCode{
 		level: slog.LevelInfo, detail: true},
 	{err: errTooLarge, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
 		level: slog.LevelInfo, detail: true},
+	{err: node.ErrTooLarge, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
+		level: slog.LevelInfo, detail: true},
 }
 
 // errClientGone is the row for a lookup abandoned by its client.

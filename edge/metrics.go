@@ -56,6 +56,9 @@ type metrics struct {
 	requests *prometheus.CounterVec   // spangle_http_requests_total{db,code}
 	duration *prometheus.HistogramVec // spangle_http_request_duration_seconds{db}
 	inflight prometheus.Gauge         // spangle_http_inflight_requests
+	// batchRejected counts batches refused for lack of room in the
+	// in-flight budget (spangle_http_batch_rejected_total).
+	batchRejected prometheus.Counter
 
 	dbs     sync.Map  // db name → *dbHandle, for dbs the backend knows
 	unknown *dbHandle // db=""
@@ -94,6 +97,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.inflight, err = register(reg, m.inflight); err != nil {
+		return nil, err
+	}
+	if m.batchRejected, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spangle_http_batch_rejected_total",
+		Help: "Batch lookups answered 503 because the node-wide budget of batch bytes in flight stayed full for batch_wait.",
+	})); err != nil {
 		return nil, err
 	}
 	if m.unknown, err = m.newHandle(unknownDBLabel); err != nil {

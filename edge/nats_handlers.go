@@ -138,7 +138,8 @@ func (s *NATSServer) mget(m *nats.Msg, db string) int {
 	if err != nil {
 		return s.answerError(m, s.met.mget, db, "", err)
 	}
-	version, results, err := s.backend.GetMany(s.ctx, db, keys, node.GetOptions{Raw: rawRequest(m)})
+	// The reply must fit in one NATS message: stop reading values there.
+	version, results, err := s.backend.GetMany(s.ctx, db, keys, node.GetOptions{Raw: rawRequest(m), MaxBytes: int(s.nc.MaxPayload())})
 	if err != nil {
 		return s.answerError(m, s.met.mget, db, "", err)
 	}

@@ -58,6 +58,8 @@ func startNATSEnv(t *testing.T) *natsEnv {
 		HTTP: func(c *edge.Config) {
 			c.MaxBatchKeys = 10
 			c.MaxBatchBytes = 4 << 10
+			c.MaxBatchReplyBytes = 4 << 20
+			c.BatchBytesInFlight = 4 << 10
 		},
 	})
 	nc := nodetest.Connect(t, kv.ClientURL())

@@ -3,10 +3,12 @@ package edge
 import (
 	"context"
 	"errors"
+	"golang.org/x/sync/semaphore"
 	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,6 +46,12 @@ type Server struct {
 	http           *http.Server
 	maxBatchKeys   int
 	maxBatchBytes  int
+	maxReplyBytes  int
+	maxConns       int
+	batchWait      time.Duration
+	// batchBytes is the budget of batch bytes in flight
+	// (Config.BatchBytesInFlight).
+	batchBytes *semaphore.Weighted
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -93,6 +101,10 @@ func NewServer(cfg Config) (*Server, error) {
 		dashboard:     dashboard,
 		maxBatchKeys:  cfg.MaxBatchKeys,
 		maxBatchBytes: cfg.MaxBatchBytes,
+		maxReplyBytes: cfg.MaxBatchReplyBytes,
+		maxConns:      cfg.MaxConns,
+		batchWait:     cfg.BatchWait,
+		batchBytes:    semaphore.NewWeighted(cfg.BatchBytesInFlight),
 	}
 	s.http = &http.Server{
 		Handler:           s,
@@ -110,7 +122,7 @@ func NewServer(cfg Config) (*Server, error) {
 // It takes ownership of l and closes it. After Shutdown it returns nil;
 // otherwise the error that stopped it.
 func (s *Server) Serve(l net.Listener) error {
-	err := s.http.Serve(l)
+	err := s.http.Serve(newLimitListener(l, s.maxConns))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

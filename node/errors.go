@@ -41,3 +41,7 @@ var ErrNotRegular = fmt.Errorf("%w: not a regular file", ErrPermanent)
 // ErrSymlinkOutside: a symlink of the file source resolves outside the
 // source root, and Config.AllowExternalSymlinks is off.
 var ErrSymlinkOutside = fmt.Errorf("%w: symlink leaves the source root", ErrPermanent)
+
+// ErrTooLarge: a batch lookup whose values exceed GetOptions.MaxBytes
+// (HTTP 413).
+var ErrTooLarge = errors.New("node: batch reply too large")

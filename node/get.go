@@ -18,6 +18,10 @@ type GetOptions struct {
 	// Raw skips the db's decoder: the value as stored, with the db's
 	// configured content type (what peers ask for).
 	Raw bool
+	// MaxBytes, when positive, bounds the value bytes GetMany returns:
+	// it stops at the first value past it with ErrTooLarge, before
+	// reading more. Get ignores it.
+	MaxBytes int
 }
 
 // Result is the answer to a lookup. A missing key is Found == false with a

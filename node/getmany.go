@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // getManyAttempts bounds how often GetMany starts over when the version it
@@ -37,7 +38,7 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 			}
 			version = v.name
 		}
-		err := n.getAll(ctx, db, keys, GetOptions{Version: version, Raw: opts.Raw}, opts.Version == "", results)
+		err := n.getAll(ctx, db, keys, GetOptions{Version: version, Raw: opts.Raw, MaxBytes: opts.MaxBytes}, opts.Version == "", results)
 		if err == nil {
 			return version, results, nil
 		}
@@ -50,17 +51,40 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 
 // getAll fills results with the lookups of keys, stopping at the first
 // error or when ctx ends (checked every 64 keys: local lookups do not
-// block; proxied ones end with ctx). mayProxy is lookup's.
+// block; proxied ones end with ctx). mayProxy is lookup's. A key asked
+// for more than once is looked up once: its later positions share the
+// first one's result (and value). With opts.MaxBytes, the values of the
+// reply (a value once per position asking for it) may total at most that
+// many bytes: past it, ErrTooLarge, before another value is read.
 func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOptions, mayProxy bool, results []Result) error {
+	var first map[string]int // key → its first position, once a key repeats
+	if len(keys) > 1 {
+		first = make(map[string]int, len(keys))
+	}
+	total := 0
 	for i, k := range keys {
 		if i%64 == 63 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		res, err := n.lookup(ctx, db, k, opts, mayProxy)
-		if err != nil {
-			return err
+		var res Result
+		j, dup := first[string(k)]
+		if dup {
+			res = results[j]
+		} else {
+			var err error
+			if res, err = n.lookup(ctx, db, k, opts, mayProxy); err != nil {
+				return err
+			}
+			if first != nil {
+				first[string(k)] = i
+			}
+		}
+		// The reply repeats a value at every position that asks for it.
+		total += len(res.Value)
+		if opts.MaxBytes > 0 && total > opts.MaxBytes {
+			return fmt.Errorf("%w: the values of the first %d keys exceed %d bytes; ask for fewer keys", ErrTooLarge, i+1, opts.MaxBytes)
 		}
 		results[i] = res
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/s3source"
@@ -86,6 +87,17 @@ type fileConfig struct {
 		PathStyle       bool   `toml:"path_style"` // true for most self-hosted servers
 		Insecure        bool   `toml:"insecure"`   // plain HTTP for an endpoint without a scheme
 	} `toml:"s3"`
+
+	// HTTP bounds what one client, or all of them, may cost the node.
+	HTTP struct {
+		MaxConns           int      `toml:"max_conns"`
+		MaxHeaderBytes     string   `toml:"max_header_bytes"`
+		MaxBatchKeys       int      `toml:"max_batch_keys"`
+		MaxBatchBytes      string   `toml:"max_batch_bytes"`
+		MaxBatchReplyBytes string   `toml:"max_batch_reply_bytes"`
+		BatchBytesInFlight string   `toml:"batch_bytes_in_flight"`
+		BatchWait          duration `toml:"batch_wait"`
+	} `toml:"http"`
 
 	Storage struct {
 		Compression  string `toml:"compression"`
@@ -184,6 +196,8 @@ type config struct {
 	nats kvwatch.Config
 	// s3 configures an s3:// source.
 	s3 s3source.Config
+	// http configures the HTTP front door (its Backend is set by serve).
+	http edge.Config
 	// advertisedHostname replaces the bind address's host in this node's
 	// entries (sequins' advertised_hostname).
 	advertisedHostname string
@@ -198,6 +212,7 @@ func defaultConfig() config {
 		nats:        kvwatch.DefaultConfig(),
 		node:        n,
 		s3:          s3source.DefaultConfig(),
+		http:        edge.DefaultConfig(),
 		bind:        "0.0.0.0:9599",
 		pprof:       true,
 		gcPercent:   400,
@@ -334,6 +349,38 @@ func loadConfig(path string, cfg *config) error {
 	set(&k.EmbeddedClusterListen, fc.NATS.EmbeddedClusterListen)
 	if len(fc.NATS.EmbeddedRoutes) > 0 {
 		k.EmbeddedRoutes = fc.NATS.EmbeddedRoutes
+	}
+	h := &cfg.http
+	setInt(&h.MaxConns, fc.HTTP.MaxConns)
+	setInt(&h.MaxBatchKeys, fc.HTTP.MaxBatchKeys)
+	setDur(&h.BatchWait, fc.HTTP.BatchWait)
+	for _, sz := range []struct {
+		key string
+		v   string
+		dst *int64
+	}{
+		{"http.max_header_bytes", fc.HTTP.MaxHeaderBytes, nil},
+		{"http.max_batch_bytes", fc.HTTP.MaxBatchBytes, nil},
+		{"http.max_batch_reply_bytes", fc.HTTP.MaxBatchReplyBytes, nil},
+		{"http.batch_bytes_in_flight", fc.HTTP.BatchBytesInFlight, &h.BatchBytesInFlight},
+	} {
+		if sz.v == "" {
+			continue
+		}
+		b, err := parseBytes(sz.v)
+		if err != nil || b > 1<<40 {
+			return fmt.Errorf("config %s: %s: bad size %q", path, sz.key, sz.v)
+		}
+		switch {
+		case sz.dst != nil:
+			*sz.dst = b
+		case sz.key == "http.max_header_bytes":
+			h.MaxHeaderBytes = int(b)
+		case sz.key == "http.max_batch_bytes":
+			h.MaxBatchBytes = int(b)
+		default:
+			h.MaxBatchReplyBytes = int(b)
+		}
 	}
 	s3 := &cfg.s3
 	set(&s3.Region, fc.S3.Region)

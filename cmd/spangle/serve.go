@@ -158,7 +158,7 @@ func serve(args []string) error {
 		feed.Start()
 		defer feed.Stop()
 	}
-	ecfg := edge.DefaultConfig()
+	ecfg := cfg.http
 	ecfg.Backend = n
 	ecfg.NodeName = n.Name()
 	ecfg.Logger = log
@@ -175,6 +175,8 @@ func serve(args []string) error {
 		return err
 	}
 	ncfg := edge.DefaultNATSConfig()
+	ncfg.MaxBatchKeys = cfg.http.MaxBatchKeys // one batch limit for both doors
+	ncfg.MaxBatchBytes = cfg.http.MaxBatchBytes
 	ncfg.Backend = n
 	ncfg.ClusterName = kcfg.ClusterName
 	ncfg.Logger = log

@@ -1,0 +1,146 @@
+package edge_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/edge/internal/batchwire"
+)
+
+// heapInUse returns the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+// TestBatchStalledBodies opens 120 connections that announce 1 MiB batch
+// bodies and send none of it: the server's heap does not grow with what
+// they announce (it once grew by 1 MiB each), and the batches beyond the
+// node-wide budget of bytes in flight are answered 503 with Retry-After
+// once BatchWait has passed.
+func TestBatchStalledBodies(t *testing.T) {
+	const conns = 120
+	ts := startServer(t, echoBackend{}, func(c *edge.Config) {
+		c.MaxBatchBytes = 1 << 20
+		c.BatchBytesInFlight = 8 << 20 // room for 8 of them
+		c.BatchWait = 200 * time.Millisecond
+		c.ReadTimeout = 30 * time.Second
+	})
+	before := heapInUse()
+	var cs []net.Conn
+	for range conns {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprintf(c, "POST /d/_batch HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	// Every connection's request is in the server: the admitted ones wait
+	// for their bodies, the others for room.
+	refused := 0
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return // admitted: still waiting for its body
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	grew := heapInUse() - before
+	t.Logf("%d stalled batches: heap grew %d KiB, %d refused with 503", conns, grew>>10, refused)
+	if grew > 32<<20 {
+		t.Errorf("heap grew by %d MiB for %d stalled batches", grew>>20, conns)
+	}
+	if refused < conns-8-4 || refused > conns-8 {
+		t.Errorf("%d batches refused, want about %d", refused, conns-8)
+	}
+	// The server still answers.
+	body := batchwire.AppendRequest(nil, [][]byte{[]byte("k")})
+	resp, err := ts.client.Post(ts.url+"/d/_batch", batchwire.ContentType, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusOK {
+		t.Fatalf("a batch after the stall: %d", resp.StatusCode)
+	}
+}
+
+// TestBatchReplyLimit: copies of one key whose value is 1 MiB would make
+// a reply of that many MiB; the node stops at MaxBatchReplyBytes (4 MiB
+// here; NATS: max_payload) and answers 413 at once, reading the value
+// once, over HTTP and NATS. Duplicate keys within the limit are answered at every position.
+func TestBatchReplyLimit(t *testing.T) {
+	env := startNATSEnv(t)
+	keys := make([][]byte, 10) // the env's limit: 10 keys
+	for i := range keys {
+		keys[i] = hugeKey
+	}
+	body := batchwire.AppendRequest(nil, keys)
+	before := heapInUse()
+	start := time.Now()
+	resp, err := http.Post(env.node.HTTPURL+"/d/_batch", batchwire.ContentType, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("HTTP: status %d, want 413", resp.StatusCode)
+	}
+	m, err := env.nc.Request("spangle.test.mget.d", body, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Header.Get("Spangle-Status"); st != "413" {
+		t.Errorf("NATS: status %s, want 413", st)
+	}
+	if grew := heapInUse() - before; grew > 16<<20 {
+		t.Errorf("heap grew by %d MiB", grew>>20)
+	}
+	t.Logf("two refused batches of 10 copies of a 1 MiB value: %v", time.Since(start))
+
+	// Duplicates within the limit.
+	ks := [][]byte{[]byte("key-1"), []byte("key-2"), []byte("key-1"), []byte("key-1")}
+	resp, err = http.Post(env.node.HTTPURL+"/d/_batch", batchwire.ContentType, bytes.NewReader(batchwire.AppendRequest(nil, ks)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	rep, err := batchwire.DecodeReply(buf.Bytes(), 10)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("duplicates: %d %v", resp.StatusCode, err)
+	}
+	for i, want := range []string{"v1:1", "v1:2", "v1:1", "v1:1"} {
+		if string(rep.Items[i].Value) != want {
+			t.Errorf("item %d: %q, want %q", i, rep.Items[i].Value, want)
+		}
+	}
+}
