@@ -1,6 +1,7 @@
 package kvwatch
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,6 +45,21 @@ type Config struct {
 	EmbeddedClusterName   string
 	EmbeddedClusterListen string
 	EmbeddedRoutes        []string
+
+	// EmbeddedUsers, when set, are the only logins the embedded server
+	// accepts, each bounded by its role (see User, RolePermissions).
+	// Default none: any client is accepted, which EmbeddedListen then
+	// allows on loopback only.
+	EmbeddedUsers []User
+	// EmbeddedAllowInsecure lets the embedded server listen beyond
+	// loopback with no users. Default false: Validate refuses it
+	// (ErrInsecure).
+	EmbeddedAllowInsecure bool
+	// EmbeddedMaxMemory and EmbeddedMaxStore bound the embedded server's
+	// JetStream memory and file storage, so that no client can fill the
+	// machine. Defaults 256 MiB and 4 GiB.
+	EmbeddedMaxMemory int64
+	EmbeddedMaxStore  int64
 
 	// CredsFile is a NATS credentials file (JWT and seed) for URLs.
 	// Default "": none. Exclusive with NKeySeedFile.
@@ -116,14 +132,16 @@ type Config struct {
 // must be set for an embedded server.
 func DefaultConfig() Config {
 	return Config{
-		EmbeddedListen: "127.0.0.1:4222",
-		ClusterName:    "spangle",
-		ConnName:       "spangle",
-		Replicas:       1,
-		EntryTTL:       10 * time.Second,
-		MarkerTTL:      15 * time.Minute,
-		OpTimeout:      2 * time.Second,
-		ReconnectWait:  time.Second,
+		EmbeddedListen:    "127.0.0.1:4222",
+		EmbeddedMaxMemory: 256 << 20,
+		EmbeddedMaxStore:  4 << 30,
+		ClusterName:       "spangle",
+		ConnName:          "spangle",
+		Replicas:          1,
+		EntryTTL:          10 * time.Second,
+		MarkerTTL:         15 * time.Minute,
+		OpTimeout:         2 * time.Second,
+		ReconnectWait:     time.Second,
 	}
 }
 
@@ -135,6 +153,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClusterName == "" {
 		c.ClusterName = d.ClusterName
+	}
+	if c.EmbeddedMaxMemory == 0 {
+		c.EmbeddedMaxMemory = d.EmbeddedMaxMemory
+	}
+	if c.EmbeddedMaxStore == 0 {
+		c.EmbeddedMaxStore = d.EmbeddedMaxStore
 	}
 	if c.ConnName == "" {
 		c.ConnName = d.ConnName
@@ -162,6 +186,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.URLs = append([]string(nil), c.URLs...)
 	c.EmbeddedRoutes = append([]string(nil), c.EmbeddedRoutes...)
+	c.EmbeddedUsers = append([]User(nil), c.EmbeddedUsers...)
 	return c
 }
 
@@ -208,7 +233,16 @@ func (c Config) Validate() error {
 		return nil
 	}
 	if c.CredsFile != "" || c.NKeySeedFile != "" || c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSInsecureSkipVerify {
-		return bad("credentials and TLS options apply to URLs only; the embedded server has no authentication")
+		return bad("credentials and TLS options apply to URLs only; the embedded server's logins are EmbeddedUsers")
+	}
+	if c.EmbeddedMaxMemory < 1<<20 || c.EmbeddedMaxStore < 16<<20 {
+		return bad("EmbeddedMaxMemory %d and EmbeddedMaxStore %d: want at least 1 MiB and 16 MiB", c.EmbeddedMaxMemory, c.EmbeddedMaxStore)
+	}
+	if err := checkUsers(c); err != nil {
+		if errors.Is(err, ErrInvalidConfig) {
+			return err
+		}
+		return bad("%v", err)
 	}
 	if c.EmbeddedStoreDir == "" {
 		return bad("EmbeddedStoreDir is required for an embedded server")

@@ -42,6 +42,13 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 	}
 	if c.Embedded() {
 		opts = append(opts, nats.InProcessServer(&k.emb))
+		if len(c.EmbeddedUsers) > 0 {
+			auth, err := selfAuth(k.self)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, auth)
+		}
 		return opts, nil
 	}
 	if c.TLSInsecureSkipVerify {

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // embedded runs the in-process nats-server and hands in-process connections
@@ -39,19 +41,25 @@ func (e *embedded) InProcessConn() (net.Conn, error) {
 	return s.InProcessConn()
 }
 
-// serverOptions builds the nats-server options from the configuration.
-func serverOptions(c Config) (*server.Options, error) {
+// serverOptions builds the nats-server options from the configuration;
+// self is the node's own login when c has users.
+func serverOptions(c Config, self nkeys.KeyPair) (*server.Options, error) {
 	host, port, err := splitListen(c.EmbeddedListen)
 	if err != nil {
 		return nil, err
 	}
 	o := &server.Options{
-		ServerName: c.EmbeddedServerName,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   c.EmbeddedStoreDir,
-		NoSigs:     true,
+		ServerName:         c.EmbeddedServerName,
+		Host:               host,
+		Port:               port,
+		JetStream:          true,
+		JetStreamMaxMemory: c.EmbeddedMaxMemory,
+		JetStreamMaxStore:  c.EmbeddedMaxStore,
+		StoreDir:           c.EmbeddedStoreDir,
+		NoSigs:             true,
+	}
+	if err := addUsers(o, c, self); err != nil {
+		return nil, err
 	}
 	if c.EmbeddedClusterName != "" {
 		chost, cport, err := splitListen(c.EmbeddedClusterListen)
@@ -73,6 +81,22 @@ func serverOptions(c Config) (*server.Options, error) {
 // startServer starts a nats-server with o and waits until it accepts
 // connections or ctx ends.
 func startServer(ctx context.Context, o *server.Options, log *slog.Logger) (*server.Server, error) {
+	// nats-server only logs a port it cannot bind and then never becomes
+	// ready: try it first, so that a busy port is an error at once.
+	if o.Port > 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: client port: %v", ErrEmbeddedServer, err)
+		}
+		l.Close()
+	}
+	if o.Cluster.Port > 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(o.Cluster.Host, strconv.Itoa(o.Cluster.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster port: %v", ErrEmbeddedServer, err)
+		}
+		l.Close()
+	}
 	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, err

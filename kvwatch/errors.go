@@ -1,10 +1,22 @@
 package kvwatch
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrInvalidConfig is wrapped by the errors of Config.Validate.
 	ErrInvalidConfig = errors.New("kvwatch: invalid config")
+
+	// ErrEmbeddedServer: the embedded server could not start (a port in
+	// use, say). Retrying does not help: it is the configuration's or the
+	// machine's to fix.
+	ErrEmbeddedServer = errors.New("kvwatch: embedded NATS server cannot start")
+
+	// ErrInsecure: the embedded server would accept unauthenticated
+	// clients on an address other hosts reach. It wraps ErrInvalidConfig.
+	ErrInsecure = fmt.Errorf("%w: insecure embedded server", ErrInvalidConfig)
 
 	// ErrInvalidKey reports a key that is not one or more dot-separated
 	// names matching ^[-_a-zA-Z0-9]+$.

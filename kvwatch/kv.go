@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nkeys"
 	"log/slog"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ type KV struct {
 	log *slog.Logger
 	met *metrics
 	emb embedded
+	// self is this process's login on the embedded server when it has
+	// users: an NKey made at New, never stored.
+	self nkeys.KeyPair
 
 	snap  atomic.Pointer[Snapshot]
 	ready chan struct{} // closed by the watch loop after the first full load of every bucket
@@ -110,6 +114,12 @@ func New(cfg Config) (*KV, error) {
 		subs:     make(map[*subscriber]struct{}),
 	}
 	k.met = newMetrics(k.staleSeconds)
+	if cfg.Embedded() && len(cfg.EmbeddedUsers) > 0 {
+		var err error
+		if k.self, err = nkeys.CreateUser(); err != nil {
+			return nil, fmt.Errorf("kvwatch: node NKey: %w", err)
+		}
+	}
 	empty := &Snapshot{since: time.Now()}
 	for _, b := range allBuckets {
 		empty.buckets[b] = map[string]Entry{}
@@ -187,7 +197,7 @@ func (k *KV) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, [num
 	}
 	var url string
 	if k.cfg.Embedded() {
-		opts, err := serverOptions(k.cfg)
+		opts, err := serverOptions(k.cfg, k.self)
 		if err != nil {
 			return nil, nil, kvs, fmt.Errorf("kvwatch: embedded server options: %w", err)
 		}

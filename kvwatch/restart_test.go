@@ -213,7 +213,7 @@ func TestEmbeddedServerReplaced(t *testing.T) {
 		}
 		return nil
 	})
-	opts, err := serverOptions(k.cfg)
+	opts, err := serverOptions(k.cfg, k.self)
 	if err != nil {
 		t.Fatal(err)
 	}

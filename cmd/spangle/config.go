@@ -57,6 +57,17 @@ type fileConfig struct {
 		EmbeddedCluster       string     `toml:"embedded_cluster"`
 		EmbeddedClusterListen string     `toml:"embedded_cluster_listen"`
 		EmbeddedRoutes        stringList `toml:"embedded_routes"`
+		// The embedded server's logins (none: anyone on loopback), and
+		// its exposure and JetStream limits.
+		Users []struct {
+			Name     string `toml:"name"`
+			Password string `toml:"password"`
+			NKey     string `toml:"nkey"`
+			Role     string `toml:"role"`
+		} `toml:"users"`
+		AllowInsecure      bool   `toml:"allow_insecure"`
+		JetStreamMaxMemory string `toml:"jetstream_max_memory"`
+		JetStreamMaxStore  string `toml:"jetstream_max_store"`
 	} `toml:"nats"`
 
 	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
@@ -349,6 +360,26 @@ func loadConfig(path string, cfg *config) error {
 	set(&k.EmbeddedClusterListen, fc.NATS.EmbeddedClusterListen)
 	if len(fc.NATS.EmbeddedRoutes) > 0 {
 		k.EmbeddedRoutes = fc.NATS.EmbeddedRoutes
+	}
+	for _, u := range fc.NATS.Users {
+		k.EmbeddedUsers = append(k.EmbeddedUsers, kvwatch.User{Name: u.Name, Password: u.Password, NKey: u.NKey, Role: u.Role})
+	}
+	k.EmbeddedAllowInsecure = fc.NATS.AllowInsecure
+	for _, sz := range []struct {
+		key, v string
+		dst    *int64
+	}{
+		{"nats.jetstream_max_memory", fc.NATS.JetStreamMaxMemory, &k.EmbeddedMaxMemory},
+		{"nats.jetstream_max_store", fc.NATS.JetStreamMaxStore, &k.EmbeddedMaxStore},
+	} {
+		if sz.v == "" {
+			continue
+		}
+		b, err := parseBytes(sz.v)
+		if err != nil {
+			return fmt.Errorf("config %s: %s: %w", path, sz.key, err)
+		}
+		*sz.dst = b
 	}
 	h := &cfg.http
 	setInt(&h.MaxConns, fc.HTTP.MaxConns)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +25,9 @@ type natsDoor struct {
 	cfg    edge.NATSConfig // Conn is set once kvwatch has started
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
+	// fatal receives the error that makes serving pointless: the embedded
+	// NATS server cannot start (its port is taken, say). Buffered 1.
+	fatal chan error
 
 	mu  sync.Mutex // guards srv
 	srv *edge.NATSServer
@@ -31,7 +35,7 @@ type natsDoor struct {
 
 func startNATS(log *slog.Logger, kv *kvwatch.KV, cfg edge.NATSConfig) *natsDoor {
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &natsDoor{log: log, kv: kv, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	d := &natsDoor{log: log, kv: kv, cfg: cfg, cancel: cancel, done: make(chan struct{}), fatal: make(chan error, 1)}
 	go d.run(ctx) // owned: stop cancels and waits for it
 	return d
 }
@@ -39,6 +43,12 @@ func startNATS(log *slog.Logger, kv *kvwatch.KV, cfg edge.NATSConfig) *natsDoor 
 func (d *natsDoor) run(ctx context.Context) {
 	defer close(d.done)
 	if err := d.kv.Start(ctx); err != nil {
+		if errors.Is(err, kvwatch.ErrEmbeddedServer) {
+			// A node whose own NATS server is down would serve HTTP while
+			// `spangle get --nats` silently reaches another process.
+			d.fatal <- err
+			return
+		}
 		if ctx.Err() == nil {
 			d.log.Error("NATS unavailable: serving HTTP only", "err", err)
 		}

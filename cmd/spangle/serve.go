@@ -212,6 +212,10 @@ func serve(args []string) error {
 				shutdown(log, srv, n, nd, debug, *shutdownTimeout)
 				return err
 			}
+		case err := <-nd.fatal:
+			log.Error("embedded NATS server cannot start; stopping", "err", err)
+			shutdown(log, srv, n, nd, debug, *shutdownTimeout)
+			return err
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				log.Info("SIGHUP: looking for new versions")

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeNATSPortBusy: a taken embedded-NATS port stops spangle serve
+// with a non-zero exit naming the problem, as a taken HTTP port does
+// (it once served HTTP for ever without its NATS side).
+func TestServeNATSPortBusy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := buildBinary(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
+		"--data-dir", t.TempDir(), "--bind", "127.0.0.1:0", "--nats-listen", l.Addr().String()).CombinedOutput()
+	if err == nil || ctx.Err() != nil || !strings.Contains(string(out), "embedded NATS server cannot start") ||
+		!strings.Contains(string(out), l.Addr().String()) {
+		t.Fatalf("serve with its NATS port taken: %v after %v\n%s", err, time.Since(start), out)
+	}
+}
+
+// TestServeNATSAuth: with [[nats.users]], lookups over the embedded
+// NATS need a login (a client role may look keys up), and an embedded
+// server on a non-loopback address without users refuses to start.
+func TestServeNATSAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := buildBinary(t)
+	cfg := filepath.Join(t.TempDir(), "spangle.toml")
+	if err := os.WriteFile(cfg, []byte(`
+[[nats.users]]
+name = "app"
+password = "app-secret"
+role = "client"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, bin, true, "--config", cfg)
+	authed := strings.Replace(s.nats, "nats://", "nats://app:app-secret@", 1)
+	if code, stdout, stderr := runCLI(t, bin, "get", "--nats", authed, "baby-names", "1881/boy"); code != 0 || stdout != "John\n" {
+		t.Errorf("get with a login: %d %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, bin, "get", "--timeout", "2s", "--nats", s.nats, "baby-names", "1881/boy"); code != 2 ||
+		!strings.Contains(strings.ToLower(stderr), "authorization") {
+		t.Errorf("get without a login: %d %q", code, stderr)
+	}
+
+	out, err := exec.Command(bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
+		"--data-dir", t.TempDir(), "--bind", "127.0.0.1:0", "--nats-listen", "0.0.0.0:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "allow_insecure") {
+		t.Fatalf("an open embedded server: %v\n%s", err, out)
+	}
+}
