@@ -134,6 +134,9 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	var proxy string
 	if r.URL.RawQuery != "" {
 		proxy = proxyParam(r.URL.RawQuery)
+		if proxy != "" && !s.peerAllowed(w, r) {
+			return
+		}
 	}
 	// Room in the node-wide budget first, for what the request announces
 	// (MaxBatchBytes when it does not): excess waits briefly, then 503.

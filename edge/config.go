@@ -35,6 +35,12 @@ type Config struct {
 	// beside the X-Spangle-* headers, for sequins clients. Default false.
 	SequinsHeaders bool
 
+	// PeerToken, when set, is required (X-Spangle-Peer-Token) of
+	// peers' requests: lookups and batches with ?proxy=, which read any
+	// version held here and are never proxied again. Others get 403.
+	// Default "": anyone may send them.
+	PeerToken string
+
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris
 	// protection). Default 5s.
 	ReadHeaderTimeout time.Duration

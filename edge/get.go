@@ -106,6 +106,9 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 		proxy = proxyParam(r.URL.RawQuery)
 		// Peers always get values as stored; clients may ask for them.
 		raw = proxy != "" || rawParam(r.URL.RawQuery)
+		if proxy != "" && !s.peerAllowed(w, r) {
+			return
+		}
 	}
 	res, err := s.backend.Get(r.Context(), db, []byte(key), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {

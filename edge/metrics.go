@@ -59,6 +59,9 @@ type metrics struct {
 	// batchRejected counts batches refused for lack of room in the
 	// in-flight budget (spangle_http_batch_rejected_total).
 	batchRejected prometheus.Counter
+	// peerRefused counts ?proxy= requests without the peer token
+	// (spangle_http_peer_refused_total).
+	peerRefused prometheus.Counter
 
 	dbs     sync.Map  // db name → *dbHandle, for dbs the backend knows
 	unknown *dbHandle // db=""
@@ -97,6 +100,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.inflight, err = register(reg, m.inflight); err != nil {
+		return nil, err
+	}
+	if m.peerRefused, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spangle_http_peer_refused_total",
+		Help: "Peer requests (?proxy=) refused with 403 for lacking the cluster's peer token.",
+	})); err != nil {
 		return nil, err
 	}
 	if m.batchRejected, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{

@@ -48,6 +48,7 @@ type Server struct {
 	maxBatchBytes  int
 	maxReplyBytes  int
 	maxConns       int
+	peerToken      []byte // nil: peers' requests are not checked
 	batchWait      time.Duration
 	// batchBytes is the budget of batch bytes in flight
 	// (Config.BatchBytesInFlight).
@@ -103,6 +104,7 @@ func NewServer(cfg Config) (*Server, error) {
 		maxBatchBytes: cfg.MaxBatchBytes,
 		maxReplyBytes: cfg.MaxBatchReplyBytes,
 		maxConns:      cfg.MaxConns,
+		peerToken:     peerToken(cfg.PeerToken),
 		batchWait:     cfg.BatchWait,
 		batchBytes:    semaphore.NewWeighted(cfg.BatchBytesInFlight),
 	}

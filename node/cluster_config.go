@@ -63,6 +63,11 @@ type ClusterConfig struct {
 	// false (healing on). It is a negative switch so that the zero value
 	// keeps healing on.
 	DisableHeal bool
+	// PeerToken is the cluster's shared secret: sent with this node's
+	// proxied requests, and required of peers' by the HTTP front door
+	// when set (edge.Config.PeerToken). Default "": peers are not told
+	// from other clients.
+	PeerToken string
 	// View is the cluster state as this node sees it. Required when
 	// Enabled; edge.KVClusterView implements it over kvwatch.
 	View ClusterView

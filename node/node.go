@@ -91,6 +91,7 @@ func New(cfg Config) (*Node, error) {
 		pc.StageTimeout = cfg.Cluster.stageTimeout()
 		pc.MaxBatchKeys = cfg.Cluster.ProxyBatchKeys
 		pc.MaxConnsPerPeer = cfg.Cluster.ProxyConnsPerPeer
+		pc.PeerToken = cfg.Cluster.PeerToken
 		pc.Logger = log.With("component", "proxy")
 		pc.Registerer = cfg.Registerer
 		if n.proxy, err = proxy.New(pc); err != nil {

@@ -87,6 +87,7 @@ type fileConfig struct {
 		Heal                 *bool    `toml:"heal"` // default true
 		HealAfter            duration `toml:"heal_after"`
 		HealMaxParallel      int      `toml:"heal_max_parallel"`
+		PeerToken            string   `toml:"peer_token"`
 	} `toml:"sharding"`
 
 	// S3 configures s3:// sources (sequins' [s3] names where it has them).
@@ -341,6 +342,8 @@ func loadConfig(path string, cfg *config) error {
 	setDur(&c.VersionRemoveTimeout, sh.VersionRemoveTimeout)
 	setDur(&c.HealAfter, sh.HealAfter)
 	setInt(&c.HealMaxParallel, sh.HealMaxParallel)
+	c.PeerToken = sh.PeerToken
+	cfg.http.PeerToken = sh.PeerToken
 	if sh.Heal != nil {
 		c.DisableHeal = !*sh.Heal
 	}

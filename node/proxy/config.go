@@ -13,6 +13,11 @@ import (
 // Config configures a Proxy. Build one with DefaultConfig and change what
 // you need; New validates it. Nil injected fields get the default stated.
 type Config struct {
+	// PeerToken, when set, is sent to peers in X-Spangle-Peer-Token: the
+	// cluster's shared secret that lets peers tell members' proxied
+	// requests from anyone else's. Default "": none.
+	PeerToken string
+
 	// Timeout caps a proxied lookup, from the first attempt to the last
 	// byte of the winning body: sequins' proxy_timeout. After it, Get
 	// returns ErrTimeout. Default 100ms, sequins' default: a lookup

@@ -242,10 +242,13 @@ func BenchmarkFrontDoor(b *testing.B) {
 
 // startEdge serves be with a real edge.Server on loopback and returns
 // its "host:port".
-func startEdge(tb testing.TB, be edge.Backend) string {
+func startEdge(tb testing.TB, be edge.Backend, edits ...func(*edge.Config)) string {
 	tb.Helper()
 	cfg := edge.DefaultConfig()
 	cfg.Backend = be
+	for _, e := range edits {
+		e(&cfg)
+	}
 	srv, err := edge.NewServer(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -253,4 +256,44 @@ func startEdge(tb testing.TB, be edge.Backend) string {
 	hs := httptest.NewServer(srv)
 	tb.Cleanup(hs.Close)
 	return strings.TrimPrefix(hs.URL, "http://")
+}
+
+// TestPeerToken: a peer that requires the cluster's token answers a
+// proxy that sends it, single lookups and batches alike, and refuses one
+// that does not (403, so no replica answered) and a plain client asking
+// with ?proxy=.
+func TestPeerToken(t *testing.T) {
+	b := &mapBackend{version: "v1", data: map[string]string{"a": "A", "b": "B"}}
+	peer := startEdge(t, b, func(c *edge.Config) { c.PeerToken = "s3cret" })
+	for _, token := range []string{"s3cret", "wrong", ""} {
+		cfg := proxy.DefaultConfig()
+		cfg.PeerToken = token
+		cfg.Timeout, cfg.StageTimeout = 5*time.Second, 5*time.Second
+		p, err := proxy.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for _, k := range []string{"a", "b", "a", "b"} { // concurrent: some travel in one batch
+			wg.Go(func() {
+				res, err := p.Get(context.Background(), proxy.Request{DB: "db", Version: "v1", Key: []byte(k), Peers: []string{peer}, Raw: true})
+				switch {
+				case token == "s3cret" && (err != nil || res.Status != 200):
+					t.Errorf("with the token, %s: %+v %v", k, res, err)
+				case token != "s3cret" && !errors.Is(err, proxy.ErrNoReplica):
+					t.Errorf("token %q, %s: %+v %v; want ErrNoReplica", token, k, res, err)
+				}
+			})
+		}
+		wg.Wait()
+		_ = p.Shutdown(context.Background())
+	}
+	resp, err := http.Get("http://" + peer + "/db/a?proxy=v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a client with ?proxy=: %d, want 403", resp.StatusCode)
+	}
 }

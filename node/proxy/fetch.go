@@ -27,6 +27,9 @@ const (
 var (
 	getHeader   = http.Header{"User-Agent": {userAgent}}
 	batchHeader = http.Header{"User-Agent": {userAgent}, "Content-Type": {batchContentType}, "Idempotency-Key": {}}
+
+	// PeerTokenHeader carries Config.PeerToken to peers.
+	PeerTokenHeader = "X-Spangle-Peer-Token"
 )
 
 var (
@@ -68,7 +71,7 @@ func newPeerRequest(ctx context.Context, method, peer, path, query string, heade
 // returns its 200 or 404, or why not.
 func (p *Proxy) ask(ctx context.Context, peer string, req *Request) (Response, error) {
 	path, query := requestTarget(*req)
-	hreq, err := newPeerRequest(ctx, http.MethodGet, peer, path, query, getHeader, nil)
+	hreq, err := newPeerRequest(ctx, http.MethodGet, peer, path, query, p.getHeader, nil)
 	if err != nil {
 		return Response{}, fmt.Errorf("proxy: peer %s: %w", peer, err)
 	}
@@ -131,7 +134,7 @@ func (p *Proxy) askBatch(ctx context.Context, peer string, attempts []*attempt, 
 	}
 	body := appendBatchRequest(make([]byte, 0, size), attempts)
 	path, query := batchTarget(head)
-	hreq, err := newPeerRequest(ctx, http.MethodPost, peer, path, query, batchHeader, body)
+	hreq, err := newPeerRequest(ctx, http.MethodPost, peer, path, query, p.batchHeader, body)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: peer %s: %w", peer, err)
 	}

@@ -48,12 +48,15 @@ type Response struct {
 // hot cache. The zero value is not usable; New makes one. A Proxy is safe
 // for concurrent use.
 type Proxy struct {
-	cfg       Config
-	transport *http.Transport
-	ownsTrans bool // transport was made by New
-	log       *slog.Logger
-	m         *metrics
-	cache     *cache // nil when off
+	cfg Config
+	// getHeader and batchHeader are the requests' headers: shared, never
+	// modified (they carry the peer token when there is one).
+	getHeader, batchHeader http.Header
+	transport              *http.Transport
+	ownsTrans              bool // transport was made by New
+	log                    *slog.Logger
+	m                      *metrics
+	cache                  *cache // nil when off
 
 	randMu sync.Mutex // guards rnd
 	rnd    *rand.Rand // nil: the runtime's source
@@ -89,7 +92,13 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{cfg: cfg, transport: cfg.Transport, log: cfg.Logger, m: m,
-		flights: map[string]*flight{}, peers: map[string]*peer{}}
+		flights: map[string]*flight{}, peers: map[string]*peer{},
+		getHeader: getHeader, batchHeader: batchHeader}
+	if cfg.PeerToken != "" {
+		p.getHeader, p.batchHeader = getHeader.Clone(), batchHeader.Clone()
+		p.getHeader[PeerTokenHeader] = []string{cfg.PeerToken}
+		p.batchHeader[PeerTokenHeader] = []string{cfg.PeerToken}
+	}
 	if p.transport == nil {
 		p.transport, p.ownsTrans = newTransport(), true
 	}
