@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -164,6 +165,9 @@ func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		if errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrNoSpace) {
+			err = fmt.Errorf("%w: %w", ErrNoSpace, err)
 		}
 		if rerr := removeVersionDir(b.dir); rerr != nil {
 			s.log.Error("blocks: removing failed build", "db", spec.DB, "version", spec.Version, "err", rerr)

@@ -33,6 +33,9 @@ var (
 	ErrBadInput = errors.New("blocks: bad input")
 	// ErrCorrupt: a stored partition or manifest is not what blocks wrote.
 	ErrCorrupt = errors.New("blocks: corrupt store")
+	// ErrNoSpace: a build ran out of disk space (ENOSPC); its partial
+	// files are removed.
+	ErrNoSpace = errors.New("blocks: no space left on the data dir's disk")
 )
 
 // MisplacedKeyError reports a key of a presharded file that belongs to

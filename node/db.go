@@ -362,6 +362,9 @@ func (d *db) build(name string) error {
 		all = d.assigned(name, len(files))
 		spec.Partitions = all
 	}
+	if err := d.checkSpace(total, len(all), len(files)); err != nil {
+		return fail(err)
+	}
 	started := time.Now()
 	d.mu.Lock()
 	state.n = len(files)
@@ -413,6 +416,30 @@ func (d *db) build(name string) error {
 	// memory back to the OS now rather than serving with a build-sized heap.
 	debug.FreeOSMemory()
 	return nil
+}
+
+// checkSpace refuses a build that cannot fit on the data dir's disk, so
+// that it fails at once, with the reason, rather than after filling the
+// disk (which also stalls the embedded NATS server's store). The estimate
+// is the source bytes of the partitions this node holds (held of n
+// files) times 1.2 (bbolt's pages), plus as much again for the sorted
+// runs a build spills beyond its memory budget, plus 64 KiB per
+// partition file and 1 MiB of margin.
+// Where free space cannot be read, nothing is refused.
+func (d *db) checkSpace(total int64, held, n int) error {
+	if total <= 0 || n == 0 {
+		return nil
+	}
+	share := total * int64(held) / int64(n)
+	need := share + share/5 + int64(held)<<16 + 1<<20
+	if share > d.node.cfg.MemoryBudget {
+		need += share
+	}
+	free, err := blocks.FreeBytes(d.node.cfg.DataDir)
+	if err != nil || free >= need {
+		return nil
+	}
+	return fmt.Errorf("%w: the build needs about %d MiB, %d MiB are free on the data dir's disk", blocks.ErrNoSpace, need>>20, free>>20)
 }
 
 // buildSpec lists version name's files in the source and returns the
