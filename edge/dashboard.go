@@ -24,8 +24,10 @@ type dashboardPage struct {
 	ShardID  string
 	DB       string // set on a db's own page
 	DBs      map[string]node.DBStatus
-	Refresh  int
-	Now      time.Time
+	// SourceError is why the source could not be listed.
+	SourceError string
+	Refresh     int
+	Now         time.Time
 }
 
 var dashboardFuncs = template.FuncMap{

@@ -37,6 +37,7 @@ var (
 	valHTML        = []string{"text/html; charset=utf-8"}
 	valText        = []string{"text/plain; charset=utf-8"}
 	valZero        = []string{"0"}
+	valNoStore     = []string{"no-store"}
 )
 
 // autoLengthMax is the largest body for which net/http (HTTP/1 and 2)

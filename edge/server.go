@@ -168,8 +168,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeLivez:
 		writeText(w, r, http.StatusOK, "ok\n")
 	case routeReadyz:
+		w.Header()[hdrCacheControl] = valNoStore
 		if s.backend.Ready() {
 			writeText(w, r, http.StatusOK, "ok\n")
+		} else if se, ok := s.backend.(interface{ SourceError() string }); ok && se.SourceError() != "" {
+			writeText(w, r, http.StatusServiceUnavailable, "not ready: source: "+se.SourceError()+"\n")
 		} else {
 			writeText(w, r, http.StatusServiceUnavailable, "not ready\n")
 		}

@@ -75,11 +75,12 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, one bool, d
 		return
 	}
 	page := dashboardPage{
-		NodeName: s.nodeName,
-		ShardID:  st.ShardID,
-		DBs:      st.DBs,
-		Refresh:  dashboardRefresh,
-		Now:      time.Now().UTC(),
+		NodeName:    s.nodeName,
+		ShardID:     st.ShardID,
+		DBs:         st.DBs,
+		SourceError: st.SourceError,
+		Refresh:     dashboardRefresh,
+		Now:         time.Now().UTC(),
 	}
 	if one {
 		page.DB = db

@@ -45,6 +45,8 @@ type db struct {
 	// failed holds versions whose build failed; each is tried again once
 	// its retry time has passed, or at a forced refresh.
 	failed map[string]failedBuild
+	// sourceErr is why the last listing of the db's versions failed.
+	sourceErr string
 
 	kickCh   chan kick
 	nudgeCh  chan struct{} // cluster mode: re-check the pending version
@@ -226,6 +228,12 @@ func (d *db) closeVersions() {
 func (d *db) update(force bool) {
 	log := d.node.log.With("db", d.name)
 	versions, err := d.node.source.ListVersions(d.ctx, d.name, d.node.cfg.RequireSuccessFile)
+	d.mu.Lock()
+	d.sourceErr = ""
+	if err != nil {
+		d.sourceErr = err.Error()
+	}
+	d.mu.Unlock()
 	if err != nil {
 		log.Error("cannot list versions; serving what we have", "err", err)
 		d.node.metrics.refreshErrors.Inc()
@@ -561,7 +569,7 @@ func (d *db) status(self string, target int) DBStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := d.active.Load()
-	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions))}
+	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions)), SourceError: d.sourceErr}
 	for name, s := range d.versions {
 		nv := NodeVersionStatus{
 			Name:       self,

@@ -38,8 +38,12 @@ type Node struct {
 	// apart, so that a SIGHUP is not lost behind a queued announcement.
 	refreshCh    chan struct{}
 	forceRefresh atomic.Bool
-	readyCh      chan struct{}
-	wg           sync.WaitGroup // every goroutine the node starts
+	// listed is set by the first successful listing of the source's dbs;
+	// sourceErr holds why the last one failed ("" after a success).
+	listed    atomic.Bool
+	sourceErr atomic.Pointer[string]
+	readyCh   chan struct{}
+	wg        sync.WaitGroup // every goroutine the node starts
 
 	id    string       // set by Start: Config.NodeID or <data_dir>/node_id
 	adv   *advertiser  // set by Start when Config.Advertiser is set
@@ -224,14 +228,37 @@ func (n *Node) removeVersionFiles(db, version string) {
 // source listing (built, reused or failed).
 func (n *Node) Loaded() <-chan struct{} { return n.readyCh }
 
-// Ready reports whether Loaded is closed and the node is not shutting down.
+// Ready reports whether Loaded is closed, the node is not shutting down,
+// and it has something to serve: its source was listed once, or it
+// serves versions kept on disk. (A mistyped source once made a node ready
+// with no dbs at all.)
 func (n *Node) Ready() bool {
 	select {
 	case <-n.readyCh:
 	default:
 		return false
 	}
-	return n.ctx != nil && n.ctx.Err() == nil && !n.draining.Load()
+	if n.ctx == nil || n.ctx.Err() != nil || n.draining.Load() {
+		return false
+	}
+	if n.listed.Load() {
+		return true
+	}
+	for _, d := range *n.dbs.Load() {
+		if d.active.Load() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// SourceError returns why the last listing of the source's dbs failed,
+// or "" if it succeeded.
+func (n *Node) SourceError() string {
+	if p := n.sourceErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // ID returns the node's ID (Config.NodeID, or the one kept in the data
@@ -327,6 +354,8 @@ func (n *Node) refreshLoop() {
 func (n *Node) refresh(first, force bool) {
 	names, err := n.source.ListDBs(n.ctx)
 	if err != nil {
+		msg := err.Error()
+		n.sourceErr.Store(&msg)
 		n.log.Error("cannot list dbs; serving what we have", "source", n.source, "err", err)
 		n.metrics.refreshErrors.Inc()
 		if first {
@@ -334,6 +363,8 @@ func (n *Node) refresh(first, force bool) {
 		}
 		return
 	}
+	n.sourceErr.Store(nil)
+	n.listed.Store(true)
 	old := *n.dbs.Load()
 	dbs := make(map[string]*db, len(names))
 	for _, name := range names {

@@ -20,11 +20,17 @@ const (
 type Status struct {
 	DBs     map[string]DBStatus `json:"dbs"`
 	ShardID string              `json:"shard_id"`
+	// SourceError is why the last listing of the source's dbs failed;
+	// empty once one succeeds.
+	SourceError string `json:"source_error,omitempty"`
 }
 
 // DBStatus is one db's versions, as served at "/<db>/".
 type DBStatus struct {
 	Versions map[string]VersionStatus `json:"versions"`
+	// SourceError is why the last listing of the db's versions failed;
+	// empty once one succeeds.
+	SourceError string `json:"source_error,omitempty"`
 }
 
 // VersionStatus describes one version across the nodes this node knows of.
@@ -113,7 +119,7 @@ func (h *HealStatus) clone() *HealStatus {
 // holding it, and the replica counters count them all against
 // ClusterConfig.Replication (cluster_status.go).
 func (n *Node) Status() Status {
-	st := Status{DBs: map[string]DBStatus{}}
+	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError()}
 	if !n.clustered() {
 		for name, d := range *n.dbs.Load() {
 			st.DBs[name] = d.status(n.cfg.Name, 1)
