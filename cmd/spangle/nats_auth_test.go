@@ -68,3 +68,45 @@ role = "client"
 		t.Fatalf("an open embedded server: %v\n%s", err, out)
 	}
 }
+
+// TestPublishUnreachableNATS: spangle publish to a NATS nobody listens on
+// fails at once saying so (it once waited for --timeout, an hour, in
+// silence).
+func TestPublishUnreachableNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "part-00000"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	start := time.Now()
+	code, _, stderr := runCLI(t, bin, "publish", dir, "--to", "nats-object://b", "--db", "d", "--version", "v1", "--nats", "nats://"+addr)
+	if code == 0 || !strings.Contains(stderr, "connection refused") || time.Since(start) > 10*time.Second {
+		t.Fatalf("publish to %s: exit %d after %v: %s", addr, code, time.Since(start), stderr)
+	}
+}
+
+// TestShardingIslandWarning: sharding with a stand-alone embedded NATS
+// server warns that the node is an island.
+func TestShardingIslandWarning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := buildBinary(t)
+	cfg := filepath.Join(t.TempDir(), "spangle.toml")
+	if err := os.WriteFile(cfg, []byte("[sharding]\nenabled = true\ntime_to_converge = \"100ms\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, bin, false, "--config", cfg)
+	if !strings.Contains(s.logs.String(), "each node is an island") {
+		t.Fatalf("no warning:\n%s", s.logs.String())
+	}
+}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -51,6 +54,7 @@ func publish(args []string, stderr io.Writer) error {
 	interval := fs.Duration("progress-interval", 2*time.Second, "when stderr is not a terminal, the least time between progress lines")
 	del := fs.Bool("delete", false, "remove version V of DB (positional DB V) instead of uploading")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
+	connectTimeout := fs.Duration("connect-timeout", 10*time.Second, "give up when NATS cannot be reached (and its buckets bound) within this long")
 	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
@@ -97,14 +101,22 @@ func publish(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer kv.Shutdown(context.Background())
-	if err := kv.Start(ctx); err != nil {
+	// kvwatch keeps retrying an unreachable server; a plain connection
+	// first says at once why it cannot (connection refused, no such host).
+	if err := probeNATS(*natsURL, *connectTimeout); err != nil {
 		return err
+	}
+	cctx, ccancel := context.WithTimeout(ctx, *connectTimeout)
+	defer ccancel()
+	if err := kv.Start(cctx); err != nil {
+		return fmt.Errorf("NATS %s: %w", *natsURL, err)
 	}
 	select {
 	case <-kv.Ready():
-	case <-ctx.Done():
-		return fmt.Errorf("NATS: %w", ctx.Err())
+	case <-cctx.Done():
+		return fmt.Errorf("NATS %s: buckets not read within --connect-timeout %v", *natsURL, *connectTimeout)
 	}
+	ccancel()
 	js, err := jetstream.New(kv.Conn(), jetstream.WithDefaultTimeout(*opTimeout))
 	if err != nil {
 		return err
@@ -332,4 +344,27 @@ func isBoolFlag(fs *flag.FlagSet, name string) bool {
 	}
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// probeNATS dials each server of urls once, without retries: the error
+// says why none can be reached (connection refused, no such host).
+// nats.Connect would only say "no servers available".
+func probeNATS(urls string, timeout time.Duration) error {
+	var errs []error
+	for _, u := range splitList(urls) {
+		host := u
+		if p, err := url.Parse(u); err == nil && p.Host != "" {
+			host = p.Host
+		}
+		if _, _, err := net.SplitHostPort(host); err != nil {
+			host = net.JoinHostPort(host, "4222")
+		}
+		c, err := net.DialTimeout("tcp", host, timeout)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("NATS %s unreachable: %w", urls, errors.Join(errs...))
 }

@@ -113,6 +113,9 @@ func serve(args []string) error {
 	cfg.node.BinaryVersion = version
 	var view *edge.KVClusterView
 	if cfg.node.Cluster.Enabled {
+		if cfg.nats.Embedded() && cfg.nats.EmbeddedClusterName == "" {
+			log.Warn("sharding is enabled but this node runs a stand-alone embedded NATS server: unless other nodes use it ([nats] url), each node is an island holding its share of the partitions and finding no peer for the rest; set [nats] url, or embedded_cluster")
+		}
 		view = edge.NewKVClusterView(kv, log)
 		view.Start()
 		defer view.Stop()
