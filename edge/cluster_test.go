@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -383,4 +384,28 @@ func TestClusterPartitionerMismatch(t *testing.T) {
 			t.Fatalf("key-%d: %d via %q", i, resp.StatusCode, resp.Header.Get("X-Spangle-Proxied-To"))
 		}
 	}
+}
+
+// TestClusterEntriesVanish: a peer's entries leave the KV (as when a NATS
+// outage outlasts their TTL) while the peer still serves. Lookups of the
+// partitions only it holds keep going to it, from the holders the node
+// saw last, instead of failing until the entries are written again.
+func TestClusterEntriesVanish(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	nodes := startCluster(t, clusterOpts{roots: []string{root, root}, replication: 1, minReplication: 1})
+	waitActive(t, nodes, "d", "v1")
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peer's partitions", func() error { return seesHolders(n, "d", "v1", 2) })
+	}
+	checkAllKeys(t, nodes[1:], "v1", 60) // node 1's proxy cache stays cold
+
+	// Node 2's KV stops: its entries are deleted, its HTTP serves on.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nodes[1].KV.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, "node 1 to see node 2's entries gone", func() error { return seesHolders(nodes[0], "d", "v1", 1) })
+	checkAllKeys(t, nodes[:1], "v1", 60)
 }

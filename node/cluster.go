@@ -86,6 +86,22 @@ func (n *Node) clusterLoop() {
 		}
 		for _, d := range *n.dbs.Load() {
 			d.nudge()
+			d.eachHeld(func(v *version) { n.routeFor(d, v) })
+		}
+	}
+}
+
+// eachHeld calls fn for the db's active, pending and retired versions.
+func (d *db) eachHeld(fn func(*version)) {
+	if v := d.active.Load(); v != nil {
+		fn(v)
+	}
+	if v := d.pending.Load(); v != nil {
+		fn(v)
+	}
+	if rs := d.retired.Load(); rs != nil {
+		for _, r := range *rs {
+			fn(r)
 		}
 	}
 }
@@ -194,6 +210,7 @@ func (d *db) discard(v *version) {
 		d.node.log.Warn("closing version", "db", d.name, "version", v.name, "err", err)
 	}
 	d.node.removeVersionFiles(d.name, v.name)
+	d.node.forgetRoutes(d.name, v.name)
 	d.mu.Lock()
 	delete(d.versions, v.name)
 	d.mu.Unlock()

@@ -49,6 +49,8 @@ type Node struct {
 	adv   *advertiser  // set by Start when Config.Advertiser is set
 	proxy *proxy.Proxy // cluster mode only: lookups of partitions held elsewhere
 	heal  *healSlots   // cluster mode: bounds the partitions loaded for healing (heal.go)
+	// routes remembers each version's last seen holders (cluster_get.go).
+	routes sync.Map // "db.version" → *route
 
 	heldMu sync.Mutex // serialises heldChanged
 	held   atomic.Pointer[heldView]

@@ -137,11 +137,12 @@ func (p *clusterProc) start(t *testing.T) {
 	}
 }
 
-// logOnFailure prints the node's logs if the test fails.
+// logOnFailure prints the end of the node's log if the test fails (the
+// end only, so that the failures above stay in view).
 func (p *clusterProc) logOnFailure(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("node %d log:\n%s", p.id, p.log())
+			t.Logf("node %d log, the end:\n%s", p.id, tail(p.log(), 4000))
 		}
 	})
 }
