@@ -61,6 +61,14 @@ type Config struct {
 	EmbeddedMaxMemory int64
 	EmbeddedMaxStore  int64
 
+	// EmbeddedRecoverCheck is how often a node checks its embedded server
+	// for a store that failed on a full disk (JetStream keeps refusing
+	// writes after that, even once space is back) and, when at least
+	// EmbeddedMinFree bytes are free again, restarts the server on the same
+	// port and store. Defaults 5s and 64 MiB.
+	EmbeddedRecoverCheck time.Duration
+	EmbeddedMinFree      int64
+
 	// CredsFile is a NATS credentials file (JWT and seed) for URLs.
 	// Default "": none. Exclusive with NKeySeedFile.
 	CredsFile string
@@ -132,16 +140,18 @@ type Config struct {
 // must be set for an embedded server.
 func DefaultConfig() Config {
 	return Config{
-		EmbeddedListen:    "127.0.0.1:4222",
-		EmbeddedMaxMemory: 256 << 20,
-		EmbeddedMaxStore:  4 << 30,
-		ClusterName:       "spangle",
-		ConnName:          "spangle",
-		Replicas:          1,
-		EntryTTL:          10 * time.Second,
-		MarkerTTL:         15 * time.Minute,
-		OpTimeout:         2 * time.Second,
-		ReconnectWait:     time.Second,
+		EmbeddedListen:       "127.0.0.1:4222",
+		EmbeddedMaxMemory:    256 << 20,
+		EmbeddedMaxStore:     4 << 30,
+		EmbeddedRecoverCheck: 5 * time.Second,
+		EmbeddedMinFree:      64 << 20,
+		ClusterName:          "spangle",
+		ConnName:             "spangle",
+		Replicas:             1,
+		EntryTTL:             10 * time.Second,
+		MarkerTTL:            15 * time.Minute,
+		OpTimeout:            2 * time.Second,
+		ReconnectWait:        time.Second,
 	}
 }
 
@@ -159,6 +169,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EmbeddedMaxStore == 0 {
 		c.EmbeddedMaxStore = d.EmbeddedMaxStore
+	}
+	if c.EmbeddedRecoverCheck == 0 {
+		c.EmbeddedRecoverCheck = d.EmbeddedRecoverCheck
+	}
+	if c.EmbeddedMinFree == 0 {
+		c.EmbeddedMinFree = d.EmbeddedMinFree
 	}
 	if c.ConnName == "" {
 		c.ConnName = d.ConnName
@@ -237,6 +253,12 @@ func (c Config) Validate() error {
 	}
 	if c.EmbeddedMaxMemory < 1<<20 || c.EmbeddedMaxStore < 16<<20 {
 		return bad("EmbeddedMaxMemory %d and EmbeddedMaxStore %d: want at least 1 MiB and 16 MiB", c.EmbeddedMaxMemory, c.EmbeddedMaxStore)
+	}
+	if c.EmbeddedRecoverCheck < 10*time.Millisecond || c.EmbeddedRecoverCheck > time.Hour {
+		return bad("EmbeddedRecoverCheck %v: want 10ms to 1h", c.EmbeddedRecoverCheck)
+	}
+	if c.EmbeddedMinFree < 0 {
+		return bad("EmbeddedMinFree %d: must not be negative", c.EmbeddedMinFree)
 	}
 	if err := checkUsers(c); err != nil {
 		if errors.Is(err, ErrInvalidConfig) {

@@ -28,6 +28,9 @@ import (
 // client's next reconnect attempt sees the change.
 type embedded struct {
 	srv atomic.Pointer[server.Server]
+	// storeFailed is set when the server logs a failed store write (a
+	// full disk): its streams then refuse every write until it restarts.
+	storeFailed atomic.Bool
 }
 
 var errNoServer = errors.New("kvwatch: embedded server not running")
@@ -80,7 +83,7 @@ func serverOptions(c Config, self nkeys.KeyPair) (*server.Options, error) {
 
 // startServer starts a nats-server with o and waits until it accepts
 // connections or ctx ends.
-func startServer(ctx context.Context, o *server.Options, log *slog.Logger) (*server.Server, error) {
+func (e *embedded) startServer(ctx context.Context, o *server.Options, log *slog.Logger) (*server.Server, error) {
 	// nats-server only logs a port it cannot bind and then never becomes
 	// ready: try it first, so that a busy port is an error at once.
 	if o.Port > 0 {
@@ -101,7 +104,7 @@ func startServer(ctx context.Context, o *server.Options, log *slog.Logger) (*ser
 	if err != nil {
 		return nil, err
 	}
-	s.SetLoggerV2(serverLogger{log.With("component", "nats-server")}, false, false, false)
+	s.SetLoggerV2(serverLogger{log.With("component", "nats-server"), &e.storeFailed}, false, false, false)
 	s.Start()
 	for !s.ReadyForConnections(50 * time.Millisecond) {
 		if ctx.Err() != nil {
@@ -133,11 +136,30 @@ func waitMetaCurrent(ctx context.Context, s *server.Server) {
 
 // serverLogger forwards nats-server logs to slog. Notices (a banner of
 // twenty lines at start) go to Debug.
-type serverLogger struct{ log *slog.Logger }
+type serverLogger struct {
+	log         *slog.Logger
+	storeFailed *atomic.Bool
+}
 
 func (l serverLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
 func (l serverLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if isStoreFailure(msg) {
+		l.storeFailed.Store(true)
+	}
+	l.log.Error(msg)
+}
+
+// isStoreFailure reports whether a nats-server error message tells of a
+// write its store could not make: after one, the stream's file store
+// refuses writes until the server restarts (nats-server has no call to
+// reset it, nor one to ask for this state, hence the log).
+func isStoreFailure(msg string) bool {
+	return strings.Contains(msg, "no space left on device") ||
+		strings.Contains(msg, "Critical write error") ||
+		strings.Contains(msg, "out of resources")
+}
+func (l serverLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }

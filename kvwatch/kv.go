@@ -180,6 +180,13 @@ func (k *KV) Start(ctx context.Context) error {
 		defer k.hbWG.Done()
 		k.heartbeat(hbCtx)
 	}()
+	if k.cfg.Embedded() {
+		k.hbWG.Add(1)
+		go func() {
+			defer k.hbWG.Done()
+			k.superviseEmbedded(hbCtx)
+		}()
+	}
 	k.loopWG.Add(1)
 	go func() {
 		defer k.loopWG.Done()
@@ -201,7 +208,7 @@ func (k *KV) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, [num
 		if err != nil {
 			return nil, nil, kvs, fmt.Errorf("kvwatch: embedded server options: %w", err)
 		}
-		s, err := startServer(ctx, opts, k.cfg.Logger)
+		s, err := k.emb.startServer(ctx, opts, k.cfg.Logger)
 		if err != nil {
 			return nil, nil, kvs, fmt.Errorf("kvwatch: start embedded server: %w", err)
 		}
@@ -370,7 +377,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 	k.mu.Unlock()
 
 	var errs []error
-	// 2. Stop the heartbeat.
+	// 2. Stop the heartbeat and the embedded server's supervisor.
 	k.hbCancel()
 	k.hbWG.Wait()
 

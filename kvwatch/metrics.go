@@ -17,6 +17,7 @@ type metrics struct {
 	revision          *prometheus.GaugeVec
 	staleSeconds      prometheus.GaugeFunc
 	droppedNotifies   prometheus.Counter
+	embeddedRestarts  prometheus.Counter
 	registered        []prometheus.Collector
 	registerer        prometheus.Registerer
 }
@@ -55,6 +56,10 @@ func newMetrics(staleSeconds func() float64) *metrics {
 			Name: "spangle_kvwatch_dropped_notifications_total",
 			Help: "Snapshots replaced in a subscriber's channel before it read them.",
 		}),
+		embeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spangle_kvwatch_embedded_restarts_total",
+			Help: "Restarts of the embedded NATS server after its store failed (a full disk), once space was back.",
+		}),
 	}
 	return m
 }
@@ -66,7 +71,7 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		return nil
 	}
 	all := []prometheus.Collector{m.connected, m.reconnects, m.heartbeatFailures, m.conflicts,
-		m.watcherRestarts, m.revision, m.staleSeconds, m.droppedNotifies}
+		m.watcherRestarts, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts}
 	for _, c := range all {
 		if err := r.Register(c); err != nil {
 			m.registerer = r

@@ -217,7 +217,7 @@ func TestEmbeddedServerReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := startServer(ctx, opts, k.cfg.Logger)
+	s, err := k.emb.startServer(ctx, opts, k.cfg.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,10 @@ type fileConfig struct {
 		AllowInsecure      bool   `toml:"allow_insecure"`
 		JetStreamMaxMemory string `toml:"jetstream_max_memory"`
 		JetStreamMaxStore  string `toml:"jetstream_max_store"`
+		// A store that failed on a full disk is restarted once this
+		// much is free, checked this often.
+		StoreMinFree      string   `toml:"store_min_free"`
+		StoreRecoverCheck duration `toml:"store_recover_check"`
 	} `toml:"nats"`
 
 	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
@@ -368,12 +372,14 @@ func loadConfig(path string, cfg *config) error {
 		k.EmbeddedUsers = append(k.EmbeddedUsers, kvwatch.User{Name: u.Name, Password: u.Password, NKey: u.NKey, Role: u.Role})
 	}
 	k.EmbeddedAllowInsecure = fc.NATS.AllowInsecure
+	setDur(&k.EmbeddedRecoverCheck, fc.NATS.StoreRecoverCheck)
 	for _, sz := range []struct {
 		key, v string
 		dst    *int64
 	}{
 		{"nats.jetstream_max_memory", fc.NATS.JetStreamMaxMemory, &k.EmbeddedMaxMemory},
 		{"nats.jetstream_max_store", fc.NATS.JetStreamMaxStore, &k.EmbeddedMaxStore},
+		{"nats.store_min_free", fc.NATS.StoreMinFree, &k.EmbeddedMinFree},
 	} {
 		if sz.v == "" {
 			continue
