@@ -26,8 +26,9 @@ type Partitioner interface {
 
 // SourceFile is one data file of a version.
 type SourceFile struct {
-	Name string // file name, for errors and the manifest
-	Size int64  // -1 if unknown
+	Name    string    // file name, for errors and the manifest
+	Size    int64     // -1 if unknown
+	ModTime time.Time // zero if unknown; dates the version (Manifest.SourceModified)
 	// Open opens the file for reading from its start. A build may call it
 	// more than once (presharded input), from several goroutines, and
 	// closes what it returns.
@@ -82,6 +83,7 @@ const progressInterval = 250 * time.Millisecond
 // builder is the state of one Build.
 type builder struct {
 	spec      BuildSpec
+	modified  time.Time     // the newest file's ModTime, whole seconds
 	loadSlots chan struct{} // the store's, shared by all builds
 	opts      Options
 	log       *slog.Logger
@@ -159,6 +161,7 @@ func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
 	b.cleanup()
 	if err == nil {
 		m.BuiltAt = time.Now().UTC()
+		m.SourceModified = b.modified
 		m.BuildSeconds = time.Since(start).Seconds()
 		err = writeManifest(b.dir, m)
 	}
@@ -254,7 +257,11 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 	b.files = make([]FileInfo, n)
 	for i, f := range spec.Files {
 		b.files[i] = FileInfo{Name: f.Name, Size: f.Size, Records: -1, Partition: -1}
+		if f.ModTime.After(b.modified) {
+			b.modified = f.ModTime
+		}
 	}
+	b.modified = b.modified.UTC().Truncate(time.Second)
 	return b, nil
 }
 

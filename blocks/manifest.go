@@ -36,6 +36,11 @@ type Manifest struct {
 	PartitionInfo []PartitionInfo `json:"partition_info"`
 	Compression   Compression     `json:"compression"`
 	BuiltAt       time.Time       `json:"built_at"`
+	// SourceModified is the newest modification time of the version's
+	// source files, in whole seconds: the same on every node that built
+	// the version from the same source. Zero (and absent) when the
+	// source gives no times.
+	SourceModified time.Time `json:"source_modified,omitzero"`
 	BuildSeconds  float64         `json:"build_seconds"`
 	// AddedAt is when Store.AddPartitions last added partitions; zero
 	// (and absent from the file) if it never did.

@@ -35,6 +35,11 @@ type Config struct {
 	// beside the X-Spangle-* headers, for sequins clients. Default false.
 	SequinsHeaders bool
 
+	// CacheTags sends Surrogate-Key ("<db> <db>@<version>") and Cache-Tag
+	// ("<db>,<db>@<version>") with lookups' answers, so that a CDN can
+	// purge a db, or one version of it, at once. Default true.
+	CacheTags bool
+
 	// PeerToken, when set, is required (X-Spangle-Peer-Token) of
 	// peers' requests: lookups and batches with ?proxy=, which read any
 	// version held here and are never proxied again. Others get 403.
@@ -82,6 +87,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		NodeName:           "localhost",
+		CacheTags:          true,
 		ReadHeaderTimeout:  5 * time.Second,
 		ReadTimeout:        30 * time.Second,
 		WriteTimeout:       30 * time.Second,

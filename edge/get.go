@@ -23,7 +23,12 @@ const (
 	hdrContentLength    = "Content-Length"
 	hdrNoSniff          = "X-Content-Type-Options"
 	hdrIfNoneMatch      = "If-None-Match"
+	hdrIfModifiedSince  = "If-Modified-Since"
 	hdrAllow            = "Allow"
+	hdrDB               = "X-Spangle-Db" // http.CanonicalHeaderKey("X-Spangle-DB")
+	hdrSurrogateKey     = "Surrogate-Key"
+	hdrCacheTag         = "Cache-Tag"
+	hdrVary             = "Vary"
 )
 
 // Constant header values. Every response that uses one shares the slice;
@@ -38,6 +43,7 @@ var (
 	valText        = []string{"text/plain; charset=utf-8"}
 	valZero        = []string{"0"}
 	valNoStore     = []string{"no-store"}
+	valVaryAccept  = []string{"Accept"}
 )
 
 // autoLengthMax is the largest body for which net/http (HTTP/1 and 2)
@@ -51,20 +57,25 @@ const autoLengthMax = 2048
 // per (version, modified, content type, cache control) and shared by every
 // response with the same four; see the note on the constant values above.
 type headerSet struct {
-	version      string
-	modified     time.Time
-	contentType  string
-	cacheControl string
+	version         string
+	modified        time.Time
+	contentType     string
+	cacheControl    string
+	negativeControl string
 
-	versionVal      []string
-	modifiedVal     []string
-	contentTypeVal  []string
-	cacheControlVal []string // nil: no Cache-Control
+	versionVal         []string
+	modifiedVal        []string
+	contentTypeVal     []string
+	cacheControlVal    []string // nil: no Cache-Control
+	negativeControlVal []string // nil: no Cache-Control on 404s
+	surrogateKeyVal    []string // "<db> <db>@<version>"
+	cacheTagVal        []string // "<db>,<db>@<version>"
 }
 
 func (hs *headerSet) matches(res *node.Result) bool {
 	return hs.version == res.Version && hs.contentType == res.ContentType &&
-		hs.cacheControl == res.CacheControl && hs.modified.Equal(res.Modified)
+		hs.cacheControl == res.CacheControl && hs.negativeControl == res.NegativeCacheControl &&
+		hs.modified.Equal(res.Modified)
 }
 
 // headersFor returns the header values for res, from h's cache when the
@@ -74,11 +85,14 @@ func (h *dbHandle) headersFor(res *node.Result) *headerSet {
 		return hs
 	}
 	hs := &headerSet{
-		version:      res.Version,
-		modified:     res.Modified,
-		contentType:  res.ContentType,
-		cacheControl: res.CacheControl,
-		versionVal:   []string{res.Version},
+		version:         res.Version,
+		modified:        res.Modified,
+		contentType:     res.ContentType,
+		cacheControl:    res.CacheControl,
+		negativeControl: res.NegativeCacheControl,
+		versionVal:      []string{res.Version},
+		surrogateKeyVal: []string{h.db + " " + h.db + "@" + res.Version},
+		cacheTagVal:     []string{h.db + "," + h.db + "@" + res.Version},
 	}
 	if !res.Modified.IsZero() {
 		hs.modifiedVal = []string{res.Modified.UTC().Format(http.TimeFormat)}
@@ -89,6 +103,9 @@ func (h *dbHandle) headersFor(res *node.Result) *headerSet {
 	}
 	if res.CacheControl != "" {
 		hs.cacheControlVal = []string{res.CacheControl}
+	}
+	if res.NegativeCacheControl != "" {
+		hs.negativeControlVal = []string{res.NegativeCacheControl}
 	}
 	h.headers.Store(hs)
 	return hs
@@ -104,12 +121,20 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 	var proxy string
 	var raw bool
 	if r.URL.RawQuery != "" {
+		if p, ok := unknownParam(r.URL.RawQuery); ok {
+			w.Header()[hdrCacheControl] = valNoStore
+			writeText(w, r, http.StatusBadRequest, "unknown query parameter "+strconv.Quote(p)+": lookups take proxy and raw only\n")
+			return
+		}
 		proxy = proxyParam(r.URL.RawQuery)
 		// Peers always get values as stored; clients may ask for them.
 		raw = proxy != "" || rawParam(r.URL.RawQuery)
 		if proxy != "" && !s.peerAllowed(w, r) {
 			return
 		}
+	}
+	if r.URL.RawPath != "" && proxy == "" && redirectCanonical(w, r) {
+		return
 	}
 	res, err := s.backend.Get(r.Context(), db, []byte(key), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
@@ -129,6 +154,11 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 	if s.sequinsHeaders {
 		h[hdrSequinsVersion] = hs.versionVal
 	}
+	h[hdrDB] = dh.dbVal
+	if s.cacheTags {
+		h[hdrSurrogateKey] = hs.surrogateKeyVal
+		h[hdrCacheTag] = hs.cacheTagVal
+	}
 	if res.ProxiedTo != "" {
 		v := []string{res.ProxiedTo}
 		h[hdrProxiedTo] = v
@@ -137,6 +167,9 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		}
 	}
 	if !res.Found {
+		if hs.negativeControlVal != nil {
+			h[hdrCacheControl] = hs.negativeControlVal
+		}
 		h[hdrContentLength] = valZero
 		w.WriteHeader(http.StatusNotFound)
 		return http.StatusNotFound
@@ -148,7 +181,10 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 	if hs.cacheControlVal != nil {
 		h[hdrCacheControl] = hs.cacheControlVal
 	}
-	if inm, ok := r.Header[hdrIfNoneMatch]; ok && anyNoneMatch(inm, etag) {
+	if notModified(r, etag, hs.modified) {
+		if hs.modifiedVal != nil {
+			h[hdrLastModified] = hs.modifiedVal
+		}
 		w.WriteHeader(http.StatusNotModified)
 		return http.StatusNotModified
 	}
@@ -165,6 +201,21 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		w.Write(res.Value) //nolint:errcheck // the client went away; nothing to do
 	}
 	return http.StatusOK
+}
+
+// notModified reports whether r's conditions let a 304 answer for a
+// value with etag, of a version dated modified (RFC 9110 13.2.2:
+// If-None-Match when present, else If-Modified-Since).
+func notModified(r *http.Request, etag []byte, modified time.Time) bool {
+	if inm, ok := r.Header[hdrIfNoneMatch]; ok {
+		return anyNoneMatch(inm, etag)
+	}
+	ims, ok := r.Header[hdrIfModifiedSince]
+	if !ok || len(ims) == 0 || modified.IsZero() {
+		return false
+	}
+	t, err := http.ParseTime(ims[0])
+	return err == nil && !modified.Truncate(time.Second).After(t)
 }
 
 // anyNoneMatch reports whether any If-None-Match field line matches etag.
@@ -198,6 +249,7 @@ func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, db, proxy 
 	} else {
 		dh = s.metrics.lookup(db)
 	}
+	w.Header()[hdrCacheControl] = valNoStore
 	if msg := row.message(err); msg != "" {
 		writeText(w, r, status, msg)
 	} else {

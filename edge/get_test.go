@@ -31,7 +31,7 @@ func TestGetKeys(t *testing.T) {
 		{"newline", "/baby-names/a%0Ab", "baby-names", "a\nb"},
 		{"binary", "/baby-names/%00%FF%2A", "baby-names", "\x00\xff*"},
 		{"percent", "/baby-names/100%25", "baby-names", "100%"},
-		{"question mark", "/baby-names/why%3F?other=1", "baby-names", "why?"},
+		{"question mark", "/baby-names/why%3F?raw=0", "baby-names", "why?"},
 		{"utf-8", "/baby-names/%C3%A9t%C3%A9", "baby-names", "été"},
 		{"1 KiB key", "/baby-names/" + long, "baby-names", long},
 		{"db named healthcheck", "/healthcheck/x", "healthcheck", "x"},
@@ -177,7 +177,8 @@ func TestLookupErrors(t *testing.T) {
 		{name: "other error", err: errors.New("disk on fire"), status: 500, wantBody: "internal server error\n"},
 		{name: "canceled, client still there", err: context.Canceled, status: 500, wantBody: "internal server error\n"},
 		{name: "empty proxy is no proxy", err: node.ErrUnknownDB, query: "?proxy=", status: 404},
-		{name: "other params ignored", err: node.ErrUnknownDB, query: "?foo=bar&x", status: 404},
+		{name: "other params refused", err: node.ErrUnknownDB, query: "?raw=1&foo=bar&x", status: 400,
+			wantBody: "unknown query parameter \"foo\": lookups take proxy and raw only\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +218,7 @@ func TestProxyVersion(t *testing.T) {
 	}{
 		{"", ""},
 		{"?proxy=20260301", "20260301"},
-		{"?a=1&proxy=v%2D2&proxy=ignored", "v-2"},
+		{"?raw=1&proxy=v%2D2&proxy=ignored", "v-2"},
 		{"?proxy=status/", "status/"},
 		{"?proxy=a+b", "a b"},
 		{"?%70roxy=p", "p"},

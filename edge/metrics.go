@@ -71,6 +71,7 @@ type metrics struct {
 type dbHandle struct {
 	m        *metrics
 	db       string
+	dbVal    []string // X-Spangle-DB
 	duration prometheus.Observer
 	codes    [len(lookupCodes)]prometheus.Counter
 	headers  atomic.Pointer[headerSet] // of the version served last
@@ -138,7 +139,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 }
 
 func (m *metrics) newHandle(db string) (*dbHandle, error) {
-	h := &dbHandle{m: m, db: db}
+	h := &dbHandle{m: m, db: db, dbVal: []string{db}}
 	var err error
 	if h.duration, err = m.duration.GetMetricWithLabelValues(db); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -96,4 +97,44 @@ func queryParam(rawQuery, param string) string {
 		}
 	}
 	return ""
+}
+
+// unknownParam returns the first query parameter of rawQuery that a lookup
+// does not take (only proxy and raw): each other spelling of a URL would
+// be one more entry in the caches in front, and a query string a way to
+// bypass them.
+func unknownParam(rawQuery string) (string, bool) {
+	for q := rawQuery; q != ""; {
+		var part string
+		part, q, _ = strings.Cut(q, "&")
+		name, _, _ := strings.Cut(part, "=")
+		if strings.ContainsAny(name, "%+") {
+			if u, err := url.QueryUnescape(name); err == nil {
+				name = u
+			}
+		}
+		if name != "proxy" && name != "raw" {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// redirectCanonical answers 301 to the canonical spelling of r's path when
+// r spells it otherwise ("%75" for "u", "%3A" for ":"), and reports
+// whether it did: a key has one URL, so caches keep one copy. The
+// canonical spelling escapes what Go's url package escapes in a path and
+// nothing else. Called only when r.URL.RawPath is set, which net/http
+// does exactly for paths not spelt that way.
+func redirectCanonical(w http.ResponseWriter, r *http.Request) bool {
+	canon := (&url.URL{Path: r.URL.Path}).EscapedPath()
+	if canon == r.URL.RawPath {
+		return false
+	}
+	if r.URL.RawQuery != "" {
+		canon += "?" + r.URL.RawQuery
+	}
+	w.Header()[hdrCacheControl] = []string{"public, max-age=86400"}
+	http.Redirect(w, r, canon, http.StatusMovedPermanently)
+	return true
 }

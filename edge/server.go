@@ -38,6 +38,7 @@ type Server struct {
 	backend        Backend
 	nodeName       string
 	sequinsHeaders bool
+	cacheTags      bool
 	log            *slog.Logger
 	metrics        *metrics
 	panics         prometheus.Counter // spangle_panics_total{door="http"}
@@ -94,6 +95,7 @@ func NewServer(cfg Config) (*Server, error) {
 		backend:        cfg.Backend,
 		nodeName:       cfg.NodeName,
 		sequinsHeaders: cfg.SequinsHeaders,
+		cacheTags:      cfg.CacheTags,
 		log:            log,
 		metrics:        m,
 		metricsHandler: promhttp.HandlerFor(gath, promhttp.HandlerOpts{
@@ -154,21 +156,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			allow = valAllowBatch
 		}
 		w.Header()[hdrAllow] = allow
+		w.Header()[hdrCacheControl] = valNoStore
 		writeText(w, r, http.StatusMethodNotAllowed, "method not allowed\n")
 		return
 	}
 	rt, db, key := parsePath(r.URL.Path)
+	if rt != routeKey {
+		// Status, health and metrics describe this moment: no cache may
+		// keep them.
+		w.Header()[hdrCacheControl] = valNoStore
+	}
 	switch rt {
 	case routeKey:
 		s.serveKey(w, r, db, key)
 	case routeStatus, routeDBStatus:
+		w.Header()[hdrVary] = valVaryAccept // JSON or HTML
 		s.serveStatus(w, r, rt == routeDBStatus, db)
 	case routeHealthz:
 		s.serveHealthz(w, r)
 	case routeLivez:
 		writeText(w, r, http.StatusOK, "ok\n")
 	case routeReadyz:
-		w.Header()[hdrCacheControl] = valNoStore
 		if s.backend.Ready() {
 			writeText(w, r, http.StatusOK, "ok\n")
 		} else if se, ok := s.backend.(interface{ SourceError() string }); ok && se.SourceError() != "" {

@@ -29,7 +29,7 @@ func (d *db) byName(name string) *version {
 // proxying the others to their replicas; for a pathological key whose own
 // partition lacks it, the alternate partition is tried the same way.
 func (n *Node) getCluster(ctx context.Context, d *db, v *version, key []byte) (Result, error) {
-	res := Result{Version: v.name, Modified: v.modified}
+	res := Result{Version: v.name, Modified: v.lastModified()}
 	if v.n == 0 {
 		return res, nil // an empty version: every key is missing
 	}

@@ -69,6 +69,15 @@ type Config struct {
 	// "": the front door sends application/octet-stream.
 	ContentType string
 
+	// CacheControl is sent with the values of dbs that set none, so that
+	// caches in front keep a value no longer than this after a version
+	// switch. Default "public, max-age=60".
+	CacheControl string
+	// NegativeCacheControl is sent with the 404s of dbs that set none: a
+	// key missing now may come with the next version. Default
+	// "public, max-age=10".
+	NegativeCacheControl string
+
 	// DBs holds per-db settings, by db name. A db without an entry uses
 	// the zero DBConfig.
 	DBs map[string]DBConfig
@@ -125,8 +134,11 @@ type DBConfig struct {
 	Decoder string
 	// ContentType is sent with values. Default "": Config.ContentType.
 	ContentType string
-	// CacheControl is sent with values when set. Default none.
+	// CacheControl is sent with values. Default "": Config.CacheControl.
 	CacheControl string
+	// NegativeCacheControl is sent with 404s. Default "":
+	// Config.NegativeCacheControl.
+	NegativeCacheControl string
 	// Presharded says each source file holds exactly one partition; every
 	// key is verified. Default false.
 	Presharded bool
@@ -138,16 +150,18 @@ type DBConfig struct {
 // is set here, and only here. Source and DataDir are still to be set.
 func DefaultConfig() Config {
 	return Config{
-		Name:               "localhost",
-		MaxParallelLoads:   4,
-		MemoryBudget:       256 << 20,
-		DownloadRetries:    5,
-		DownloadBackoff:    time.Second,
-		DownloadBackoffMax: 30 * time.Second,
-		RetryFailedAfter:   time.Minute,
-		Compression:        string(blocks.CompressionNone),
-		AdvertiseRetry:     time.Second,
-		Cluster:            DefaultClusterConfig(),
+		Name:                 "localhost",
+		MaxParallelLoads:     4,
+		MemoryBudget:         256 << 20,
+		DownloadRetries:      5,
+		DownloadBackoff:      time.Second,
+		DownloadBackoffMax:   30 * time.Second,
+		RetryFailedAfter:     time.Minute,
+		Compression:          string(blocks.CompressionNone),
+		CacheControl:         "public, max-age=60",
+		NegativeCacheControl: "public, max-age=10",
+		AdvertiseRetry:       time.Second,
+		Cluster:              DefaultClusterConfig(),
 	}
 }
 
@@ -186,6 +200,11 @@ func (c Config) Validate() error {
 	case c.ShardID != "" && !ValidName(c.ShardID):
 		return bad("shard ID %q must match %s", c.ShardID, validName)
 	}
+	for key, v := range map[string]string{"content_type": c.ContentType, "cache_control": c.CacheControl, "negative_cache_control": c.NegativeCacheControl} {
+		if !validHeaderValue(v) {
+			return bad("%s %q: want printable ASCII, at most 256 bytes", key, v)
+		}
+	}
 	if err := c.Cluster.validate(); err != nil {
 		return err
 	}
@@ -210,8 +229,27 @@ func (c Config) Validate() error {
 				return bad("dbs.%s: %v", name, err)
 			}
 		}
+		for key, v := range map[string]string{"content_type": db.ContentType, "cache_control": db.CacheControl, "negative_cache_control": db.NegativeCacheControl} {
+			if !validHeaderValue(v) {
+				return bad("dbs.%s: %s %q: want printable ASCII, at most 256 bytes", name, key, v)
+			}
+		}
 	}
 	return nil
+}
+
+// validHeaderValue reports whether s may be sent as an HTTP header value
+// as it is: printable ASCII, at most 256 bytes.
+func validHeaderValue(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // withDerived returns c with the fields derived from others filled in:
@@ -237,6 +275,12 @@ func (c *Config) dbConfig(name string) DBConfig {
 	}
 	if db.ContentType == "" {
 		db.ContentType = c.ContentType
+	}
+	if db.CacheControl == "" {
+		db.CacheControl = c.CacheControl
+	}
+	if db.NegativeCacheControl == "" {
+		db.NegativeCacheControl = c.NegativeCacheControl
 	}
 	return db
 }

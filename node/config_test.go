@@ -81,7 +81,7 @@ func TestConfigDocDefaults(t *testing.T) {
 		"ClusterConfig": reflect.ValueOf(DefaultClusterConfig()),
 		"DBConfig":      reflect.ValueOf(DBConfig{}),
 	}
-	docRE := regexp.MustCompile(`Defaults? (.+?)(?:[.:;]\s|[.:;]?$| \(|,)`)
+	docRE := regexp.MustCompile(`Defaults? ("[^"]*"|.+?)(?:[.:;]\s|[.:;]?$| \(|,)`)
 	checked := 0
 	for _, file := range []string{"config.go", "cluster_config.go"} {
 		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)

@@ -473,8 +473,9 @@ func (d *db) buildSpec(ctx context.Context, name string, retries *atomic.Int64) 
 	for _, f := range files {
 		total += max(f.Size, 0)
 		spec.Files = append(spec.Files, blocks.SourceFile{
-			Name: f.Name,
-			Size: f.Size,
+			Name:    f.Name,
+			Size:    f.Size,
+			ModTime: f.ModTime,
 			Open: func(ctx context.Context) (io.ReadCloser, error) {
 				return n.download(ctx, d.name, name, f, retries)
 			},
@@ -494,6 +495,16 @@ func progressOf(p blocks.BuildProgress, started time.Time, retries *atomic.Int64
 		bp.Percent = 100 * float64(p.BytesRead) / float64(p.BytesTotal)
 	}
 	return bp
+}
+
+// lastModified dates the version for HTTP caches: its source files' newest
+// modification time, the same on every node, or when it became active
+// here if the source gives no times.
+func (v *version) lastModified() time.Time {
+	if m := v.data.Manifest().SourceModified; !m.IsZero() {
+		return m
+	}
+	return v.modified
 }
 
 // activate switches lookups to bv, then retires the previous version:

@@ -117,7 +117,7 @@ func (s *fileSource) ListFiles(ctx context.Context, db, version string) ([]Sourc
 		if !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, path, fileKind(fi.Mode()))
 		}
-		files = append(files, SourceFile{Name: e.Name(), Size: fi.Size()})
+		files = append(files, SourceFile{Name: e.Name(), Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil

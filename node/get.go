@@ -30,10 +30,12 @@ type Result struct {
 	Value        []byte // owned by the caller
 	Found        bool
 	Version      string    // the version that answered
-	Modified     time.Time // when this node activated Version (Last-Modified)
+	Modified     time.Time // the version's date for caches (Last-Modified): its newest source file's time
 	ContentType  string    // from the db's config; "" means application/octet-stream
-	CacheControl string    // from the db's config; "" means none
-	ProxiedTo    string    // the peer that answered, when proxied
+	CacheControl string    // from the db's config, for values
+	// NegativeCacheControl is the db's Cache-Control for a missing key.
+	NegativeCacheControl string
+	ProxiedTo            string // the peer that answered, when proxied
 }
 
 // Get looks key up in db. It never waits on a build or on the source: it
@@ -83,6 +85,7 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 		}
 		res.ContentType = d.cfg.ContentType
 		res.CacheControl = d.cfg.CacheControl
+		res.NegativeCacheControl = d.cfg.NegativeCacheControl
 		if d.decoder != nil && res.Found && !opts.Raw {
 			val, err := d.decoder.Decode(ctx, res.Value)
 			if err != nil {
@@ -95,7 +98,7 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 }
 
 func (v *version) get(key []byte) (Result, error) {
-	res := Result{Version: v.name, Modified: v.modified}
+	res := Result{Version: v.name, Modified: v.lastModified()}
 	if v.n == 0 {
 		return res, nil // an empty version: every key is missing
 	}

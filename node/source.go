@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Source is where versions come from: a root holding <db>/<version>/<files>.
@@ -33,6 +34,10 @@ type Source interface {
 type SourceFile struct {
 	Name string
 	Size int64 // -1 when unknown
+	// ModTime is when the file was written or uploaded; zero when
+	// unknown. The newest of a version's files dates the version for
+	// HTTP caches (Last-Modified), the same on every node.
+	ModTime time.Time
 }
 
 var validName = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)

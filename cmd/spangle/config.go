@@ -33,6 +33,8 @@ type fileConfig struct {
 	// AllowExternalSymlinks follows symlinks that leave a local source root.
 	AllowExternalSymlinks bool   `toml:"allow_external_symlinks"`
 	ContentType           string `toml:"content_type"`
+	CacheControl          string `toml:"cache_control"`
+	NegativeCacheControl  string `toml:"negative_cache_control"`
 	SequinsHeaders        bool   `toml:"sequins_headers"`
 	ShardID               string `toml:"shard_id"`
 	AdvertisedHostname    string `toml:"advertised_hostname"`
@@ -113,6 +115,7 @@ type fileConfig struct {
 		MaxBatchReplyBytes string   `toml:"max_batch_reply_bytes"`
 		BatchBytesInFlight string   `toml:"batch_bytes_in_flight"`
 		BatchWait          duration `toml:"batch_wait"`
+		CacheTags          *bool    `toml:"cache_tags"`
 	} `toml:"http"`
 
 	Storage struct {
@@ -141,12 +144,13 @@ type fileConfig struct {
 }
 
 type dbFileConfig struct {
-	Partitioner  string `toml:"partitioner"`
-	Decoder      string `toml:"decoder"`
-	ContentType  string `toml:"content_type"`
-	CacheControl string `toml:"cache_control"`
-	Presharded   bool   `toml:"presharded"`
-	Compression  string `toml:"compression"`
+	Partitioner          string `toml:"partitioner"`
+	Decoder              string `toml:"decoder"`
+	ContentType          string `toml:"content_type"`
+	CacheControl         string `toml:"cache_control"`
+	NegativeCacheControl string `toml:"negative_cache_control"`
+	Presharded           bool   `toml:"presharded"`
+	Compression          string `toml:"compression"`
 }
 
 // duration reads Go duration strings ("10s", "1m30s").
@@ -308,15 +312,18 @@ func loadConfig(path string, cfg *config) error {
 	n.DBs = map[string]node.DBConfig{}
 	for name, db := range fc.DBs {
 		n.DBs[name] = node.DBConfig{
-			Partitioner:  db.Partitioner,
-			Decoder:      db.Decoder,
-			ContentType:  db.ContentType,
-			CacheControl: db.CacheControl,
-			Presharded:   db.Presharded,
-			Compression:  db.Compression,
+			Partitioner:          db.Partitioner,
+			Decoder:              db.Decoder,
+			ContentType:          db.ContentType,
+			CacheControl:         db.CacheControl,
+			NegativeCacheControl: db.NegativeCacheControl,
+			Presharded:           db.Presharded,
+			Compression:          db.Compression,
 		}
 	}
 	n.ContentType = fc.ContentType
+	set(&n.CacheControl, fc.CacheControl)
+	set(&n.NegativeCacheControl, fc.NegativeCacheControl)
 	n.ShardID = fc.ShardID
 	cfg.advertisedHostname = fc.AdvertisedHostname
 	sh, c := fc.Sharding, &n.Cluster
@@ -391,6 +398,9 @@ func loadConfig(path string, cfg *config) error {
 		*sz.dst = b
 	}
 	h := &cfg.http
+	if fc.HTTP.CacheTags != nil {
+		h.CacheTags = *fc.HTTP.CacheTags
+	}
 	setInt(&h.MaxConns, fc.HTTP.MaxConns)
 	setInt(&h.MaxBatchKeys, fc.HTTP.MaxBatchKeys)
 	setDur(&h.BatchWait, fc.HTTP.BatchWait)

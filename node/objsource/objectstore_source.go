@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -100,6 +101,7 @@ func (s *Source) store(ctx context.Context) (obs jetstream.ObjectStore, ok bool,
 type object struct {
 	db, version, file string
 	size              int64
+	modTime           time.Time
 }
 
 // list lists the bucket's objects named <db>/<version>/<file> with valid db
@@ -125,7 +127,7 @@ func (s *Source) list(ctx context.Context) ([]object, error) {
 		if len(parts) != 3 || !node.ValidName(parts[0]) || !node.ValidName(parts[1]) || parts[2] == "" {
 			continue
 		}
-		objs = append(objs, object{db: parts[0], version: parts[1], file: parts[2], size: int64(in.Size)})
+		objs = append(objs, object{db: parts[0], version: parts[1], file: parts[2], size: int64(in.Size), modTime: in.ModTime})
 	}
 	return objs, nil
 }
@@ -174,7 +176,7 @@ func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.Sour
 	var files []node.SourceFile
 	for _, o := range objs {
 		if o.db == db && o.version == version && isDataFile(o.file) {
-			files = append(files, node.SourceFile{Name: o.file, Size: o.size})
+			files = append(files, node.SourceFile{Name: o.file, Size: o.size, ModTime: o.modTime})
 		}
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })

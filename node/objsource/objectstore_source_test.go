@@ -107,6 +107,7 @@ func TestSource(t *testing.T) {
 		t.Fatalf("ListVersions = %v, %v", vs, err)
 	}
 	files, err := src.ListFiles(c, "db1", "v1")
+	files = withoutModTimes(t, files)
 	want := []node.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
 	if err != nil || !slices.Equal(files, want) {
 		t.Fatalf("ListFiles = %v, %v; want %v", files, err, want)
@@ -165,4 +166,17 @@ func TestPublish(t *testing.T) {
 	if vs, err := src.ListVersions(c, "db", false); err != nil || len(vs) != 0 {
 		t.Fatalf("ListVersions after delete = %v, %v", vs, err)
 	}
+}
+
+// withoutModTimes checks that every file has a modification time from the
+// last hour (the upload's) and clears it, for comparisons.
+func withoutModTimes(t *testing.T, files []node.SourceFile) []node.SourceFile {
+	t.Helper()
+	for i, f := range files {
+		if f.ModTime.IsZero() || time.Since(f.ModTime) > time.Hour {
+			t.Errorf("%s: ModTime %v, want the upload's", f.Name, f.ModTime)
+		}
+		files[i].ModTime = time.Time{}
+	}
+	return files
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -171,8 +172,9 @@ func (s *Source) listOptions(prefix string) minio.ListObjectsOptions {
 
 // object is a listed object directly in a directory.
 type object struct {
-	name string // without the directory
-	size int64
+	name    string // without the directory
+	size    int64
+	modTime time.Time
 }
 
 // listDir lists the direct children of dir (a key prefix ending in "/"),
@@ -193,7 +195,7 @@ func (s *Source) listDir(ctx context.Context, dir string) (objs []object, dirs [
 				dirs = append(dirs, name)
 			}
 		default:
-			objs = append(objs, object{name: rel, size: o.Size})
+			objs = append(objs, object{name: rel, size: o.Size, modTime: o.LastModified})
 		}
 	}
 	if err := ctx.Err(); err != nil { // the iterator stops silently on a cancelled context
@@ -281,7 +283,7 @@ func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.Sour
 	var files []node.SourceFile
 	for _, o := range objs {
 		if isDataFile(o.name) {
-			files = append(files, node.SourceFile{Name: o.name, Size: o.size})
+			files = append(files, node.SourceFile{Name: o.name, Size: o.size, ModTime: o.modTime})
 		}
 	}
 	return files, nil

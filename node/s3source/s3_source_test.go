@@ -359,6 +359,7 @@ func TestSource(t *testing.T) {
 		t.Fatalf("ListVersions of a missing db = %v, %v", vs, err)
 	}
 	files, err := src.ListFiles(c, "db1", "v1")
+	files = withoutModTimes(t, files)
 	want := []node.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
 	if err != nil || !slices.Equal(files, want) {
 		t.Fatalf("ListFiles = %v, %v; want %v", files, err, want)
@@ -505,6 +506,7 @@ func TestSymlink(t *testing.T) {
 	}
 
 	files, err := src.ListFiles(c, "db", "v2")
+	files = withoutModTimes(t, files)
 	if want := []node.SourceFile{{Name: "part-0", Size: 3}}; err != nil || !slices.Equal(files, want) {
 		t.Fatalf("ListFiles(v2) = %v, %v; want %v", files, err, want)
 	}
@@ -696,4 +698,17 @@ func TestCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutModTimes checks that every file has a modification time from the
+// last hour (the upload's) and clears it, for comparisons.
+func withoutModTimes(t *testing.T, files []node.SourceFile) []node.SourceFile {
+	t.Helper()
+	for i, f := range files {
+		if f.ModTime.IsZero() || time.Since(f.ModTime) > time.Hour {
+			t.Errorf("%s: ModTime %v, want the upload's", f.Name, f.ModTime)
+		}
+		files[i].ModTime = time.Time{}
+	}
+	return files
 }
