@@ -41,7 +41,7 @@ type Manifest struct {
 	// the version from the same source. Zero (and absent) when the
 	// source gives no times.
 	SourceModified time.Time `json:"source_modified,omitzero"`
-	BuildSeconds  float64         `json:"build_seconds"`
+	BuildSeconds   float64   `json:"build_seconds"`
 	// AddedAt is when Store.AddPartitions last added partitions; zero
 	// (and absent from the file) if it never did.
 	AddedAt time.Time  `json:"added_at,omitzero"`
