@@ -24,18 +24,30 @@ import (
 // counterValue returns spangle_http_requests_total{db,code} from reg.
 func counterValue(t testing.TB, reg prometheus.Gatherer, db, code string) float64 {
 	t.Helper()
+	return counterOf(t, reg, "spangle_http_requests_total", "db", db, "code", code)
+}
+
+// counterOf returns the counter name{labels…} from reg (label names and
+// values alternate), 0 if absent.
+func counterOf(t testing.TB, reg prometheus.Gatherer, name string, kv ...string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "spangle_http_requests_total" {
+		if mf.GetName() != name {
 			continue
 		}
+	next:
 		for _, m := range mf.GetMetric() {
-			if labels(m)["db"] == db && labels(m)["code"] == code {
-				return m.GetCounter().GetValue()
+			l := labels(m)
+			for i := 0; i+1 < len(kv); i += 2 {
+				if l[kv[i]] != kv[i+1] {
+					continue next
+				}
 			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0

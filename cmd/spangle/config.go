@@ -140,17 +140,39 @@ type fileConfig struct {
 		PoolSize         int      `toml:"pool_size"`
 	} `toml:"plugins"`
 
+	// Purge is the hook run at each version switch for dbs without
+	// their own ([dbs.<name>.purge]).
+	Purge struct {
+		purgeFileConfig
+		Timeout  duration `toml:"timeout"`
+		Attempts int      `toml:"attempts"`
+		Backoff  duration `toml:"backoff"`
+	} `toml:"purge"`
+
 	DBs map[string]dbFileConfig `toml:"dbs"`
 }
 
+// purgeFileConfig is a purge hook: a request, or a command.
+type purgeFileConfig struct {
+	URL     string            `toml:"url"`
+	Method  string            `toml:"method"`
+	Headers map[string]string `toml:"headers"`
+	Command []string          `toml:"command"`
+}
+
+func (p purgeFileConfig) hook() edge.PurgeHook {
+	return edge.PurgeHook{URL: p.URL, Method: p.Method, Headers: p.Headers, Command: p.Command}
+}
+
 type dbFileConfig struct {
-	Partitioner          string `toml:"partitioner"`
-	Decoder              string `toml:"decoder"`
-	ContentType          string `toml:"content_type"`
-	CacheControl         string `toml:"cache_control"`
-	NegativeCacheControl string `toml:"negative_cache_control"`
-	Presharded           bool   `toml:"presharded"`
-	Compression          string `toml:"compression"`
+	Partitioner          string           `toml:"partitioner"`
+	Decoder              string           `toml:"decoder"`
+	ContentType          string           `toml:"content_type"`
+	CacheControl         string           `toml:"cache_control"`
+	NegativeCacheControl string           `toml:"negative_cache_control"`
+	Purge                *purgeFileConfig `toml:"purge"`
+	Presharded           bool             `toml:"presharded"`
+	Compression          string           `toml:"compression"`
 }
 
 // duration reads Go duration strings ("10s", "1m30s").
@@ -218,6 +240,8 @@ type config struct {
 	s3 s3source.Config
 	// http configures the HTTP front door (its Backend is set by serve).
 	http edge.Config
+	// purge configures the hooks run at version switches.
+	purge edge.PurgeConfig
 	// advertisedHostname replaces the bind address's host in this node's
 	// entries (sequins' advertised_hostname).
 	advertisedHostname string
@@ -233,6 +257,7 @@ func defaultConfig() config {
 		node:        n,
 		s3:          s3source.DefaultConfig(),
 		http:        edge.DefaultConfig(),
+		purge:       edge.DefaultPurgeConfig(),
 		bind:        "0.0.0.0:9599",
 		pprof:       true,
 		gcPercent:   400,
@@ -396,6 +421,22 @@ func loadConfig(path string, cfg *config) error {
 			return fmt.Errorf("config %s: %s: %w", path, sz.key, err)
 		}
 		*sz.dst = b
+	}
+	pc := &cfg.purge
+	pc.Hook = fc.Purge.hook()
+	setDur(&pc.Timeout, fc.Purge.Timeout)
+	setInt(&pc.Attempts, fc.Purge.Attempts)
+	setDur(&pc.Backoff, fc.Purge.Backoff)
+	for name, db := range fc.DBs {
+		if db.Purge != nil {
+			if pc.DBs == nil {
+				pc.DBs = map[string]edge.PurgeHook{}
+			}
+			pc.DBs[name] = db.Purge.hook()
+		}
+	}
+	if err := pc.Validate(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	h := &cfg.http
 	if fc.HTTP.CacheTags != nil {

@@ -116,15 +116,24 @@ require_success_file = true
 max_parallel_loads = 3
 content_type = "text/plain"
 sequins_headers = true
+cache_control = "public, max-age=5"
 [storage]
 compression = "zstd"
 memory_budget = "64MiB"
 [nats]
 replicas = 3
+[purge]
+url = "http://127.0.0.1:6081/"
+method = "BAN"
+headers = { X-Spangle-DB = "{db}" }
+attempts = 3
 [dbs.baby-names]
 partitioner = "murmur3"
 cache_control = "max-age=60"
+negative_cache_control = "no-store"
 presharded = true
+[dbs.baby-names.purge]
+command = ["varnishadm", "ban", "obj.http.X-Spangle-DB == {db}"]
 `), &cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +144,13 @@ presharded = true
 		n.ContentType != "text/plain" || cfg.nats.Replicas != 3 {
 		t.Fatalf("config: %+v", cfg)
 	}
-	if db := n.DBs["baby-names"]; db.Partitioner != "murmur3" || db.CacheControl != "max-age=60" || !db.Presharded {
+	if db := n.DBs["baby-names"]; db.Partitioner != "murmur3" || db.CacheControl != "max-age=60" ||
+		db.NegativeCacheControl != "no-store" || !db.Presharded || n.CacheControl != "public, max-age=5" {
 		t.Fatalf("db config: %+v", db)
+	}
+	if p := cfg.purge; p.Hook.URL != "http://127.0.0.1:6081/" || p.Hook.Method != "BAN" || p.Hook.Headers["X-Spangle-DB"] != "{db}" ||
+		p.Attempts != 3 || p.Timeout != 5*time.Second || len(p.DBs["baby-names"].Command) != 3 {
+		t.Fatalf("purge config: %+v", p)
 	}
 
 	// The example config that make run uses stays valid.

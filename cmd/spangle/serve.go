@@ -161,6 +161,17 @@ func serve(args []string) error {
 		feed.Start()
 		defer feed.Stop()
 	}
+	pcfg := cfg.purge
+	pcfg.Logger = log
+	pcfg.Registerer = reg
+	purger, err := edge.NewPurger(pcfg, n)
+	if err != nil {
+		return err
+	}
+	if purger.Enabled() {
+		purger.Start()
+		defer purger.Stop()
+	}
 	ecfg := cfg.http
 	ecfg.Backend = n
 	ecfg.NodeName = n.Name()
