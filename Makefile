@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test deps-test test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example clean
+.PHONY: all build run test deps-test deps-cache test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example clean
 
 all: build
 
@@ -26,13 +26,20 @@ cluster-example:
 	examples/cluster/run.sh
 
 # The whole suite, with the race detector. Tests that need a program from
-# Debian's packages (Chromium for the dashboard) skip without it: make
+# Debian's packages (Chromium for the dashboard, nginx and Varnish for
+# the cache test) skip without them: make
 # deps-test installs them (CI does).
 test:
 	$(GO) test $(TEST_FLAGS) ./...
 
-deps-test:
+deps-test: deps-cache
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+# nginx and Varnish for the end-to-end cache test (TestBehindCaches);
+# varnishd compiles its VCL with gcc.
+deps-cache:
+	@(command -v nginx && command -v varnishd && command -v gcc) >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx varnish gcc libc6-dev)
 
 # The dashboard in a real headless Chromium; writes docs/dashboard.png.
 test-browser: deps-test
