@@ -46,8 +46,8 @@
 //
 //	Get's answer                        status  with ?proxy=  headers, body
 //	found                               200     200           value headers, the value
-//	found, If-None-Match matches        304     304           ETag, version, Cache-Control
-//	not found (nil error)               404     404           version, empty
+//	found, not modified (see below)     304     304           ETag, version, Cache-Control, Last-Modified
+//	not found (nil error)               404     404           version, negative Cache-Control, empty
 //	node.ErrUnknownDB                   404     501           empty
 //	node.ErrNoVersion                   404     501           empty
 //	node.ErrUnknownVersion              501     501           empty
@@ -62,15 +62,26 @@
 // error counts as "client went away" only when the request's own context
 // is done; otherwise it is an ordinary error.
 //
-// A 200 carries X-Spangle-Version, Last-Modified (Result.Modified, when
-// set), a strong ETag (the 64-bit xxhash of the value: it depends on the
+// Every answer of a lookup carries X-Spangle-Version, X-Spangle-DB and,
+// with Config.CacheTags, Surrogate-Key ("<db> <db>@<version>") and
+// Cache-Tag ("<db>,<db>@<version>"); a 404 of a missing key carries
+// Result.NegativeCacheControl, and the other failures no-store. A 200
+// carries Last-Modified (Result.Modified: the version's newest source
+// file time, the same on every node), a strong ETag (the 64-bit xxhash of the value: it depends on the
 // bytes only, so every node and version with the same value agree),
 // Cache-Control (Result.CacheControl, when set), Content-Type
 // (Result.ContentType, else application/octet-stream; never sniffed),
 // X-Content-Type-Options: nosniff and Content-Length (for GETs of values
 // up to 2 KiB net/http computes it, which saves work on the hot path; the
 // header on the wire is the same). If-None-Match is
-// compared weakly (RFC 9110 §13.1.2): "*", lists and W/ tags work. When
+// compared weakly (RFC 9110 §13.1.2): "*", lists and W/ tags work; without
+// it, If-Modified-Since is answered 304 when the version is not newer.
+//
+// A key has one URL: a path spelt other than Go's url package spells it
+// ("%6B" for "k") is redirected (301) to that spelling, and a query
+// parameter other than proxy and raw is 400, so that caches in front keep
+// one copy of each value. Status pages, health, readiness and metrics are
+// no-store; the status pages vary by Accept. When
 // the backend proxied the lookup, X-Spangle-Proxied-To names the peer.
 // With Config.SequinsHeaders, X-Sequins-Version and X-Sequins-Proxied-To
 // are sent as well.
@@ -162,8 +173,10 @@
 //   - HEAD is served (sequins: 400); other methods get 405 with Allow
 //     (sequins: 400).
 //   - Content-Type comes from the db's config or is application/octet-stream,
-//     with nosniff (sequins let Go sniff it). ETag, Cache-Control and
-//     If-None-Match are new.
+//     with nosniff (sequins let Go sniff it). ETag, Cache-Control,
+//     If-None-Match, If-Modified-Since and the cache tags are new.
+//   - Query parameters other than proxy and raw are 400, and keys spelt
+//     other than canonically redirect (sequins ignored both).
 //   - Accept "application/json, */*" gets JSON (sequins wanted the header
 //     to equal "application/json").
 //   - /livez, /readyz and /metrics are new and reserved, as exact paths.
@@ -172,8 +185,10 @@
 //
 //   - A db named healthz, livez, readyz or metrics has no status page at
 //     "/<name>" (that is the endpoint); "/<name>/" and its keys work.
-//   - Last-Modified is when this node activated the version, so two nodes
-//     may disagree; If-Modified-Since is ignored. Use the ETag.
+//   - Last-Modified is the version's newest source file time, so a value
+//     unchanged across versions still gets a newer date; the ETag does not
+//     change with it. A source without file times dates a version by its
+//     activation on each node.
 //   - The ETag covers the value only: the same bytes under a different
 //     Content-Type (a db config change) keep their ETag.
 //   - Failed lookups other than 404s are logged one line each, unthrottled;
