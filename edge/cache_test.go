@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 )
 
@@ -35,7 +36,8 @@ func TestCacheHeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodes := startCluster(t, clusterOpts{roots: []string{root, root}, replication: 1, minReplication: 1})
+	nodes := startCluster(t, clusterOpts{roots: []string{root, root}, replication: 1, minReplication: 1,
+		http: func(c *edge.Config) { c.CacheTags = true }})
 	waitActive(t, nodes, "d", "v1")
 	for _, n := range nodes {
 		nodetest.WaitFor(t, n.ID()+" sees its peer's partitions", func() error { return seesHolders(n, "d", "v1", 2) })

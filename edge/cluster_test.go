@@ -31,6 +31,8 @@ type clusterOpts struct {
 	replication    int
 	minReplication int
 	partitioners   []string // db "d"'s partitioner per node; nil: the default
+	// http adjusts each node's HTTP configuration; nil: the defaults.
+	http func(*edge.Config)
 	// versionRemoveTimeout is Cluster.VersionRemoveTimeout; 0: the default.
 	versionRemoveTimeout time.Duration
 }
@@ -46,6 +48,7 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 		cn := &clusterNode{shard: fmt.Sprint(i + 1), view: views[i]}
 		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
 			NoWait: true,
+			HTTP:   o.http,
 			Node: func(c *node.Config) {
 				cn.configure(c, o.replication, o.minReplication)
 				if o.versionRemoveTimeout > 0 {

@@ -37,8 +37,15 @@ type Config struct {
 
 	// CacheTags sends Surrogate-Key ("<db> <db>@<version>") and Cache-Tag
 	// ("<db>,<db>@<version>") with lookups' answers, so that a CDN can
-	// purge a db, or one version of it, at once. Default true.
+	// purge a db, or one version of it, at once. Default false: they
+	// cost every answer some 70 bytes, and only a CDN that purges by tag
+	// reads them.
 	CacheTags bool
+
+	// GzipMinBytes is the size from which values are sent gzip-compressed
+	// to clients that accept it (BestSpeed; such answers vary by
+	// Accept-Encoding); 0 turns compression off. Default 2048.
+	GzipMinBytes int
 
 	// PeerToken, when set, is required (X-Spangle-Peer-Token) of
 	// peers' requests: lookups and batches with ?proxy=, which read any
@@ -87,7 +94,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		NodeName:           "localhost",
-		CacheTags:          true,
+		CacheTags:          false,
+		GzipMinBytes:       2048,
 		ReadHeaderTimeout:  5 * time.Second,
 		ReadTimeout:        30 * time.Second,
 		WriteTimeout:       30 * time.Second,
@@ -119,6 +127,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: IdleTimeout %v is not positive", ErrInvalidConfig, c.IdleTimeout)
 	case c.MaxHeaderBytes <= 0:
 		return fmt.Errorf("%w: MaxHeaderBytes %d is not positive", ErrInvalidConfig, c.MaxHeaderBytes)
+	case c.GzipMinBytes < 0:
+		return fmt.Errorf("%w: GzipMinBytes %d is negative", ErrInvalidConfig, c.GzipMinBytes)
 	case c.MaxBatchKeys <= 0:
 		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
 	case c.MaxBatchBytes <= 0:

@@ -45,3 +45,23 @@ func TestNoneMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestAcceptsGzip(t *testing.T) {
+	for field, want := range map[string]bool{
+		"gzip":                true,
+		"GZIP":                true,
+		"deflate, gzip;q=0.5": true,
+		"*":                   true,
+		"gzip;q=0":            false,
+		"gzip; q=0.000":       false,
+		"gzip;q=0.001":        true,
+		"identity":            false,
+		"br, x-gzip":          false,
+		"":                    false,
+		"gzip;q=0, *;q=0":     false,
+	} {
+		if got := acceptsGzip([]string{field}); got != want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", field, got, want)
+		}
+	}
+}

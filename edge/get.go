@@ -175,8 +175,12 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		return http.StatusNotFound
 	}
 
-	var buf [etagLen]byte
+	var buf [etagLen + 3]byte
 	etag := appendETag(buf[:0], res.Value)
+	gz := s.wantsGzip(r, h, len(res.Value))
+	if gz {
+		etag = gzipETag(etag)
+	}
 	h[hdrETag] = []string{string(etag)}
 	if hs.cacheControlVal != nil {
 		h[hdrCacheControl] = hs.cacheControlVal
@@ -193,6 +197,15 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 	}
 	h[hdrContentType] = hs.contentTypeVal
 	h[hdrNoSniff] = valNoSniff
+	if gz {
+		g := gzipBytes(res.Value)
+		defer releaseGzip(g)
+		h[hdrContentEncoding] = valGzip
+		h[hdrContentLength] = []string{strconv.Itoa(g.buf.Len())}
+		w.WriteHeader(http.StatusOK)
+		w.Write(g.buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+		return http.StatusOK
+	}
 	if r.Method == http.MethodHead || len(res.Value) > autoLengthMax {
 		h[hdrContentLength] = []string{strconv.Itoa(len(res.Value))}
 	}

@@ -39,6 +39,7 @@ type Server struct {
 	nodeName       string
 	sequinsHeaders bool
 	cacheTags      bool
+	gzipMin        int
 	log            *slog.Logger
 	metrics        *metrics
 	panics         prometheus.Counter // spangle_panics_total{door="http"}
@@ -96,6 +97,7 @@ func NewServer(cfg Config) (*Server, error) {
 		nodeName:       cfg.NodeName,
 		sequinsHeaders: cfg.SequinsHeaders,
 		cacheTags:      cfg.CacheTags,
+		gzipMin:        cfg.GzipMinBytes,
 		log:            log,
 		metrics:        m,
 		metricsHandler: promhttp.HandlerFor(gath, promhttp.HandlerOpts{

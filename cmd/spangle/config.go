@@ -116,6 +116,7 @@ type fileConfig struct {
 		BatchBytesInFlight string   `toml:"batch_bytes_in_flight"`
 		BatchWait          duration `toml:"batch_wait"`
 		CacheTags          *bool    `toml:"cache_tags"`
+		GzipMinBytes       *int     `toml:"gzip_min_bytes"`
 	} `toml:"http"`
 
 	Storage struct {
@@ -441,6 +442,9 @@ func loadConfig(path string, cfg *config) error {
 	h := &cfg.http
 	if fc.HTTP.CacheTags != nil {
 		h.CacheTags = *fc.HTTP.CacheTags
+	}
+	if fc.HTTP.GzipMinBytes != nil {
+		h.GzipMinBytes = *fc.HTTP.GzipMinBytes
 	}
 	setInt(&h.MaxConns, fc.HTTP.MaxConns)
 	setInt(&h.MaxBatchKeys, fc.HTTP.MaxBatchKeys)
