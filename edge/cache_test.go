@@ -89,6 +89,9 @@ func TestCacheHeaders(t *testing.T) {
 		want(get(n.HTTPURL+"/d/key-%31"), 301, "Location", "/d/key-1")
 		want(get(n.HTTPURL+"/d/%6Bey-1?raw=1"), 301, "Location", "/d/key-1?raw=1")
 		want(get(n.HTTPURL+"/d/key-1?utm_source=x"), 400, "Cache-Control", "no-store")
-		want(get(n.HTTPURL+"/d/a%3Fb"), 404) // "?" must stay escaped: canonical already
+		want(get(n.HTTPURL+"/d/key%2d1"), 301, "Location", "/d/key-1")
+		want(get(n.HTTPURL+"/d/a%3fb"), 301, "Location", "/d/a%3Fb")
+		want(get(n.HTTPURL+"/d/a%3Fb"), 404)      // "?" must stay escaped: canonical already
+		want(get(n.HTTPURL+"/d/..%2Fkey-1"), 404) // a key's "/" may stay escaped: no redirect, no path step
 	}
 }

@@ -77,8 +77,9 @@
 // compared weakly (RFC 9110 §13.1.2): "*", lists and W/ tags work; without
 // it, If-Modified-Since is answered 304 when the version is not newer.
 //
-// A key has one URL: a path spelt other than Go's url package spells it
-// ("%6B" for "k") is redirected (301) to that spelling, and a query
+// A key has one URL for its unreserved characters: a path that escapes a
+// letter, digit, "-", "_" or "~" ("%6B" for "k"), or writes an escape in
+// lower case, is redirected (301) to the canonical spelling, and a query
 // parameter other than proxy and raw is 400, so that caches in front keep
 // one copy of each value. Status pages, health, readiness and metrics are
 // no-store; the status pages vary by Accept. When

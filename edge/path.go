@@ -120,21 +120,92 @@ func unknownParam(rawQuery string) (string, bool) {
 	return "", false
 }
 
-// redirectCanonical answers 301 to the canonical spelling of r's path when
-// r spells it otherwise ("%75" for "u", "%3A" for ":"), and reports
-// whether it did: a key has one URL, so caches keep one copy. The
-// canonical spelling escapes what Go's url package escapes in a path and
-// nothing else. Called only when r.URL.RawPath is set, which net/http
-// does exactly for paths not spelt that way.
+// redirectCanonical answers 301 to the canonical spelling of r's path
+// when r spells it otherwise, and reports whether it did: a key has one URL
+// for the characters that never need escaping, so caches keep one copy.
+// Canonical means: letters, digits, "-", "_" and "~" as they are, never
+// percent-encoded ("%75" for "u"), and percent-encodings in upper case
+// ("%3A", not "%3a"). Reserved characters may be sent either way (":" or
+// "%3A", "/" or "%2F": a key's "/" must stay escaped where it would make
+// a path step, such as "../a"), and "." stays as sent. Called only when
+// r.URL.RawPath is set, which net/http does for paths not spelt as Go's
+// url package would.
 func redirectCanonical(w http.ResponseWriter, r *http.Request) bool {
-	canon := (&url.URL{Path: r.URL.Path}).EscapedPath()
-	if canon == r.URL.RawPath {
+	raw := r.URL.RawPath
+	canon := canonicalPath(raw)
+	if canon == raw {
 		return false
 	}
 	if r.URL.RawQuery != "" {
 		canon += "?" + r.URL.RawQuery
 	}
-	w.Header()[hdrCacheControl] = []string{"public, max-age=86400"}
-	http.Redirect(w, r, canon, http.StatusMovedPermanently)
+	h := w.Header()
+	h["Location"] = []string{canon} // not http.Redirect: it would clean "/../" out of a key
+	h[hdrCacheControl] = []string{"public, max-age=86400"}
+	h[hdrContentLength] = valZero
+	w.WriteHeader(http.StatusMovedPermanently)
 	return true
+}
+
+// canonicalPath rewrites an escaped path: escapes of unreserved
+// characters other than "." decoded, hex digits of the others upper-cased.
+func canonicalPath(raw string) string {
+	var b []byte // nil until the first change
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '%' || i+2 >= len(raw) {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		hi, lo := unhex(raw[i+1]), unhex(raw[i+2])
+		if hi < 0 || lo < 0 {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		v := byte(hi<<4 | lo)
+		var repl []byte
+		switch {
+		case 'a' <= v && v <= 'z', 'A' <= v && v <= 'Z', '0' <= v && v <= '9', v == '-', v == '_', v == '~':
+			repl = []byte{v}
+		default:
+			const hexUpper = "0123456789ABCDEF"
+			repl = []byte{'%', hexUpper[v>>4], hexUpper[v&15]}
+			if string(repl) == raw[i:i+3] {
+				repl = nil
+			}
+		}
+		if repl == nil {
+			if b != nil {
+				b = append(b, raw[i:i+3]...)
+			}
+			i += 2
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(raw)), raw[:i]...)
+		}
+		b = append(b, repl...)
+		i += 2
+	}
+	if b == nil {
+		return raw
+	}
+	return string(b)
+}
+
+// unhex returns the value of hex digit c, or -1.
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }

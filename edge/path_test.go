@@ -136,3 +136,23 @@ func TestRawParam(t *testing.T) {
 		}
 	}
 }
+
+func TestCanonicalPath(t *testing.T) {
+	for raw, want := range map[string]string{
+		"/d/key-1":      "/d/key-1",
+		"/d/%6Bey%2D1":  "/d/key-1",
+		"/d/%6bey%2d1":  "/d/key-1",
+		"/d/a%3ab":      "/d/a%3Ab",
+		"/d/a%3Ab":      "/d/a%3Ab",
+		"/d/..%2Fa%2F.": "/d/..%2Fa%2F.",
+		"/d/%2E%2E%2Fa": "/d/%2E%2E%2Fa",
+		"/d/100%":       "/d/100%",
+		"/d/%zz%4":      "/d/%zz%4",
+		"/d/%7E%5F%30%": "/d/~_0%",
+		"/%64/x":        "/d/x",
+	} {
+		if got := canonicalPath(raw); got != want {
+			t.Errorf("canonicalPath(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
