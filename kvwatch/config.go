@@ -112,6 +112,15 @@ type Config struct {
 	// EntryTTL. Default 0: EntryTTL/3.
 	Heartbeat time.Duration
 
+	// PartitionsTTL is the time to live of own entries in the Partitions
+	// bucket. They change only when the node's holdings do, so they are
+	// refreshed only about every PartitionsTTL/3, not every heartbeat:
+	// the heartbeat of a cluster is then one write per node, whatever its
+	// dbs and versions. A dead node's partitions entries outlive its node
+	// entry; readers ignore the partitions entries of nodes that have
+	// none. Whole seconds, at least EntryTTL. Default 1h.
+	PartitionsTTL time.Duration
+
 	// MarkerTTL is how long a bucket keeps the markers of deleted and expired
 	// keys (JetStream LimitMarkerTTL). A watcher that reconnects within
 	// MarkerTTL/2 of losing the connection resumes where it stopped; after a
@@ -149,6 +158,7 @@ func DefaultConfig() Config {
 		ConnName:             "spangle",
 		Replicas:             1,
 		EntryTTL:             10 * time.Second,
+		PartitionsTTL:        time.Hour,
 		MarkerTTL:            15 * time.Minute,
 		OpTimeout:            2 * time.Second,
 		ReconnectWait:        time.Second,
@@ -188,6 +198,9 @@ func (c Config) withDefaults() Config {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = c.EntryTTL / 3
 	}
+	if c.PartitionsTTL == 0 {
+		c.PartitionsTTL = max(d.PartitionsTTL, c.EntryTTL)
+	}
 	if c.MarkerTTL == 0 {
 		c.MarkerTTL = d.MarkerTTL
 	}
@@ -221,6 +234,9 @@ func (c Config) Validate() error {
 	}
 	if c.Heartbeat <= 0 || c.Heartbeat >= c.EntryTTL {
 		return bad("Heartbeat %v: must be positive and below EntryTTL %v", c.Heartbeat, c.EntryTTL)
+	}
+	if c.PartitionsTTL < c.EntryTTL || c.PartitionsTTL%time.Second != 0 {
+		return bad("PartitionsTTL %v: must be whole seconds, at least EntryTTL %v", c.PartitionsTTL, c.EntryTTL)
 	}
 	if c.MarkerTTL < time.Second {
 		return bad("MarkerTTL %v: must be at least 1s", c.MarkerTTL)

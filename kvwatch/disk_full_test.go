@@ -3,25 +3,14 @@ package kvwatch
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-)
 
-// smallDisk mounts a tmpfs of size bytes and returns its path, or skips
-// when this process may not mount one.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
+	"github.com/spangledb/spangle/node/nodetest"
+)
 
 // fill writes zeros to a file in dir until the disk is full.
 func fill(t *testing.T, dir string) string {
@@ -44,7 +33,7 @@ func fill(t *testing.T, dir string) string {
 // JetStream turns itself off; once space is back the KV writes again
 // without a restart of the process.
 func TestEmbeddedDiskFull(t *testing.T) {
-	disk := smallDisk(t, "16m")
+	disk := nodetest.SmallDisk(t, "16m")
 	c := testConfig(t)
 	c.EmbeddedStoreDir = filepath.Join(disk, "js")
 	c.EmbeddedRecoverCheck = 100 * time.Millisecond

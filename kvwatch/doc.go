@@ -118,8 +118,11 @@
 //     fails when its context ends, the JetStream error included.
 //   - Start updates the buckets' configuration to this node's Config: nodes
 //     of one cluster must agree on Replicas and MarkerTTL.
-//   - Config.EntryTTL trades failure detection against load: every own
-//     entry is written every Heartbeat (EntryTTL/3 by default).
+//   - Config.EntryTTL trades failure detection against load: the node
+//     entry is written every Heartbeat (EntryTTL/3 by default); partitions
+//     entries live PartitionsTTL and are refreshed about every third of it,
+//     so a heartbeat is one write per node. Watchers leave the snapshot as
+//     it is for a refresh (the same value written again).
 //   - With several embedded servers in one process (tests), each KV's client
 //     only ever connects to its own server.
 package kvwatch

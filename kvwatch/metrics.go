@@ -18,6 +18,7 @@ type metrics struct {
 	staleSeconds      prometheus.GaugeFunc
 	droppedNotifies   prometheus.Counter
 	embeddedRestarts  prometheus.Counter
+	refreshesSkipped  prometheus.Counter
 	registered        []prometheus.Collector
 	registerer        prometheus.Registerer
 }
@@ -56,6 +57,10 @@ func newMetrics(staleSeconds func() float64) *metrics {
 			Name: "spangle_kvwatch_dropped_notifications_total",
 			Help: "Snapshots replaced in a subscriber's channel before it read them.",
 		}),
+		refreshesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spangle_kvwatch_refreshes_skipped_total",
+			Help: "Entries of the TTL'd buckets written again with the same value (heartbeats), which leave the snapshot as it is.",
+		}),
 		embeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spangle_kvwatch_embedded_restarts_total",
 			Help: "Restarts of the embedded NATS server after its store failed (a full disk), once space was back.",
@@ -71,7 +76,7 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		return nil
 	}
 	all := []prometheus.Collector{m.connected, m.reconnects, m.heartbeatFailures, m.conflicts,
-		m.watcherRestarts, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts}
+		m.watcherRestarts, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts, m.refreshesSkipped}
 	for _, c := range all {
 		if err := r.Register(c); err != nil {
 			m.registerer = r

@@ -35,6 +35,24 @@ type ownEntry struct {
 	key   string
 	value []byte // owned by the entry
 	rev   uint64 // revision of our last write; 0 when unknown or lost
+	// written is when the last write succeeded; the heartbeat refreshes
+	// the entry once a third of its TTL has passed since.
+	written time.Time
+}
+
+// ttl is the time to live of own entries in bucket b.
+func (k *KV) ttl(b Bucket) time.Duration {
+	if b == Partitions {
+		return k.cfg.PartitionsTTL
+	}
+	return k.cfg.EntryTTL
+}
+
+// due reports whether the heartbeat round at now is to refresh e: the
+// round before a third of its TTL has passed since its last write would
+// be too late.
+func (k *KV) due(e *ownEntry, now time.Time) bool {
+	return e.rev == 0 || now.Sub(e.written)+k.cfg.Heartbeat >= k.ttl(e.b)/3
 }
 
 // keyLock returns the lock that serialises every write of key in b:
@@ -201,7 +219,7 @@ func (k *KV) writeOwnLocked(ctx context.Context, e *ownEntry) error {
 	if had {
 		rev, err := k.casPublish(ctx, e.b, e.key, e.value, e.rev)
 		if err == nil {
-			e.rev = rev
+			e.rev, e.written = rev, time.Now()
 			k.noteWrite(e.b, rev)
 			return nil
 		}
@@ -216,7 +234,7 @@ func (k *KV) writeOwnLocked(ctx context.Context, e *ownEntry) error {
 	if err != nil {
 		return fmt.Errorf("kvwatch: publish %s %s: %w", e.b, e.key, err)
 	}
-	e.rev = rev
+	e.rev, e.written = rev, time.Now()
 	k.noteWrite(e.b, rev)
 	return nil
 }
@@ -234,7 +252,7 @@ func (k *KV) claim(ctx context.Context, e *ownEntry, had bool) (uint64, error) {
 	var lastErr error
 	for range 3 {
 		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
-		rev, err := kv.Create(octx, e.key, e.value, jetstream.KeyTTL(k.cfg.EntryTTL))
+		rev, err := kv.Create(octx, e.key, e.value, jetstream.KeyTTL(k.ttl(e.b)))
 		cancel()
 		if err == nil {
 			return rev, nil
@@ -287,7 +305,7 @@ func (k *KV) casPublish(ctx context.Context, b Bucket, key string, value []byte,
 	defer cancel()
 	msg := &nats.Msg{Subject: "$KV." + bucketName(k.cfg.ClusterName, b) + "." + key, Data: value}
 	ack, err := js.PublishMsg(ctx, msg,
-		jetstream.WithMsgTTL(k.cfg.EntryTTL),
+		jetstream.WithMsgTTL(k.ttl(b)),
 		jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {
 		return 0, err
@@ -317,24 +335,28 @@ func (k *KV) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if k.nc.IsConnected() {
+				k.refreshAll(ctx, false)
+			}
 		case <-k.hbKick:
-		}
-		if k.nc.IsConnected() {
-			k.refreshAll(ctx)
+			if k.nc.IsConnected() {
+				k.refreshAll(ctx, true)
+			}
 		}
 	}
 }
 
-// refreshAll writes every own entry once, a few at a time. An entry that
-// is being written (Publish) is refreshed after that write, and one
-// withdrawn meanwhile is skipped.
-func (k *KV) refreshAll(ctx context.Context) {
+// refreshAll writes the own entries that are due (all of them with all, as
+// after a reconnect), a few at a time. An entry that is being written
+// (Publish) is refreshed after that write, and one withdrawn meanwhile is
+// skipped.
+func (k *KV) refreshAll(ctx context.Context, all bool) {
 	k.ownMu.Lock()
 	entries := slices.Collect(maps.Values(k.own))
 	k.ownMu.Unlock()
 
 	k.forEachOwn(entries, func(e *ownEntry) {
-		if !k.registered(e) {
+		if !k.registered(e) || !(all || k.due(e, time.Now())) {
 			return
 		}
 		if err := k.writeOwnLocked(ctx, e); err != nil && ctx.Err() == nil {

@@ -23,8 +23,8 @@ func (k *KV) superviseEmbedded(ctx context.Context) {
 		case <-t.C:
 		}
 		s := k.emb.srv.Load()
-		if s == nil {
-			continue
+		if s == nil || !s.Running() {
+			continue // stopped on purpose (shutdown, tests): not ours to revive
 		}
 		why := ""
 		switch {

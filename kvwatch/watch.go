@@ -343,11 +343,27 @@ func (l *watchLoop) recv(b Bucket, e jetstream.KeyValueEntry, ok bool) {
 		bw.loadRev = max(bw.loadRev, e.Revision())
 	case e.Revision() > bw.lastRev:
 		bw.lastRev = e.Revision()
+		if b.TTL() && isRefresh(l.view(b), e) {
+			// The same value written again to keep it alive: the snapshot
+			// stays as it is (no copy, no rebuild, no notification), so a
+			// heartbeat costs readers almost nothing.
+			l.k.met.refreshesSkipped.Inc()
+			return
+		}
 		if apply(l.mutable(b), e) {
 			l.changed = true
 		}
 		l.dirty = true
 	}
+}
+
+// isRefresh reports whether e writes again the value m holds for its key.
+func isRefresh(m map[string]Entry, e jetstream.KeyValueEntry) bool {
+	if e.Operation() != jetstream.KeyValuePut {
+		return false
+	}
+	old, had := m[e.Key()]
+	return had && bytes.Equal(old.Value, e.Value())
 }
 
 // apply applies one update to m and reports whether keys or values

@@ -175,6 +175,7 @@ func (a *advertiser) desired(held []HeldVersion, state string) map[advertKey]str
 			Version:       h.Version,
 			NodeID:        n.id,
 			ShardID:       n.shardID(),
+			NodeStarted:   a.started.UTC(),
 			Partitions:    h.Partitions,
 			NumPartitions: h.NumPartitions,
 			Partitioner:   h.Partitioner,

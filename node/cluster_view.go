@@ -38,7 +38,7 @@ func NewClusterSnapshot(nodes []advert.Node, parts []advert.Partitions, stale bo
 	slices.SortFunc(nodes, func(a, b advert.Node) int { return strings.Compare(a.ID, b.ID) })
 	s := &ClusterSnapshot{nodes: nodes, stale: stale, holders: map[string][]advert.Partitions{}}
 	for _, p := range parts {
-		if !s.hasNode(p.NodeID) {
+		if n, ok := s.node(p.NodeID); !ok || !advert.SameRun(n, p) {
 			continue
 		}
 		k := p.DB + "." + p.Version
@@ -83,8 +83,17 @@ func (s *ClusterSnapshot) membership() string {
 
 // hasNode reports whether node id has an entry.
 func (s *ClusterSnapshot) hasNode(id string) bool {
-	_, ok := slices.BinarySearchFunc(s.nodes, id, func(n advert.Node, id string) int { return strings.Compare(n.ID, id) })
+	_, ok := s.node(id)
 	return ok
+}
+
+// node returns the entry of node id.
+func (s *ClusterSnapshot) node(id string) (advert.Node, bool) {
+	i, ok := slices.BinarySearchFunc(s.nodes, id, func(n advert.Node, id string) int { return strings.Compare(n.ID, id) })
+	if !ok {
+		return advert.Node{}, false
+	}
+	return s.nodes[i], true
 }
 
 // emptyCluster is the snapshot of a view that has seen nothing yet.

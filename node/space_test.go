@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,24 +13,12 @@ import (
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
-// smallDisk mounts a tmpfs of size bytes and returns its path, or skips
-// when this process may not mount one.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
 // TestBuildRefusedWithoutSpace: on a data dir with 8 MiB of disk, a
 // version of 12 MiB is refused before its build starts, with the reason
 // in its status; the version already serving keeps serving, and the
 // disk is left as it was.
 func TestBuildRefusedWithoutSpace(t *testing.T) {
-	disk := smallDisk(t, "8m")
+	disk := nodetest.SmallDisk(t, "8m")
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", 2, 20)
 	n := newTestNode(t, root, func(c *Config) { c.DataDir = filepath.Join(disk, "data") })

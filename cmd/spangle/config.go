@@ -50,8 +50,10 @@ type fileConfig struct {
 		TLSCert     string     `toml:"tls_cert"`
 		TLSKey      string     `toml:"tls_key"`
 		ClusterName string     `toml:"cluster_name"`
-		Replicas    int        `toml:"replicas"`  // bucket replicas; 0: 1
-		EntryTTL    duration   `toml:"entry_ttl"` // a dead node's entries expire after it; 0: 10s
+		Replicas    int        `toml:"replicas"` // bucket replicas; 0: 1
+		EntryTTL    duration   `toml:"entry_ttl"`
+		// Partitions entries are refreshed about every third of this.
+		PartitionsTTL duration `toml:"partitions_ttl"` // a dead node's entries expire after it; 0: 10s
 		// The embedded server as one member of a NATS cluster of embedded
 		// servers (no url): its name, its route listener and every
 		// member's route URL.
@@ -395,6 +397,7 @@ func loadConfig(path string, cfg *config) error {
 	set(&k.ClusterName, fc.NATS.ClusterName)
 	setInt(&k.Replicas, fc.NATS.Replicas)
 	setDur(&k.EntryTTL, fc.NATS.EntryTTL)
+	setDur(&k.PartitionsTTL, fc.NATS.PartitionsTTL)
 	set(&k.EmbeddedServerName, fc.NATS.ServerName)
 	set(&k.EmbeddedClusterName, fc.NATS.EmbeddedCluster)
 	set(&k.EmbeddedClusterListen, fc.NATS.EmbeddedClusterListen)

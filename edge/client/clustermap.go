@@ -196,9 +196,9 @@ func (w *mapWatcher) publish(st *mapState) {
 	keys := slices.Sorted(maps.Keys(st.partitions))
 	m.partitions = make([]advert.Partitions, 0, len(keys))
 	for _, k := range keys {
-		// An entry of a node without a node entry: a dead node's, about
-		// to expire, or a forged one.
-		if p := st.partitions[k]; m.nodes[p.NodeID].ID != "" {
+		// An entry of a node without a node entry (a dead node's, or a
+		// forged one), or of an earlier run of a node, is skipped.
+		if p := st.partitions[k]; m.nodes[p.NodeID].ID != "" && advert.SameRun(m.nodes[p.NodeID], p) {
 			m.partitions = append(m.partitions, p)
 		}
 	}

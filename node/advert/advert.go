@@ -68,6 +68,12 @@ type Partitions struct {
 	// writes them as Bitmap instead when that is shorter; Decode reads
 	// either.
 	Partitions []int `json:"partitions,omitempty"`
+	// NodeStarted is the Started of the node entry of the run that wrote
+	// this entry. Partitions entries outlive their node entry (they are
+	// not refreshed every heartbeat), so a reader takes one only from a
+	// node whose current entry has the same Started: what an earlier run
+	// of a restarted node held is ignored. Zero matches any run.
+	NodeStarted time.Time `json:"node_started,omitzero"`
 	// Bitmap is the partitions as base64 (standard, padded) of
 	// ceil(NumPartitions/8) bytes, partition p being bit p%8 (LSB first)
 	// of byte p/8. Set only on the wire: DecodePartitions moves it into
@@ -336,4 +342,10 @@ func checkPartitions(ps []int, n int) error {
 		}
 	}
 	return nil
+}
+
+// SameRun reports whether partitions entry p was written by the run of
+// its node that wrote node entry n (see Partitions.NodeStarted).
+func SameRun(n Node, p Partitions) bool {
+	return p.NodeStarted.IsZero() || n.Started.IsZero() || p.NodeStarted.Equal(n.Started)
 }

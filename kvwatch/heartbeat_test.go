@@ -1,0 +1,85 @@
+package kvwatch
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// lastSeq returns the last sequence of bucket b's stream: how many
+// messages were ever written to it.
+func lastSeq(t *testing.T, k *KV, b Bucket) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := k.js.Stream(ctx, "KV_"+bucketName(k.cfg.ClusterName, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// TestHeartbeatWrites: a heartbeat writes the node entry only; the
+// partitions entries (20 here) are written when published and then only
+// about every PartitionsTTL/3, and they outlive several EntryTTLs.
+func TestHeartbeatWrites(t *testing.T) {
+	c := testConfig(t)
+	c.PartitionsTTL = time.Hour
+	k := startKV(t, c)
+	ctx := ctxT(t)
+	if err := k.Publish(ctx, Nodes, "n1", []byte("n1")); err != nil {
+		t.Fatal(err)
+	}
+	const parts = 20
+	for i := range parts {
+		if err := k.Publish(ctx, Partitions, PartitionKey("db", fmt.Sprint("v", i), "n1"), []byte("0,1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes0, parts0 := lastSeq(t, k, Nodes), lastSeq(t, k, Partitions)
+	start := time.Now()
+	window := 3 * c.EntryTTL
+	for time.Since(start) < window {
+		if err := hasValue(k, Partitions, "db.v7.n1", "0,1")(); err != nil {
+			t.Fatalf("a partitions entry went while its node lives: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // sampling interval of an observation window
+	}
+	nodeWrites, partWrites := lastSeq(t, k, Nodes)-nodes0, lastSeq(t, k, Partitions)-parts0
+	rounds := uint64(window / c.Heartbeat)
+	t.Logf("in %v (%d heartbeats): %d node entry writes, %d partitions entry writes", window, rounds, nodeWrites, partWrites)
+	if partWrites != 0 {
+		t.Errorf("%d writes of %d partitions entries in %d heartbeats, want 0", partWrites, parts, rounds)
+	}
+	if nodeWrites < rounds-2 || nodeWrites > rounds+2 {
+		t.Errorf("%d writes of the node entry in %d heartbeats", nodeWrites, rounds)
+	}
+}
+
+// TestPartitionsRefreshedWhenDue: with a short PartitionsTTL the
+// partitions entries are refreshed before they expire.
+func TestPartitionsRefreshedWhenDue(t *testing.T) {
+	c := testConfig(t)
+	c.PartitionsTTL = 3 * time.Second
+	k := startKV(t, c)
+	ctx := ctxT(t)
+	if err := k.Publish(ctx, Partitions, PartitionKey("db", "v1", "n1"), []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	p0 := lastSeq(t, k, Partitions)
+	end := time.Now().Add(2 * c.PartitionsTTL)
+	for time.Now().Before(end) {
+		if err := hasValue(k, Partitions, "db.v1.n1", "0")(); err != nil {
+			t.Fatalf("the partitions entry expired while refreshed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // sampling interval of an observation window
+	}
+	if w := lastSeq(t, k, Partitions) - p0; w < 4 || w > 9 {
+		t.Errorf("%d refreshes in 2 PartitionsTTLs, want about 6", w)
+	}
+}
