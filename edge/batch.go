@@ -169,7 +169,27 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 		return
 	}
 	raw := proxy != "" || rawParam(r.URL.RawQuery)
-	version, results, err := be.GetMany(r.Context(), db, bb.keys, node.GetOptions{Version: proxy, Raw: raw, MaxBytes: s.maxReplyBytes})
+	// The reply's room in the budget: a little first, more when the
+	// values outgrow it (they are read again then), so that many small
+	// replies share the budget and a few large ones cannot exceed it.
+	var version string
+	var results []node.Result
+	for reserve := min(int64(s.maxReplyBytes), replyReserveStart); ; reserve = min(4*reserve, int64(s.maxReplyBytes)) {
+		if !s.acquireBatch(r.Context(), 2*reserve) {
+			s.metrics.batchRejected.Inc()
+			w.Header()["Retry-After"] = valRetryAfter
+			writeText(w, r, http.StatusServiceUnavailable, "too many batch bytes in flight; retry\n")
+			s.metrics.known(db).observe(http.StatusServiceUnavailable, time.Since(start))
+			return
+		}
+		version, results, err = be.GetMany(r.Context(), db, bb.keys, node.GetOptions{Version: proxy, Raw: raw, MaxBytes: int(reserve)})
+		if errors.Is(err, node.ErrTooLarge) && reserve < int64(s.maxReplyBytes) {
+			s.batchBytes.Release(2 * reserve)
+			continue
+		}
+		defer s.batchBytes.Release(2 * reserve)
+		break
+	}
 	if err != nil {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
@@ -224,6 +244,10 @@ func (s *Server) acquireBatch(ctx context.Context, weight int64) bool {
 	defer cancel()
 	return s.batchBytes.Acquire(ctx, weight) == nil
 }
+
+// replyReserveStart is the first reservation of a batch reply's room in
+// the budget (twice this: values and encoding).
+const replyReserveStart = 64 << 10
 
 // valRetryAfter is the Retry-After of a batch refused for lack of room.
 var valRetryAfter = []string{"1"}

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +35,8 @@ func TestBatchStalledBodies(t *testing.T) {
 	const conns = 120
 	ts := startServer(t, echoBackend{}, func(c *edge.Config) {
 		c.MaxBatchBytes = 1 << 20
-		c.BatchBytesInFlight = 8 << 20 // room for 8 of them
+		c.MaxBatchReplyBytes = 64 << 10
+		c.BatchBytesInFlight = 8 << 20 // room for 7 of them, with their replies
 		c.BatchWait = 200 * time.Millisecond
 		c.ReadTimeout = 30 * time.Second
 	})
@@ -142,5 +146,71 @@ func TestBatchReplyLimit(t *testing.T) {
 		if string(rep.Items[i].Value) != want {
 			t.Errorf("item %d: %q, want %q", i, rep.Items[i].Value, want)
 		}
+	}
+}
+
+// TestBatchReplyBudget sends 20 batches at once, each asking for a 3 MiB
+// reply (three copies of a 1 MiB value), to a node whose batches may hold
+// 8 MiB in flight: replies take their room in that budget as they grow,
+// so the heap never holds much more than the budget (it once held every
+// reply at once, twice), and what does not fit waits, then gets a 503.
+func TestBatchReplyBudget(t *testing.T) {
+	env := startNATSEnv(t)
+	body := batchwire.AppendRequest(nil, [][]byte{hugeKey, hugeKey, hugeKey})
+	// Collect often, so that the heap shows what is live rather than
+	// garbage; the clients below keep no reply.
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	before := heapInUse()
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if v := int64(m.HeapInuse); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond): // sampling interval
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int32
+	for range 20 {
+		wg.Go(func() {
+			resp, err := http.Post(env.node.HTTPURL+"/d/_batch", batchwire.ContentType, bytes.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			n, err := io.Copy(io.Discard, resp.Body)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case resp.StatusCode == http.StatusOK && n > 3*int64(len(hugeValue)):
+				ok.Add(1)
+			case resp.StatusCode == http.StatusServiceUnavailable:
+				refused.Add(1)
+			default:
+				t.Errorf("status %d, %d bytes", resp.StatusCode, n)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	grew := peak.Load() - before
+	t.Logf("20 batches of 3 MiB replies, 8 MiB budget: %d answered, %d refused (503), heap peak +%d MiB", ok.Load(), refused.Load(), grew>>20)
+	if ok.Load() == 0 {
+		t.Error("no batch was answered")
+	}
+	if grew > 16<<20 {
+		t.Errorf("heap peak grew by %d MiB, want about the 8 MiB budget", grew>>20)
 	}
 }

@@ -78,8 +78,12 @@ type Config struct {
 	// Default 16 MiB.
 	MaxBatchReplyBytes int
 	// BatchBytesInFlight bounds the bytes of batch requests being read
-	// or answered at once, over the whole server (each counts its
-	// announced length, or MaxBatchBytes when unknown). Default 64 MiB.
+	// or answered at once, over the whole server: each counts its
+	// announced length (MaxBatchBytes when unknown) and twice the reply
+	// it may build (the values read, and the encoded reply), reserved
+	// 64 KiB first and four times more each time a reply outgrows it, up
+	// to MaxBatchReplyBytes. It must hold MaxBatchBytes and twice
+	// MaxBatchReplyBytes. Default 64 MiB.
 	BatchBytesInFlight int64
 	// BatchWait is how long a batch waits for room in BatchBytesInFlight
 	// before it is answered 503 with Retry-After. Default 1s.
@@ -135,8 +139,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
 	case c.MaxBatchReplyBytes <= 0:
 		return fmt.Errorf("%w: MaxBatchReplyBytes %d is not positive", ErrInvalidConfig, c.MaxBatchReplyBytes)
-	case c.BatchBytesInFlight < int64(c.MaxBatchBytes):
-		return fmt.Errorf("%w: BatchBytesInFlight %d is below MaxBatchBytes %d", ErrInvalidConfig, c.BatchBytesInFlight, c.MaxBatchBytes)
+	case c.BatchBytesInFlight < int64(c.MaxBatchBytes)+2*int64(c.MaxBatchReplyBytes):
+		return fmt.Errorf("%w: BatchBytesInFlight %d is below MaxBatchBytes %d plus twice MaxBatchReplyBytes %d",
+			ErrInvalidConfig, c.BatchBytesInFlight, c.MaxBatchBytes, c.MaxBatchReplyBytes)
 	case c.BatchWait < 0:
 		return fmt.Errorf("%w: BatchWait %v is negative", ErrInvalidConfig, c.BatchWait)
 	case c.MaxConns <= 0:

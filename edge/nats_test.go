@@ -59,7 +59,7 @@ func startNATSEnv(t *testing.T) *natsEnv {
 			c.MaxBatchKeys = 10
 			c.MaxBatchBytes = 4 << 10
 			c.MaxBatchReplyBytes = 4 << 20
-			c.BatchBytesInFlight = 4 << 10
+			c.BatchBytesInFlight = 4<<10 + 8<<20
 		},
 	})
 	nc := nodetest.Connect(t, kv.ClientURL())
