@@ -1,9 +1,12 @@
 package edge
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
@@ -20,6 +23,11 @@ type KVClusterView struct {
 	log *slog.Logger
 
 	cur atomic.Pointer[viewState]
+	// invalid counts the entries of the current snapshot that do not
+	// decode or break a bound (forged, or from a newer spangle), by
+	// bucket: spangle_cluster_invalid_entries{bucket}.
+	invalid     *prometheus.GaugeVec
+	lastInvalid [2]int // the run goroutine's: to log only growth
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -40,9 +48,18 @@ func NewKVClusterView(kv *kvwatch.KV, log *slog.Logger) *KVClusterView {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v := &KVClusterView{kv: kv, log: log.With("component", "cluster_view"), done: make(chan struct{})}
+	v := &KVClusterView{kv: kv, log: log.With("component", "cluster_view"), done: make(chan struct{}),
+		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_cluster_invalid_entries",
+			Help: "Entries of the nodes and partitions buckets that the node ignores because they do not decode or break a bound (forged, or written by a newer spangle), by bucket.",
+		}, []string{"bucket"})}
 	v.cur.Store(&viewState{snap: node.NewClusterSnapshot(nil, nil, true), changed: make(chan struct{})})
 	return v
+}
+
+// RegisterMetrics registers the view's metrics with reg.
+func (v *KVClusterView) RegisterMetrics(reg prometheus.Registerer) error {
+	return reg.Register(v.invalid)
 }
 
 // Start subscribes to the KV's snapshots and follows them until Stop or
@@ -80,11 +97,19 @@ func (v *KVClusterView) run(ch <-chan *kvwatch.Snapshot) {
 
 // convert decodes the nodes and partitions buckets of s.
 func (v *KVClusterView) convert(s *kvwatch.Snapshot) *node.ClusterSnapshot {
+	var bad [2]int
+	var firstErr [2]error
+	skip := func(i int, key string, err error) {
+		if bad[i] == 0 {
+			firstErr[i] = fmt.Errorf("%s: %w", key, err)
+		}
+		bad[i]++
+	}
 	var nodes []advert.Node
 	s.Range(kvwatch.Nodes, "", func(key string, e kvwatch.Entry) bool {
 		n, err := advert.DecodeNode(key, e.Value)
 		if err != nil {
-			v.log.Debug("skipping node entry", "key", key, "err", err)
+			skip(0, key, err)
 			return true
 		}
 		nodes = append(nodes, n)
@@ -94,12 +119,20 @@ func (v *KVClusterView) convert(s *kvwatch.Snapshot) *node.ClusterSnapshot {
 	s.Range(kvwatch.Partitions, "", func(key string, e kvwatch.Entry) bool {
 		p, err := advert.DecodePartitions(key, e.Value)
 		if err != nil {
-			v.log.Debug("skipping partitions entry", "key", key, "err", err)
+			skip(1, key, err)
 			return true
 		}
 		parts = append(parts, p)
 		return true
 	})
+	for i, bucket := range []string{"nodes", "partitions"} {
+		v.invalid.WithLabelValues(bucket).Set(float64(bad[i]))
+		if bad[i] > v.lastInvalid[i] {
+			v.log.Warn("ignoring invalid cluster entries (forged, or from a newer spangle)",
+				"bucket", bucket, "entries", bad[i], "first", firstErr[i])
+		}
+		v.lastInvalid[i] = bad[i]
+	}
 	return node.NewClusterSnapshot(nodes, parts, s.Stale())
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
@@ -58,6 +59,19 @@ func TestForgedClusterEntries(t *testing.T) {
 	put("partitions", "d.v2.evil", `{"partitions":[],"num_partitions":1000000000000000000,"partitioner":"sequins"}`)
 	put("partitions", "d.v3.evil", `{"partitions":[`+strings.Join(all, ",")+`],"num_partitions":65536,"partitioner":"sequins","active":true}`)
 	put("partitions", "d.v1.ghost", `{"partitions":[0,1,2,3],"num_partitions":4,"partitioner":"sequins","active":true}`)
+
+	// The view counts what it ignores: the two entries of impossible
+	// partition counts.
+	reg := prometheus.NewRegistry()
+	if err := nodes[0].view.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, "the invalid entries counted", func() error {
+		if got := counterOf(t, reg, "spangle_cluster_invalid_entries", "bucket", "partitions"); got != 2 {
+			return fmt.Errorf("spangle_cluster_invalid_entries{bucket=partitions} = %v, want 2", got)
+		}
+		return nil
+	})
 
 	hc := &http.Client{Timeout: 10 * time.Second}
 	var before, after runtime.MemStats

@@ -27,8 +27,8 @@ func counterValue(t testing.TB, reg prometheus.Gatherer, db, code string) float6
 	return counterOf(t, reg, "spangle_http_requests_total", "db", db, "code", code)
 }
 
-// counterOf returns the counter name{labels…} from reg (label names and
-// values alternate), 0 if absent.
+// counterOf returns the counter or gauge name{labels…} from reg (label
+// names and values alternate), 0 if absent.
 func counterOf(t testing.TB, reg prometheus.Gatherer, name string, kv ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -46,6 +46,9 @@ func counterOf(t testing.TB, reg prometheus.Gatherer, name string, kv ...string)
 				if l[kv[i]] != kv[i+1] {
 					continue next
 				}
+			}
+			if m.Gauge != nil {
+				return m.GetGauge().GetValue()
 			}
 			return m.GetCounter().GetValue()
 		}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -141,15 +143,33 @@ func memKiB(pid int, field string) (int64, error) {
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
-// ago.
+// ago, below Linux's ephemeral range (32768 on): with a hundred nodes
+// opening outbound connections, a port from that range that is free now
+// is soon some connection's, and the node meant to listen on it fails.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if given[port] {
+			continue // handed out already: its process may not listen yet
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		given[port] = true
+		return l.Addr().String(), nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("no free port in 20000-31999")
 }
+
+// given holds the ports freeAddr handed out.
+var (
+	givenMu sync.Mutex
+	given   = map[int]bool{}
+)
 
 // errNotYet is returned by a poll condition that is not met yet.
 var errNotYet = errors.New("not yet")

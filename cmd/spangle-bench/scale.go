@@ -162,8 +162,13 @@ func scaleCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// The nodes run in their own directories: every path they are given
+	// must be absolute.
 	var err error
 	if cfg.Spangle, err = filepath.Abs(cfg.Spangle); err != nil {
+		return err
+	}
+	if cfg.Work, err = filepath.Abs(cfg.Work); err != nil {
 		return err
 	}
 	if _, err := os.Stat(cfg.Spangle); err != nil {

@@ -117,6 +117,9 @@ func serve(args []string) error {
 			log.Warn("sharding is enabled but this node runs a stand-alone embedded NATS server: unless other nodes use it ([nats] url), each node is an island holding its share of the partitions and finding no peer for the rest; set [nats] url, or embedded_cluster")
 		}
 		view = edge.NewKVClusterView(kv, log)
+		if err := view.RegisterMetrics(reg); err != nil {
+			return err
+		}
 		view.Start()
 		defer view.Stop()
 		cfg.node.Cluster.View = view
