@@ -225,7 +225,13 @@ func (d *db) trySwitch() {
 	if p == nil {
 		return
 	}
-	if cur := d.active.Load(); cur != nil && p.name <= cur.name {
+	pin := d.node.pinOf(d.name)
+	pinned := !pin.IsZero() && (pin.Version == p.name || pin.Version == "" && p.name < pin.Before)
+	if !pin.IsZero() && !pinned || pin.IsZero() && d.manual() {
+		// Built ahead: it waits for its activation (a pin naming it).
+		return
+	}
+	if cur := d.active.Load(); cur != nil && p.name <= cur.name && !(pinned && p.name < cur.name) {
 		d.pending.Store(nil)
 		if p.name == cur.name && cur.state.damaged.Load() {
 			// A repaired copy of the active version (repair.go): the
@@ -237,14 +243,16 @@ func (d *db) trySwitch() {
 		d.discard(p)
 		return
 	}
-	counts := d.remoteReplicas(d.node.cluster(), p.name, p.n)
-	for _, q := range p.data.Manifest().Partitions {
-		counts[q]++
-	}
-	if i := slices.IndexFunc(counts, func(c int) bool { return c < d.node.cfg.Cluster.MinReplication }); i >= 0 {
-		d.node.log.Debug("version not switched to yet: under-replicated", "db", d.name, "version", p.name,
-			"partition", i, "replicas", counts[i], "min_replication", d.node.cfg.Cluster.MinReplication)
-		return
+	if d.node.clustered() {
+		counts := d.remoteReplicas(d.node.cluster(), p.name, p.n)
+		for _, q := range p.data.Manifest().Partitions {
+			counts[q]++
+		}
+		if i := slices.IndexFunc(counts, func(c int) bool { return c < d.node.cfg.Cluster.MinReplication }); i >= 0 {
+			d.node.log.Debug("version not switched to yet: under-replicated", "db", d.name, "version", p.name,
+				"partition", i, "replicas", counts[i], "min_replication", d.node.cfg.Cluster.MinReplication)
+			return
+		}
 	}
 	// Promote a copy: the pending one may be read concurrently.
 	v := *p

@@ -144,7 +144,15 @@ type DBConfig struct {
 	Presharded bool
 	// Compression overrides Config.Compression for this db when set.
 	Compression string
+	// Activation is "auto" (default ""): a new version goes active once
+	// built (and replicated); or "manual": it is built and waits until a
+	// pin names it (spangle activate, pin.go).
+	Activation string
 }
+
+// ActivationManual is DBConfig.Activation for a db whose new versions
+// wait for spangle activate.
+const ActivationManual = "manual"
 
 // DefaultConfig returns the defaults stated on each field: every default
 // is set here, and only here. Source and DataDir are still to be set.
@@ -228,6 +236,9 @@ func (c Config) Validate() error {
 			if _, err := blocks.ParseCompression(db.Compression); err != nil {
 				return bad("dbs.%s: %v", name, err)
 			}
+		}
+		if db.Activation != "" && db.Activation != "auto" && db.Activation != ActivationManual {
+			return bad("dbs.%s: activation %q: want auto or manual", name, db.Activation)
 		}
 		for key, v := range map[string]string{"content_type": db.ContentType, "cache_control": db.CacheControl, "negative_cache_control": db.NegativeCacheControl} {
 			if !validHeaderValue(v) {

@@ -47,6 +47,8 @@ type db struct {
 	failed map[string]failedBuild
 	// sourceErr is why the last listing of the db's versions failed.
 	sourceErr string
+	// pinErr is why the db cannot follow its pin (pin.go).
+	pinErr string
 
 	kickCh   chan kick
 	nudgeCh  chan struct{} // cluster mode: re-check the pending version
@@ -242,6 +244,15 @@ func (d *db) update(force bool) {
 	if len(versions) == 0 {
 		return
 	}
+	if pin := d.node.pinOf(d.name); !pin.IsZero() {
+		d.updatePinned(pin, versions)
+		if !d.manual() {
+			return
+		}
+		// A manual db builds the newest version ahead, for its activation.
+	} else {
+		d.setPinError("")
+	}
 	cur := d.active.Load()
 	latest := versions[len(versions)-1]
 	if cur != nil && latest <= cur.name {
@@ -414,7 +425,7 @@ func (d *db) build(name string) error {
 	n.metrics.buildProgress.WithLabelValues(d.name).Set(1)
 	log.Info("version built", "records", m.Records, "bytes", m.Bytes, "seconds", elapsed.Seconds(),
 		"records_per_second", int64(float64(m.Records)/max(elapsed.Seconds(), 1e-9)))
-	if n.clustered() {
+	if n.clustered() || d.manual() || !n.pinOf(d.name).IsZero() {
 		d.setPending(state, bv)
 		d.trySwitch()
 	} else {
@@ -580,7 +591,14 @@ func (d *db) status(self string, target int) DBStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := d.active.Load()
-	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions)), SourceError: d.sourceErr}
+	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions)), SourceError: d.sourceErr,
+		PinError: d.pinErr}
+	if pin := d.node.pinOf(d.name); !pin.IsZero() {
+		out.Pinned = pin.String()
+	}
+	if d.manual() {
+		out.Activation = ActivationManual
+	}
 	for name, s := range d.versions {
 		nv := NodeVersionStatus{
 			Name:       self,

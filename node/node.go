@@ -49,6 +49,9 @@ type Node struct {
 	adv   *advertiser  // set by Start when Config.Advertiser is set
 	proxy *proxy.Proxy // cluster mode only: lookups of partitions held elsewhere
 	heal  *healSlots   // cluster mode: bounds the partitions loaded for healing (heal.go)
+	// pins holds the db pins (pin.go), kept in <data_dir>/pins.json.
+	pinsMu sync.Mutex
+	pins   map[string]Pin
 	// routes remembers each version's last seen holders (cluster_get.go).
 	routes sync.Map // "db.version" → *route
 
@@ -138,6 +141,10 @@ func (n *Node) start() error {
 		}
 	}
 	n.ctx, n.stop = context.WithCancel(context.Background())
+	if err := n.loadPins(); err != nil {
+		store.Close()
+		return err
+	}
 	if err := n.reuseLocalVersions(); err != nil {
 		store.Close()
 		return err
@@ -172,9 +179,11 @@ func (n *Node) reuseLocalVersions() error {
 	if err != nil {
 		return err
 	}
+	// The newest version of each db, or its pinned one when kept here.
 	newest := map[string]*blocks.Manifest{}
 	for _, m := range manifests {
-		if cur := newest[m.DB]; cur == nil || m.Version > cur.Version {
+		if cur := newest[m.DB]; cur == nil || m.Version > cur.Version && cur.Version != n.pinOf(m.DB).Version ||
+			m.Version == n.pinOf(m.DB).Version {
 			newest[m.DB] = m
 		}
 	}

@@ -31,6 +31,13 @@ type DBStatus struct {
 	// SourceError is why the last listing of the db's versions failed;
 	// empty once one succeeds.
 	SourceError string `json:"source_error,omitempty"`
+	// Pinned is the db's pin on this node (spangle rollback or
+	// activate): a version, or "newest before <version>"; PinError is why
+	// the node cannot follow it. Activation is "manual" for a db whose new
+	// versions wait for an activation.
+	Pinned     string `json:"pinned,omitempty"`
+	PinError   string `json:"pin_error,omitempty"`
+	Activation string `json:"activation,omitempty"`
 }
 
 // VersionStatus describes one version across the nodes this node knows of.

@@ -1,0 +1,297 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Pins: rollback and deferred activation.
+//
+// A pin holds a db at one version on this node, whatever newer versions
+// its source has: the pinned version is activated at once when the node
+// holds it (active, pending, or retired and kept for peers), else built
+// from the source and then activated. Pinning an older version than the
+// active one is a rollback; pinning a newer one built ahead (a db with
+// DBConfig.Activation "manual" builds new versions and waits) is a
+// deferred activation. Removing the pin returns the db to the newest
+// version of its source.
+//
+// A pin may name its version, or ask for the newest version older than
+// one (Pin.Before): each node resolves that from its source listing, so
+// that nodes reading the same source agree without a coordinator.
+//
+// Pins are kept in <data_dir>/pins.json, so that a restarted node comes
+// back on its pinned version. In a cluster they come from the versions
+// bucket (edge.PinFeed calls SetPins), the same for every node.
+//
+// Reads stay monotonic per node except across a rollback: a client that
+// saw version 2 sees version 1 after the rollback to it, once.
+
+// Pin is a db's pin: Version, or the newest version older than Before.
+type Pin struct {
+	Version string `json:"version,omitempty"`
+	Before  string `json:"before,omitempty"`
+}
+
+// IsZero reports whether p pins nothing.
+func (p Pin) IsZero() bool { return p.Version == "" && p.Before == "" }
+
+func (p Pin) String() string {
+	if p.Version != "" {
+		return p.Version
+	}
+	return "newest before " + p.Before
+}
+
+func (p Pin) validate() error {
+	switch {
+	case p.Version != "" && p.Before != "":
+		return fmt.Errorf("%w: a pin names a version or one to go back from, not both", ErrConfig)
+	case p.Version != "" && !ValidName(p.Version), p.Before != "" && !ValidName(p.Before):
+		return fmt.Errorf("%w: pin %q: a version name must match %s", ErrConfig, p.String(), validName)
+	}
+	return nil
+}
+
+// ErrPinnedVersionMissing is a pin that names a version the source does
+// not have (any more).
+var ErrPinnedVersionMissing = errors.New("node: the pinned version is not in the source")
+
+// pinsFile is where the pins are kept, in the data dir.
+const pinsFile = "pins.json"
+
+// Pin pins db to p on this node (a zero p removes the pin), keeps it in
+// the data dir, and looks for the version at once.
+func (n *Node) Pin(db string, p Pin) error {
+	if !ValidName(db) {
+		return fmt.Errorf("%w: db name %q", ErrConfig, db)
+	}
+	if err := p.validate(); err != nil {
+		return err
+	}
+	n.pinsMu.Lock()
+	next := maps.Clone(n.pins)
+	if next == nil {
+		next = map[string]Pin{}
+	}
+	if p.IsZero() {
+		delete(next, db)
+	} else {
+		next[db] = p
+	}
+	err := n.setPinsLocked(next)
+	n.pinsMu.Unlock()
+	n.kickDB(db)
+	return err
+}
+
+// SetPins replaces every pin of this node by pins (by db), as a cluster's
+// versions bucket lists them; entries that do not validate are skipped.
+func (n *Node) SetPins(pins map[string]Pin) error {
+	next := map[string]Pin{}
+	for db, p := range pins {
+		if ValidName(db) && !p.IsZero() && p.validate() == nil {
+			next[db] = p
+		}
+	}
+	n.pinsMu.Lock()
+	changed := !maps.Equal(n.pins, next)
+	var dbs []string
+	for db := range next {
+		if n.pins[db] != next[db] {
+			dbs = append(dbs, db)
+		}
+	}
+	for db := range n.pins {
+		if _, ok := next[db]; !ok {
+			dbs = append(dbs, db)
+		}
+	}
+	var err error
+	if changed {
+		err = n.setPinsLocked(next)
+	}
+	n.pinsMu.Unlock()
+	for _, db := range dbs {
+		n.kickDB(db)
+	}
+	return err
+}
+
+// Pins returns this node's pins, by db.
+func (n *Node) Pins() map[string]Pin {
+	n.pinsMu.Lock()
+	defer n.pinsMu.Unlock()
+	return maps.Clone(n.pins)
+}
+
+// pinOf returns db's pin.
+func (n *Node) pinOf(db string) Pin {
+	n.pinsMu.Lock()
+	defer n.pinsMu.Unlock()
+	return n.pins[db]
+}
+
+// setPinsLocked makes pins current and writes them to the data dir
+// (atomically: a temporary file renamed). n.pinsMu is held.
+func (n *Node) setPinsLocked(pins map[string]Pin) error {
+	n.pins = pins
+	b, err := json.MarshalIndent(pins, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(n.cfg.DataDir, pinsFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("node: keep pins: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("node: keep pins: %w", err)
+	}
+	n.log.Info("pins changed", "pins", pins)
+	return nil
+}
+
+// loadPins reads the pins kept in the data dir; a missing file is none.
+func (n *Node) loadPins() error {
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, pinsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pins := map[string]Pin{}
+	if err := json.Unmarshal(b, &pins); err != nil {
+		return fmt.Errorf("node: %s: %w", pinsFile, err)
+	}
+	for db, p := range pins {
+		if !ValidName(db) || p.validate() != nil || p.IsZero() {
+			delete(pins, db)
+		}
+	}
+	n.pinsMu.Lock()
+	n.pins = pins
+	n.pinsMu.Unlock()
+	return nil
+}
+
+// kickDB asks db, if the node serves it, to look at its versions again.
+func (n *Node) kickDB(name string) {
+	dbs := n.dbs.Load()
+	if dbs == nil {
+		return
+	}
+	if d := (*dbs)[name]; d != nil {
+		d.kick(true)
+	}
+}
+
+// resolve returns the version p pins among the source's versions
+// (sorted), or "" with ErrPinnedVersionMissing.
+func (p Pin) resolve(versions []string) (string, error) {
+	if p.Version != "" {
+		if !slices.Contains(versions, p.Version) {
+			return "", fmt.Errorf("%w: %s", ErrPinnedVersionMissing, p.Version)
+		}
+		return p.Version, nil
+	}
+	i, _ := slices.BinarySearch(versions, p.Before)
+	if i == 0 {
+		return "", fmt.Errorf("%w: no version older than %s", ErrPinnedVersionMissing, p.Before)
+	}
+	return versions[i-1], nil
+}
+
+// manual reports whether the db waits for an activation (a pin) before
+// switching to a new version.
+func (d *db) manual() bool { return d.cfg.Activation == ActivationManual }
+
+// updatePinned brings the db to the version its pin names: at once when
+// this node holds it, else by building it. versions is the source's
+// listing. Called on the db's loop.
+func (d *db) updatePinned(pin Pin, versions []string) {
+	name, err := pin.resolve(versions)
+	if err != nil {
+		// A version the source lost may still be held here.
+		if pin.Version == "" || d.heldVersion(pin.Version) == nil {
+			d.setPinError(err.Error())
+			d.node.log.Error("cannot follow the pin; the active version keeps serving", "db", d.name, "pin", pin.String(), "err", err)
+			return
+		}
+		name = pin.Version
+	}
+	d.setPinError("")
+	if cur := d.active.Load(); cur != nil && cur.name == name {
+		if p := d.pending.Load(); p != nil && p.name != name && !d.manual() {
+			d.pending.Store(nil) // built ahead for an activation that a rollback replaced
+			d.node.heldChanged()
+			d.discard(p)
+		}
+		return
+	}
+	if p := d.pending.Load(); p != nil && p.name == name {
+		d.trySwitch()
+		return
+	}
+	if v := d.takeRetired(name); v != nil {
+		d.node.log.Info("switching to a version kept here, as pinned", "db", d.name, "version", name)
+		nv := *v
+		nv.modified = time.Now().Truncate(time.Second)
+		d.activateVersion(&nv)
+		d.node.heldChanged()
+		return
+	}
+	d.node.log.Info("building the pinned version", "db", d.name, "version", name, "pin", pin.String())
+	if err := d.build(name); err != nil && d.ctx.Err() == nil {
+		d.node.log.Error("the pinned version failed to build; the active version keeps serving", "db", d.name, "version", name, "err", err)
+	}
+}
+
+// heldVersion returns the active, pending or retired version called name.
+func (d *db) heldVersion(name string) *version {
+	if v := d.active.Load(); v != nil && v.name == name {
+		return v
+	}
+	if v := d.pending.Load(); v != nil && v.name == name {
+		return v
+	}
+	if rs := d.retired.Load(); rs != nil {
+		for _, v := range *rs {
+			if v.name == name {
+				return v
+			}
+		}
+	}
+	return nil
+}
+
+// takeRetired removes the retired version called name from the retired
+// list and returns it, or nil. Called on the loop.
+func (d *db) takeRetired(name string) *version {
+	rs := d.retired.Load()
+	if rs == nil {
+		return nil
+	}
+	i := slices.IndexFunc(*rs, func(v *version) bool { return v.name == name })
+	if i < 0 {
+		return nil
+	}
+	v := (*rs)[i]
+	list := slices.Delete(slices.Clone(*rs), i, i+1)
+	d.retired.Store(&list)
+	return v
+}
+
+// setPinError records why the db cannot follow its pin ("" clears it).
+func (d *db) setPinError(msg string) {
+	d.mu.Lock()
+	d.pinErr = msg
+	d.mu.Unlock()
+}
