@@ -179,11 +179,18 @@ func (n *Node) reuseLocalVersions() error {
 	if err != nil {
 		return err
 	}
-	// The newest version of each db, or its pinned one when kept here.
+	// The newest version of each db, or its pinned one when kept here. A
+	// manual db without a pin activates nothing: its newest version waits,
+	// pending, for an activation.
 	newest := map[string]*blocks.Manifest{}
+	waiting := map[string]bool{}
 	for _, m := range manifests {
-		if cur := newest[m.DB]; cur == nil || m.Version > cur.Version && cur.Version != n.pinOf(m.DB).Version ||
-			m.Version == n.pinOf(m.DB).Version {
+		pin := n.pinOf(m.DB)
+		if pin.IsZero() && n.cfg.dbConfig(m.DB).Activation == ActivationManual {
+			waiting[m.DB] = true
+		}
+		if cur := newest[m.DB]; cur == nil || m.Version > cur.Version && cur.Version != pin.Version ||
+			m.Version == pin.Version {
 			newest[m.DB] = m
 		}
 	}
@@ -214,6 +221,12 @@ func (n *Node) reuseLocalVersions() error {
 			}
 			n.log.Warn("cannot reopen local version; rebuilding", "db", name, "version", m.Version, "err", err)
 			n.removeVersionFiles(m.DB, m.Version)
+			dbs[name] = d
+			continue
+		}
+		if waiting[name] {
+			d.setPending(d.newVersionState(m.Version, n.source.Path(m.DB, m.Version)), bv)
+			n.log.Info("local version waits for its activation", "db", name, "version", m.Version, "records", m.Records)
 			dbs[name] = d
 			continue
 		}

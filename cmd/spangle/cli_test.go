@@ -13,7 +13,7 @@ import (
 func TestCLIHelp(t *testing.T) {
 	bin := buildBinary(t)
 	for _, args := range [][]string{
-		{"-h"}, {"help"}, {"serve", "-h"}, {"get", "-h"}, {"status", "-h"}, {"publish", "-h"},
+		{"-h"}, {"help"}, {"serve", "-h"}, {"get", "-h"}, {"status", "-h"}, {"publish", "-h"}, {"activate", "-h"}, {"rollback", "-h"},
 		{"inspect", "-h"}, {"plugin", "-h"}, {"plugin", "check", "-h"},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()

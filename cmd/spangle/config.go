@@ -174,6 +174,7 @@ type dbFileConfig struct {
 	CacheControl         string           `toml:"cache_control"`
 	NegativeCacheControl string           `toml:"negative_cache_control"`
 	Purge                *purgeFileConfig `toml:"purge"`
+	Activation           string           `toml:"activation"`
 	Presharded           bool             `toml:"presharded"`
 	Compression          string           `toml:"compression"`
 }
@@ -345,6 +346,7 @@ func loadConfig(path string, cfg *config) error {
 			ContentType:          db.ContentType,
 			CacheControl:         db.CacheControl,
 			NegativeCacheControl: db.NegativeCacheControl,
+			Activation:           db.Activation,
 			Presharded:           db.Presharded,
 			Compression:          db.Compression,
 		}

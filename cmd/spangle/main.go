@@ -31,6 +31,8 @@ commands:
   get       look a key up (exit 0 found, 1 missing, 2 error)
   status    print the dbs, versions, partitions and nodes
   publish   upload a version to a NATS Object Store and announce it
+  activate  pin a db to a version on every node (--latest: unpin)
+  rollback  pin a db to an older version on every node
   inspect   print a SequenceFile's header and records
   plugin    check a Wasm plugin (spangle plugin check MODULE.wasm)
   version   print the version
@@ -53,6 +55,10 @@ func main() {
 		err = status(args, os.Stdout, os.Stderr)
 	case "publish":
 		err = publish(args, os.Stderr)
+	case "activate":
+		err = activate(args, os.Stdout, os.Stderr)
+	case "rollback":
+		err = rollback(args, os.Stdout, os.Stderr)
 	case "inspect":
 		err = inspect(args, os.Stdout)
 	case "plugin":

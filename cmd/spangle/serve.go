@@ -164,6 +164,10 @@ func serve(args []string) error {
 		feed.Start()
 		defer feed.Stop()
 	}
+	// Pins (spangle activate, spangle rollback) from the versions bucket.
+	pins := edge.NewPinFeed(kv, n, log)
+	pins.Start()
+	defer pins.Stop()
 	pcfg := cfg.purge
 	pcfg.Logger = log
 	pcfg.Registerer = reg

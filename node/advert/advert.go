@@ -349,3 +349,51 @@ func checkPartitions(ps []int, n int) error {
 func SameRun(n Node, p Partitions) bool {
 	return p.NodeStarted.IsZero() || n.Started.IsZero() || p.NodeStarted.Equal(n.Started)
 }
+
+// Pin is a db's pin in the versions bucket, key PinKey(DB), written by
+// `spangle activate` and `spangle rollback`: every node holds the db at
+// Version, or at the newest version of its source older than Before (a
+// rollback from Before), until the entry is deleted. See node.Pin.
+type Pin struct {
+	DB      string    `json:"db"`
+	Version string    `json:"version,omitempty"`
+	Before  string    `json:"before,omitempty"`
+	At      time.Time `json:"at"`           // when it was written
+	By      string    `json:"by,omitempty"` // who wrote it: user@host, for the status
+}
+
+// pinSuffix ends the versions-bucket key of a pin: ".pin" cannot be part
+// of a db name, so a pin key never collides with a version key (and
+// version readers skip it).
+const pinSuffix = ".pin"
+
+// PinKey returns the versions-bucket key of a db's pin.
+func PinKey(db string) string { return db + pinSuffix }
+
+// IsPinKey reports whether key is a pin's key.
+func IsPinKey(key string) bool { return strings.HasSuffix(key, pinSuffix) }
+
+// DecodePin decodes and checks the pin entry at key.
+func DecodePin(key string, b []byte) (Pin, error) {
+	db, ok := strings.CutSuffix(key, pinSuffix)
+	if !ok || !ValidName(db) {
+		return Pin{}, fmt.Errorf("%w: pin key %q", ErrInvalid, key)
+	}
+	var p Pin
+	if err := decode(b, &p); err != nil {
+		return Pin{}, fmt.Errorf("%w: pin %q: %v", ErrInvalid, key, err)
+	}
+	fill(&p.DB, db)
+	switch {
+	case p.DB != db:
+		return Pin{}, fmt.Errorf("%w: pin %q: entry names db %q", ErrInvalid, key, p.DB)
+	case (p.Version == "") == (p.Before == ""):
+		return Pin{}, fmt.Errorf("%w: pin %q: want version or before, one of them", ErrInvalid, key)
+	case p.Version != "" && !ValidName(p.Version), p.Before != "" && !ValidName(p.Before):
+		return Pin{}, fmt.Errorf("%w: pin %q: bad version name", ErrInvalid, key)
+	}
+	if err := checkText(p.By); err != nil {
+		return Pin{}, fmt.Errorf("%w: pin %q: %v", ErrInvalid, key, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// activate runs "spangle activate DB VERSION": it pins db to VERSION on
+// every node of the cluster (a pin entry in the versions bucket). Nodes
+// that hold VERSION switch to it at once, the others build it first.
+// "spangle activate --latest DB" removes the pin: back to the newest
+// version of the source.
+func activate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("activate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pf := addPinFlags(fs)
+	latest := fs.Bool("latest", false, "remove the db's pin: every node goes back to the newest version of its source")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: spangle activate [flags] DB VERSION\n       spangle activate [flags] --latest DB")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	want := 2
+	if *latest {
+		want = 1
+	}
+	if fs.NArg() != want {
+		fs.Usage()
+		return fmt.Errorf("activate takes %d arguments, got %d", want, fs.NArg())
+	}
+	db := fs.Arg(0)
+	if !advert.ValidName(db) {
+		return fmt.Errorf("bad db name %q", db)
+	}
+	return pf.run(func(ctx context.Context, kv jetstream.KeyValue) error {
+		if *latest {
+			if err := kv.Purge(ctx, advert.PinKey(db)); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s: unpinned; every node goes to the newest version of its source\n", db)
+			return nil
+		}
+		version := fs.Arg(1)
+		if !advert.ValidName(version) {
+			return fmt.Errorf("bad version name %q", version)
+		}
+		if err := putPin(ctx, kv, advert.Pin{DB: db, Version: version}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: pinned to %s; nodes that hold it switch now, the others build it first\n", db, version)
+		return nil
+	})
+}
+
+// rollback runs "spangle rollback DB [VERSION]": it pins db to VERSION, or
+// without one to the newest version older than the one the cluster
+// serves (each node picks it from its source listing, so all agree).
+func rollback(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rollback", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pf := addPinFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: spangle rollback [flags] DB [VERSION]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return fmt.Errorf("rollback takes DB and an optional VERSION, got %d arguments", fs.NArg())
+	}
+	db := fs.Arg(0)
+	if !advert.ValidName(db) {
+		return fmt.Errorf("bad db name %q", db)
+	}
+	return pf.run(func(ctx context.Context, kv jetstream.KeyValue) error {
+		p := advert.Pin{DB: db, Version: fs.Arg(1)}
+		if p.Version == "" {
+			e, err := kv.Get(ctx, advert.VersionKey(db))
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return fmt.Errorf("%s: no node has said which version it serves yet; name the version: spangle rollback %s VERSION", db, db)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: the version the cluster serves: %w", db, err)
+			}
+			v, err := advert.DecodeVersion(advert.VersionKey(db), e.Value())
+			if err != nil {
+				return err
+			}
+			p.Before = v.Version
+		} else if !advert.ValidName(p.Version) {
+			return fmt.Errorf("bad version name %q", p.Version)
+		}
+		if err := putPin(ctx, kv, p); err != nil {
+			return err
+		}
+		if p.Before != "" {
+			fmt.Fprintf(stdout, "%s: rolled back from %s to the newest version before it; `spangle activate --latest %s` undoes it\n", db, p.Before, db)
+		} else {
+			fmt.Fprintf(stdout, "%s: rolled back to %s; `spangle activate --latest %s` undoes it\n", db, p.Version, db)
+		}
+		return nil
+	})
+}
+
+// pinFlags are the flags of activate and rollback.
+type pinFlags struct {
+	natsURL, cluster, creds string
+	timeout                 time.Duration
+}
+
+func addPinFlags(fs *flag.FlagSet) *pinFlags {
+	pf := &pinFlags{}
+	fs.StringVar(&pf.natsURL, "nats", "nats://127.0.0.1:4222", "the cluster's NATS server URLs, comma-separated (a single node's embedded one by default)")
+	fs.StringVar(&pf.cluster, "cluster", "spangle", "spangle cluster name (names the versions bucket)")
+	fs.StringVar(&pf.creds, "creds", "", "NATS credentials file")
+	fs.DurationVar(&pf.timeout, "timeout", 10*time.Second, "how long to try")
+	return pf
+}
+
+// run connects to NATS, binds the cluster's versions bucket as it is
+// (never reconfiguring it), and calls fn.
+func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), pf.timeout)
+	defer cancel()
+	opts := []nats.Option{nats.Name("spangle-cli"), nats.Timeout(pf.timeout)}
+	if pf.creds != "" {
+		opts = append(opts, nats.UserCredentials(pf.creds))
+	}
+	nc, err := nats.Connect(pf.natsURL, opts...)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", pf.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	name := kvwatch.BucketName(pf.cluster, kvwatch.Versions.String())
+	kv, err := js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("no versions bucket %s: is the cluster name right (--cluster)?", name)
+	}
+	if err != nil {
+		return fmt.Errorf("versions bucket %s: %w", name, err)
+	}
+	return fn(ctx, kv)
+}
+
+// putPin writes p, stamped with the time and the user.
+func putPin(ctx context.Context, kv jetstream.KeyValue, p advert.Pin) error {
+	p.At = time.Now().UTC()
+	p.By = whoAmI()
+	b, err := advert.Encode(p)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, advert.PinKey(p.DB), b)
+	return err
+}
+
+// whoAmI returns user@host for the pin's record.
+func whoAmI() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}

@@ -1,0 +1,111 @@
+package edge
+
+import (
+	"log/slog"
+	"maps"
+	"sync"
+
+	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// Pinner is what a PinFeed sets; *node.Node implements it.
+type Pinner interface {
+	SetPins(map[string]node.Pin) error
+}
+
+// PinFeed follows the pins of the versions bucket (advert.Pin entries,
+// written by `spangle activate` and `spangle rollback`) and hands the
+// whole set to a node at each change, so that every node of a cluster
+// holds the same pins. It acts only on current snapshots, after the KV's
+// first full load: an empty view of a bucket not yet read must not clear
+// the pins a node kept. Undecodable entries are skipped and logged.
+type PinFeed struct {
+	kv  *kvwatch.KV
+	to  Pinner
+	log *slog.Logger
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	cancel    func()
+	done      chan struct{}
+}
+
+// NewPinFeed returns a feed from kv's versions bucket to to; it starts
+// nothing. A nil log discards.
+func NewPinFeed(kv *kvwatch.KV, to Pinner, log *slog.Logger) *PinFeed {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &PinFeed{kv: kv, to: to, log: log.With("component", "pin_feed"), done: make(chan struct{})}
+}
+
+// Start subscribes to the KV's snapshots; it may be called before the KV
+// has started. It is idempotent.
+func (f *PinFeed) Start() {
+	f.startOnce.Do(func() {
+		ch, cancel := f.kv.Subscribe()
+		f.cancel = cancel
+		go f.run(ch) // owned: Stop waits for it
+	})
+}
+
+// Stop cancels the subscription and waits for the goroutine. It is
+// idempotent; without Start it does nothing.
+func (f *PinFeed) Stop() {
+	f.stopOnce.Do(func() {
+		f.startOnce.Do(func() {})
+		if f.cancel != nil {
+			f.cancel()
+			<-f.done
+		}
+	})
+}
+
+func (f *PinFeed) run(ch <-chan *kvwatch.Snapshot) {
+	defer close(f.done)
+	// Snapshots before the first full load are not the cluster's pins.
+	for ready := f.kv.Ready(); ready != nil; {
+		select {
+		case <-ready:
+			ready = nil
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+	}
+	var last map[string]node.Pin
+	f.apply(f.kv.Snapshot(), &last)
+	for s := range ch {
+		f.apply(s, &last)
+	}
+}
+
+// apply hands the pins of s to the node when they differ from last.
+func (f *PinFeed) apply(s *kvwatch.Snapshot, last *map[string]node.Pin) {
+	if s.Stale() {
+		return
+	}
+	pins := map[string]node.Pin{}
+	s.Range(kvwatch.Versions, "", func(key string, e kvwatch.Entry) bool {
+		if !advert.IsPinKey(key) {
+			return true
+		}
+		p, err := advert.DecodePin(key, e.Value)
+		if err != nil {
+			f.log.Warn("ignoring a pin entry", "key", key, "err", err)
+			return true
+		}
+		pins[p.DB] = node.Pin{Version: p.Version, Before: p.Before}
+		return true
+	})
+	if *last != nil && maps.Equal(*last, pins) {
+		return
+	}
+	*last = pins
+	if err := f.to.SetPins(pins); err != nil {
+		f.log.Error("cannot keep the cluster's pins", "err", err)
+	}
+}
