@@ -218,9 +218,11 @@ func serve(args []string) error {
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
+		mux.Handle("/admin/pins", edge.AdminHandler(n))
+		mux.Handle("/admin/pins/", edge.AdminHandler(n))
 		debug = &http.Server{Addr: cfg.debugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { errc <- debug.ListenAndServe() }()
-		log.Info("debug listener", "bind", cfg.debugBind, "pprof", cfg.pprof)
+		log.Info("debug listener", "bind", cfg.debugBind, "pprof", cfg.pprof, "admin", "/admin/pins")
 	}
 
 	sigs := make(chan os.Signal, 4)

@@ -1,0 +1,74 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// PinAdmin is what the admin API changes; *node.Node implements it.
+type PinAdmin interface {
+	Pin(db string, p node.Pin) error
+	Pins() map[string]node.Pin
+}
+
+// AdminHandler serves the admin API, meant for the debug listener (never
+// the public one): a single node's pins, the same as spangle activate and
+// spangle rollback do through the cluster's versions bucket.
+//
+//	GET    /admin/pins                      the pins, by db (JSON)
+//	PUT    /admin/pins/<db>?version=<v>     pin db to version v
+//	PUT    /admin/pins/<db>?before=<v>      pin db to the newest version before v (a rollback)
+//	DELETE /admin/pins/<db>                 unpin: back to the newest version
+//
+// In a cluster the versions bucket's pins replace a node's own at their
+// next change: use the commands there.
+func AdminHandler(p PinAdmin) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				http.Error(w, "internal server error", http.StatusInternalServerError)
+			}
+		}()
+		w.Header()[hdrCacheControl] = valNoStore
+		rest, ok := strings.CutPrefix(r.URL.Path, "/admin/pins")
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		if rest == "" || rest == "/" {
+			if r.Method != http.MethodGet {
+				w.Header().Set("Allow", "GET")
+				http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+				return
+			}
+			b, _ := json.Marshal(p.Pins()) // a map of strings: cannot fail
+			w.Header()[hdrContentType] = valJSON
+			w.Write(append(b, '\n')) //nolint:errcheck // the client went away
+			return
+		}
+		db := strings.TrimPrefix(rest, "/")
+		var pin node.Pin
+		switch r.Method {
+		case http.MethodPut, http.MethodPost:
+			q := r.URL.Query()
+			pin = node.Pin{Version: q.Get("version"), Before: q.Get("before")}
+			if pin.IsZero() {
+				http.Error(w, "want ?version=<v> or ?before=<v>", http.StatusBadRequest)
+				return
+			}
+		case http.MethodDelete:
+		default:
+			w.Header().Set("Allow", "PUT, POST, DELETE")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if err := p.Pin(db, pin); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}

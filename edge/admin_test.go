@@ -1,0 +1,63 @@
+package edge_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/node"
+)
+
+// TestAdminPins drives a node's pins over the admin API: a rollback by
+// version and by "before", the pins listed, an unpin, and bad requests.
+func TestAdminPins(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"v1", "v2", "v3"} {
+		nodetest.WriteVersion(t, root, "d", v, 2, nodetest.Numbered(v, 10))
+	}
+	n := startPlainNode(t, root)
+	ts := httptest.NewServer(edge.AdminHandler(n))
+	defer ts.Close()
+	serves := func(version string) func() error {
+		return func() error {
+			res, err := n.Get(context.Background(), "d", []byte("key-1"), node.GetOptions{})
+			if err != nil || res.Version != version {
+				return fmt.Errorf("version %q, %v; want %s", res.Version, err, version)
+			}
+			return nil
+		}
+	}
+	do := func(method, path string, want int) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, body, want)
+		}
+		return string(body)
+	}
+	nodetest.WaitFor(t, "v3", serves("v3"))
+	do("PUT", "/admin/pins/d?version=v1", 204)
+	nodetest.WaitFor(t, "v1", serves("v1"))
+	if got := do("GET", "/admin/pins", 200); got != `{"d":{"version":"v1"}}`+"\n" {
+		t.Errorf("pins: %s", got)
+	}
+	do("PUT", "/admin/pins/d?before=v3", 204)
+	nodetest.WaitFor(t, "v2", serves("v2"))
+	do("DELETE", "/admin/pins/d", 204)
+	nodetest.WaitFor(t, "v3 again", serves("v3"))
+	do("PUT", "/admin/pins/d", 400)
+	do("PUT", "/admin/pins/d?version=v1&before=v2", 400)
+	do("PUT", "/admin/pins/bad%20db?version=v1", 400)
+	do("POST", "/admin/pins", 405)
+}
