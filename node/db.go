@@ -286,6 +286,9 @@ func (d *db) update(force bool) {
 		if time.Now().Before(failed.retryAt) {
 			continue // failed recently: an older one may build
 		}
+		if d.reactivate(name, "switching to a version kept here") {
+			return // after a rollback is undone
+		}
 		tried++
 		err := d.build(name)
 		if err == nil {

@@ -240,18 +240,28 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 		d.trySwitch()
 		return
 	}
-	if v := d.takeRetired(name); v != nil {
-		d.node.log.Info("switching to a version kept here, as pinned", "db", d.name, "version", name)
-		nv := *v
-		nv.modified = time.Now().Truncate(time.Second)
-		d.activateVersion(&nv)
-		d.node.heldChanged()
+	if d.reactivate(name, "switching to a version kept here, as pinned") {
 		return
 	}
 	d.node.log.Info("building the pinned version", "db", d.name, "version", name, "pin", pin.String())
 	if err := d.build(name); err != nil && d.ctx.Err() == nil {
 		d.node.log.Error("the pinned version failed to build; the active version keeps serving", "db", d.name, "version", name, "err", err)
 	}
+}
+
+// reactivate switches to the retired version called name, if this node
+// kept it, and reports whether it did. Called on the loop.
+func (d *db) reactivate(name, why string) bool {
+	v := d.takeRetired(name)
+	if v == nil {
+		return false
+	}
+	d.node.log.Info(why, "db", d.name, "version", name)
+	nv := *v
+	nv.modified = time.Now().Truncate(time.Second)
+	d.activateVersion(&nv)
+	d.node.heldChanged()
+	return true
 }
 
 // heldVersion returns the active, pending or retired version called name.

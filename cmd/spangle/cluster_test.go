@@ -550,4 +550,32 @@ cluster_name = "emb"`, clientPorts[i], i+1, strings.TrimPrefix(route, "nats://")
 		_, err := allKeys(client, nodes[1:], keys, "v2")
 		return err
 	})
+
+	// A rollback through the cluster's versions bucket: both nodes still
+	// hold v1 (kept for peers) and switch back to it; then activate
+	// --latest returns them to v2.
+	natsURL := "nats://127.0.0.1:" + clientPorts[1]
+	waitFor(t, "a rollback from v2", func() error {
+		code, _, stderr := runCLI(t, bin, "rollback", "--nats", natsURL, "--cluster", "emb", "d")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, stderr)
+		}
+		return nil
+	})
+	waitFor(t, "every key of v1 readable again from nodes 2 and 3", func() error {
+		_, err := allKeys(client, nodes[1:], keys, "v1")
+		return err
+	})
+	for _, n := range nodes[1:] {
+		if countLog(n, "switching to a version kept here, as pinned") == 0 {
+			t.Errorf("node %d built v1 again instead of switching to the copy it kept", n.id)
+		}
+	}
+	if code, _, stderr := runCLI(t, bin, "activate", "--nats", natsURL, "--cluster", "emb", "--latest", "d"); code != 0 {
+		t.Fatalf("activate --latest: exit %d: %s", code, stderr)
+	}
+	waitFor(t, "every key of v2 readable again from nodes 2 and 3", func() error {
+		_, err := allKeys(client, nodes[1:], keys, "v2")
+		return err
+	})
 }
