@@ -3,7 +3,6 @@ package edge
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,11 +14,12 @@ import (
 
 // KVClusterView is node.ClusterView over a kvwatch.KV: it follows the KV's
 // snapshots (Subscribe) and turns each into a node.ClusterSnapshot of the
-// nodes and partitions buckets, decoding the entries; undecodable entries
-// are skipped and logged at debug level. One goroutine, started by Start,
+// nodes and partitions buckets, decoding the entries; invalid entries are
+// skipped, counted (spangle_cluster_invalid_entries) and logged when their
+// number grows. One goroutine, started by Start,
 // does the conversion; Cluster never blocks. Safe for concurrent use.
 type KVClusterView struct {
-	kv  *kvwatch.KV
+	follower
 	log *slog.Logger
 
 	cur atomic.Pointer[viewState]
@@ -28,11 +28,6 @@ type KVClusterView struct {
 	// bucket: spangle_cluster_invalid_entries{bucket}.
 	invalid     *prometheus.GaugeVec
 	lastInvalid [2]int // the run goroutine's: to log only growth
-
-	startOnce sync.Once
-	stopOnce  sync.Once
-	cancel    func()        // cancels the subscription; set by Start
-	done      chan struct{} // closed when run returns
 }
 
 // viewState is one published snapshot and the channel closed when the
@@ -48,7 +43,7 @@ func NewKVClusterView(kv *kvwatch.KV, log *slog.Logger) *KVClusterView {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v := &KVClusterView{kv: kv, log: log.With("component", "cluster_view"), done: make(chan struct{}),
+	v := &KVClusterView{follower: newFollower(kv), log: log.With("component", "cluster_view"),
 		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_cluster_invalid_entries",
 			Help: "Entries of the nodes and partitions buckets that the node ignores because they do not decode or break a bound (forged, or written by a newer spangle), by bucket.",
@@ -65,29 +60,14 @@ func (v *KVClusterView) RegisterMetrics(reg prometheus.Registerer) error {
 // Start subscribes to the KV's snapshots and follows them until Stop or
 // the KV's Shutdown. It may be called before the KV has started (the view
 // is then empty and stale). It is idempotent.
-func (v *KVClusterView) Start() {
-	v.startOnce.Do(func() {
-		ch, cancel := v.kv.Subscribe()
-		v.cancel = cancel
-		go v.run(ch) // owned: Stop waits for it
-	})
-}
+func (v *KVClusterView) Start() { v.start(v.run) }
 
 // Stop stops following the KV and waits for the goroutine; the last
 // snapshot stays readable. It is idempotent; calling it without Start is
 // allowed.
-func (v *KVClusterView) Stop() {
-	v.stopOnce.Do(func() {
-		v.startOnce.Do(func() {}) // a later Start does nothing
-		if v.cancel != nil {
-			v.cancel()
-			<-v.done
-		}
-	})
-}
+func (v *KVClusterView) Stop() { v.stop() }
 
 func (v *KVClusterView) run(ch <-chan *kvwatch.Snapshot) {
-	defer close(v.done)
 	for s := range ch {
 		next := &viewState{snap: v.convert(s), changed: make(chan struct{})}
 		old := v.cur.Swap(next)

@@ -3,7 +3,6 @@ package edge
 import (
 	"log/slog"
 	"maps"
-	"sync"
 
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
@@ -22,14 +21,9 @@ type Pinner interface {
 // first full load: an empty view of a bucket not yet read must not clear
 // the pins a node kept. Undecodable entries are skipped and logged.
 type PinFeed struct {
-	kv  *kvwatch.KV
+	follower
 	to  Pinner
 	log *slog.Logger
-
-	startOnce sync.Once
-	stopOnce  sync.Once
-	cancel    func()
-	done      chan struct{}
 }
 
 // NewPinFeed returns a feed from kv's versions bucket to to; it starts
@@ -38,33 +32,18 @@ func NewPinFeed(kv *kvwatch.KV, to Pinner, log *slog.Logger) *PinFeed {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PinFeed{kv: kv, to: to, log: log.With("component", "pin_feed"), done: make(chan struct{})}
+	return &PinFeed{follower: newFollower(kv), to: to, log: log.With("component", "pin_feed")}
 }
 
 // Start subscribes to the KV's snapshots; it may be called before the KV
 // has started. It is idempotent.
-func (f *PinFeed) Start() {
-	f.startOnce.Do(func() {
-		ch, cancel := f.kv.Subscribe()
-		f.cancel = cancel
-		go f.run(ch) // owned: Stop waits for it
-	})
-}
+func (f *PinFeed) Start() { f.start(f.run) }
 
 // Stop cancels the subscription and waits for the goroutine. It is
 // idempotent; without Start it does nothing.
-func (f *PinFeed) Stop() {
-	f.stopOnce.Do(func() {
-		f.startOnce.Do(func() {})
-		if f.cancel != nil {
-			f.cancel()
-			<-f.done
-		}
-	})
-}
+func (f *PinFeed) Stop() { f.stop() }
 
 func (f *PinFeed) run(ch <-chan *kvwatch.Snapshot) {
-	defer close(f.done)
 	// Snapshots before the first full load are not the cluster's pins.
 	for ready := f.kv.Ready(); ready != nil; {
 		select {

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"log/slog"
-	"sync"
 
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node/advert"
@@ -23,14 +22,9 @@ type Announcer interface {
 // and logged at debug level. One goroutine, started by Start, reads the
 // snapshots; it never blocks on the KV.
 type VersionFeed struct {
-	kv  *kvwatch.KV
+	follower
 	to  Announcer
 	log *slog.Logger
-
-	startOnce sync.Once
-	stopOnce  sync.Once
-	cancel    func()        // cancels the subscription; set by Start
-	done      chan struct{} // closed when run returns
 }
 
 // NewVersionFeed returns a feed from kv to to; it starts nothing. A nil
@@ -39,33 +33,18 @@ func NewVersionFeed(kv *kvwatch.KV, to Announcer, log *slog.Logger) *VersionFeed
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &VersionFeed{kv: kv, to: to, log: log.With("component", "version_feed"), done: make(chan struct{})}
+	return &VersionFeed{follower: newFollower(kv), to: to, log: log.With("component", "version_feed")}
 }
 
 // Start subscribes to the KV's snapshots. It may be called before the KV
 // has started. It is idempotent.
-func (f *VersionFeed) Start() {
-	f.startOnce.Do(func() {
-		ch, cancel := f.kv.Subscribe()
-		f.cancel = cancel
-		go f.run(ch) // owned: Stop waits for it
-	})
-}
+func (f *VersionFeed) Start() { f.start(f.run) }
 
 // Stop cancels the subscription and waits for the goroutine. It is
 // idempotent; without Start it does nothing.
-func (f *VersionFeed) Stop() {
-	f.stopOnce.Do(func() {
-		if f.cancel == nil {
-			return
-		}
-		f.cancel()
-		<-f.done
-	})
-}
+func (f *VersionFeed) Stop() { f.stop() }
 
 func (f *VersionFeed) run(ch <-chan *kvwatch.Snapshot) {
-	defer close(f.done)
 	seen := map[string]uint64{} // key → revision announced
 	for s := range ch {
 		s.Range(kvwatch.Versions, "", func(key string, e kvwatch.Entry) bool {
