@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spangledb/spangle/edge/internal/batchwire"
+	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/batchwire"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // heapInUse returns the live heap after a collection.

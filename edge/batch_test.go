@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/batchwire"
+	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node"
 )
 

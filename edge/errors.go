@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/spangledb/spangle/edge/internal/batchwire"
+	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node"
 )
 

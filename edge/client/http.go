@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spangledb/spangle/edge/internal/batchwire"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // maxErrorBody bounds how much of an error answer's body is read.

@@ -1,46 +1,32 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // The batch wire format of edge/BATCH.md, the part a proxy speaks: it
-// writes requests and reads replies. (edge/internal/batchwire is edge's
-// own and out of reach; the worked example of BATCH.md is checked in
-// batch_test.go.)
+// writes requests and reads replies, with node/batchwire (the one codec
+// of clients, nodes and peers).
 
 // batchContentType is the media type of batch requests and replies.
-const batchContentType = "application/x-spangle-batch"
-
-var (
-	batchRequestMagic = [4]byte{'S', 'B', 'Q', 1}
-	batchReplyMagic   = [4]byte{'S', 'B', 'R', 1}
-)
-
-// Item statuses of a batch reply.
-const (
-	itemMissing byte = 0x00
-	itemFound   byte = 0x01
-	itemFailed  byte = 0x02
-)
+const batchContentType = batchwire.ContentType
 
 // errMalformed: a batch reply that does not parse.
-var errMalformed = errors.New("proxy: malformed batch reply")
+var errMalformed = batchwire.ErrMalformed
 
 // errItem: a batch reply's item that says its key could not be looked up.
 var errItem = errors.New("proxy: peer failed the key in a batch")
 
 // appendBatchRequest appends the batch request for the attempts' keys.
 func appendBatchRequest(b []byte, attempts []*attempt) []byte {
-	b = append(b, batchRequestMagic[:]...)
-	b = binary.AppendUvarint(b, uint64(len(attempts)))
+	b = batchwire.AppendRequestHeader(b, len(attempts))
 	for _, a := range attempts {
-		b = binary.AppendUvarint(b, uint64(len(a.f.req.Key)))
-		b = append(b, a.f.req.Key...)
+		b = batchwire.AppendKey(b, a.f.req.Key)
 	}
 	return b
 }
@@ -59,26 +45,14 @@ type batchItem struct {
 // reply from another version fails with errVersion, one that does not
 // parse with errMalformed.
 func decodeBatchReply(dst []batchItem, b []byte, n int, peer, version string, maxBody int64) ([]batchItem, error) {
-	if len(b) < 4 || [4]byte(b[:4]) != batchReplyMagic {
-		return nil, fmt.Errorf("%w: no %q format 1 prefix", errMalformed, batchReplyMagic[:3])
-	}
-	rest := b[4:]
-	v, rest, err := cutBytes(rest, "version")
+	v, ct, count, rest, err := batchwire.CutReplyHeader(b)
 	if err != nil {
 		return nil, err
 	}
 	if string(v) != version {
 		return nil, fmt.Errorf("%w: peer %s sent version %q for %q", errVersion, peer, v, version)
 	}
-	ct, rest, err := cutBytes(rest, "content type")
-	if err != nil {
-		return nil, err
-	}
-	count, rest, err := cutUvarint(rest, "item count")
-	if err != nil {
-		return nil, err
-	}
-	if count != uint64(n) {
+	if count != n {
 		return nil, fmt.Errorf("%w: %d items for %d keys", errMalformed, count, n)
 	}
 	contentType := string(ct)
@@ -86,31 +60,20 @@ func decodeBatchReply(dst []batchItem, b []byte, n int, peer, version string, ma
 	items := slices.Grow(dst, n)[:start+n]
 	clear(items[start:])
 	for i := start; i < len(items); i++ {
-		if len(rest) == 0 {
-			return nil, fmt.Errorf("%w: reply ends at item %d", errMalformed, i-start)
-		}
-		st := rest[0]
-		rest = rest[1:]
-		it := &items[i]
-		switch st {
-		case itemMissing:
-			it.res = Response{Status: 404, Version: version, ContentType: contentType, Peer: peer}
-			continue
-		case itemFound, itemFailed:
-		default:
-			return nil, fmt.Errorf("%w: item %d has status %#x", errMalformed, i-start, st)
-		}
-		var val []byte
-		if val, rest, err = cutBytes(rest, "item"); err != nil {
+		var wire batchwire.Item
+		if wire, rest, err = batchwire.CutItem(rest, i-start); err != nil {
 			return nil, err
 		}
+		it := &items[i]
 		switch {
-		case st == itemFailed:
-			it.err = fmt.Errorf("%w: peer %s: %q", errItem, peer, val)
-		case int64(len(val)) > maxBody:
-			it.err = fmt.Errorf("%w: %d bytes, limit %d", ErrBodyTooLarge, len(val), maxBody)
+		case wire.Status == batchwire.Missing:
+			it.res = Response{Status: 404, Version: version, ContentType: contentType, Peer: peer}
+		case wire.Status == batchwire.Failed:
+			it.err = fmt.Errorf("%w: peer %s: %q", errItem, peer, wire.Value)
+		case int64(len(wire.Value)) > maxBody:
+			it.err = fmt.Errorf("%w: %d bytes, limit %d", ErrBodyTooLarge, len(wire.Value), maxBody)
 		default:
-			it.res = Response{Status: 200, Body: append([]byte(nil), val...), Version: version, ContentType: contentType, Peer: peer}
+			it.res = Response{Status: 200, Body: append([]byte(nil), wire.Value...), Version: version, ContentType: contentType, Peer: peer}
 		}
 	}
 	if len(rest) != 0 {
@@ -135,27 +98,4 @@ func putBatchItems(ip *[]batchItem, items []batchItem) {
 	clear(items)
 	*ip = items[:0]
 	batchItemBufs.Put(ip)
-}
-
-// cutUvarint splits a uvarint off b.
-func cutUvarint(b []byte, what string) (uint64, []byte, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, fmt.Errorf("%w: bad %s", errMalformed, what)
-	}
-	return v, b[n:], nil
-}
-
-// cutBytes splits a length-prefixed byte string off b; the result
-// aliases b.
-func cutBytes(b []byte, what string) ([]byte, []byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return nil, nil, fmt.Errorf("%w: bad %s length", errMalformed, what)
-	}
-	rest := b[w:]
-	if n > uint64(len(rest)) {
-		return nil, nil, fmt.Errorf("%w: %s of %d bytes, %d left", errMalformed, what, n, len(rest))
-	}
-	return rest[:n], rest[n:], nil
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // holdKey is the key kvPeers of these tests hold on to until released:
@@ -574,10 +576,9 @@ func BenchmarkBatchCodec(b *testing.B) {
 			for i := range attempts {
 				attempts[i] = &attempt{f: &flight{req: Request{Key: fmt.Appendf(nil, "%016d", i)}}}
 			}
-			reply := append(batchReplyMagic[:], 2, 'v', '2', 0, byte(n))
+			reply := batchwire.AppendReplyHeader(nil, "v2", "", n)
 			for range n {
-				reply = append(reply, itemFound, byte(len(val)))
-				reply = append(reply, val...)
+				reply = batchwire.AppendItem(reply, batchwire.Found, val)
 			}
 			var req []byte
 			b.ReportAllocs()

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // testPeer is a real HTTP peer on loopback.
@@ -201,19 +203,14 @@ func (kv *kvPeer) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, val)
 		return
 	}
-	reply := append([]byte("SBR\x01"), byte(len(v)))
-	reply = append(reply, v...)
-	reply = append(reply, 0) // content type
-	reply = binary.AppendUvarint(reply, uint64(len(keys)))
+	reply := batchwire.AppendReplyHeader(nil, v, "", len(keys))
 	for _, k := range keys {
 		val, ok := kv.value(k)
 		if !ok {
-			reply = append(reply, itemMissing)
+			reply = batchwire.AppendItem(reply, batchwire.Missing, nil)
 			continue
 		}
-		reply = append(reply, itemFound)
-		reply = binary.AppendUvarint(reply, uint64(len(val)))
-		reply = append(reply, val...)
+		reply = batchwire.AppendItem(reply, batchwire.Found, []byte(val))
 	}
 	w.Header().Set("Content-Type", batchContentType)
 	_, _ = w.Write(reply)

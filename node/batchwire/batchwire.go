@@ -65,13 +65,24 @@ func RequestSize(keys [][]byte) int {
 // AppendRequest appends a request for keys to dst and returns the
 // extended slice.
 func AppendRequest(dst []byte, keys [][]byte) []byte {
-	dst = append(dst, requestMagic[:]...)
-	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	dst = AppendRequestHeader(dst, len(keys))
 	for _, k := range keys {
-		dst = binary.AppendUvarint(dst, uint64(len(k)))
-		dst = append(dst, k...)
+		dst = AppendKey(dst, k)
 	}
 	return dst
+}
+
+// AppendRequestHeader appends the header of a request for count keys;
+// count keys must follow (AppendKey).
+func AppendRequestHeader(dst []byte, count int) []byte {
+	dst = append(dst, requestMagic[:]...)
+	return binary.AppendUvarint(dst, uint64(count))
+}
+
+// AppendKey appends one key of a request.
+func AppendKey(dst, key []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(dst, key...)
 }
 
 // DecodeRequest decodes a request naming at most maxKeys keys (maxKeys <= 0:
@@ -161,54 +172,67 @@ func AppendReply(dst []byte, r Reply) []byte {
 // DecodeReply decodes a reply holding at most maxItems items (maxItems
 // <= 0: no limit). Values alias b.
 func DecodeReply(b []byte, maxItems int) (Reply, error) {
-	rest, err := cutMagic(b, replyMagic, "reply")
+	version, contentType, count, rest, err := CutReplyHeader(b)
 	if err != nil {
 		return Reply{}, err
 	}
-	var r Reply
-	var s []byte
-	if s, rest, err = cutBytes(rest, "version"); err != nil {
-		return Reply{}, err
-	}
-	r.Version = string(s)
-	if s, rest, err = cutBytes(rest, "content type"); err != nil {
-		return Reply{}, err
-	}
-	r.ContentType = string(s)
-	count, rest, err := cutUvarint(rest, "item count")
-	if err != nil {
-		return Reply{}, err
-	}
-	if maxItems > 0 && count > uint64(maxItems) {
+	if maxItems > 0 && count > maxItems {
 		return Reply{}, fmt.Errorf("%w: %d items, at most %d expected", ErrMalformed, count, maxItems)
 	}
-	if count > uint64(len(rest)) { // every item takes at least its status byte
-		return Reply{}, fmt.Errorf("%w: %d items in %d bytes", ErrMalformed, count, len(rest))
-	}
-	r.Items = make([]Item, count)
+	r := Reply{Version: string(version), ContentType: string(contentType), Items: make([]Item, count)}
 	for i := range r.Items {
-		if len(rest) == 0 {
-			return Reply{}, fmt.Errorf("%w: reply ends at item %d", ErrMalformed, i)
+		if r.Items[i], rest, err = CutItem(rest, i); err != nil {
+			return Reply{}, err
 		}
-		st := Status(rest[0])
-		rest = rest[1:]
-		switch st {
-		case Missing:
-		case Found, Failed:
-			var v []byte
-			if v, rest, err = cutBytes(rest, "value"); err != nil {
-				return Reply{}, fmt.Errorf("%w (item %d)", err, i)
-			}
-			r.Items[i].Value = v
-		default:
-			return Reply{}, fmt.Errorf("%w: item %d has status %#x", ErrMalformed, i, byte(st))
-		}
-		r.Items[i].Status = st
 	}
 	if len(rest) != 0 {
 		return Reply{}, fmt.Errorf("%w: %d bytes after the last item", ErrMalformed, len(rest))
 	}
 	return r, nil
+}
+
+// CutReplyHeader cuts a reply's header off b: its version, the values'
+// content type and the item count, all aliasing b, and the items (rest).
+// A count larger than the bytes left could hold is malformed.
+func CutReplyHeader(b []byte) (version, contentType []byte, count int, rest []byte, err error) {
+	if rest, err = cutMagic(b, replyMagic, "reply"); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if version, rest, err = cutBytes(rest, "version"); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if contentType, rest, err = cutBytes(rest, "content type"); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	n, rest, err := cutUvarint(rest, "item count")
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if n > uint64(len(rest)) { // every item takes at least its status byte
+		return nil, nil, 0, nil, fmt.Errorf("%w: %d items in %d bytes", ErrMalformed, n, len(rest))
+	}
+	return version, contentType, int(n), rest, nil
+}
+
+// CutItem cuts item i (for errors) off rest: its status and bytes (the
+// value, or a failure's message), aliasing rest.
+func CutItem(rest []byte, i int) (Item, []byte, error) {
+	if len(rest) == 0 {
+		return Item{}, nil, fmt.Errorf("%w: reply ends at item %d", ErrMalformed, i)
+	}
+	it := Item{Status: Status(rest[0])}
+	rest = rest[1:]
+	switch it.Status {
+	case Missing:
+		return it, rest, nil
+	case Found, Failed:
+		var err error
+		if it.Value, rest, err = cutBytes(rest, "value"); err != nil {
+			return Item{}, nil, fmt.Errorf("%w (item %d)", err, i)
+		}
+		return it, rest, nil
+	}
+	return Item{}, nil, fmt.Errorf("%w: item %d has status %#x", ErrMalformed, i, byte(it.Status))
 }
 
 func cutMagic(b []byte, magic [4]byte, what string) ([]byte, error) {
