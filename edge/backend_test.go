@@ -14,6 +14,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/node"
+	bare "github.com/spangledb/spangle/node/nodetest"
 )
 
 // fakeBackend is a hand-written edge.Backend: dbs of string values, an
@@ -198,11 +199,5 @@ func withNodeName(name string) func(*edge.Config) {
 // checkFor polls cond until it holds or d passes.
 func checkFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond) // poll interval
-	}
+	bare.WaitFor(t, d, what, bare.True(cond))
 }

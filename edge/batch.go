@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // Defaults of the batch limits (Config and NATSConfig).

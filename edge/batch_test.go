@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // echoBackend answers each key of a batch with a copy of the key.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // TestDecoderOnEveryDoor serves a db through a decoder module (it keeps the

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.

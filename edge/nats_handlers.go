@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/edge/internal/natswire"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // natsDB caches the reply headers of one db's last version.

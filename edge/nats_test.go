@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/plugins"
 )
 

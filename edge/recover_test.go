@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/edge/internal/natswire"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // panicky is a backend whose lookups of key "boom" (and every batch)

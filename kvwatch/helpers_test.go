@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spangledb/spangle/kvwatch/natstest"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 func TestMain(m *testing.M) {
@@ -94,17 +95,7 @@ func waitReady(t testing.TB, k *KV) {
 // with cond's last error after d.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v: %v", what, d, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an outcome
-	}
+	nodetest.WaitFor(t, d, what, cond)
 }
 
 // hasValue is a waitFor condition: key in bucket b of k's snapshot holds

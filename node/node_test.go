@@ -22,13 +22,7 @@ const testTimeout = 30 * time.Second
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	nodetest.WaitFor(t, testTimeout, what, nodetest.True(cond))
 }
 
 // writeVersion writes version of db under root as `files` SequenceFiles

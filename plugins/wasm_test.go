@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/plugins/partition"
 )
 
@@ -369,13 +370,7 @@ spangle_plugin_instances_discarded_total{module=%q} 0
 // waitFor polls cond until it holds or d passes.
 func waitFor(tb testing.TB, d time.Duration, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	nodetest.WaitFor(tb, d, "condition", nodetest.True(cond))
 }
 
 // TestMinimalExample runs the worked example of ABI.md, which must be

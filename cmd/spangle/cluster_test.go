@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // clusterProc is one "spangle serve" process of a cluster test.
@@ -159,17 +161,7 @@ func (p *clusterProc) kill(t *testing.T) {
 // waitFor polls cond until it returns nil, failing the test at the deadline.
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	nodetest.WaitFor(t, testTimeout, what, cond)
 }
 
 // clusterGet reads key-k of db d from base: the value, its version and

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/edge/internal/natswire"
+	"github.com/spangledb/spangle/node/batchwire"
 )
 
 // natsGet does one attempt of Get over NATS: to the key's part subject

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/node/batchwire"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // testPeer is a real HTTP peer on loopback.
@@ -252,13 +253,7 @@ func decodeTestBatchRequest(b []byte) ([]string, error) {
 // checkFor polls cond until it holds, failing t after timeout.
 func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	nodetest.WaitFor(t, timeout, what, nodetest.True(cond))
 }
 
 // queued returns the number of attempts waiting in p's queue for peer.

@@ -19,13 +19,7 @@ import (
 // waitFor polls cond until it holds or testTimeout passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+	nodetest.WaitFor(t, testTimeout, what, nodetest.True(cond))
 }
 
 // startNode runs a node on src, refreshing every 20 ms, with

@@ -242,15 +242,5 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 // error after Timeout.
 func WaitFor(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v: %v", what, Timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond) // the polling interval, not a wait for an outcome
-	}
+	bare.WaitFor(t, Timeout, what, cond)
 }
