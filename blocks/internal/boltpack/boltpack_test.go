@@ -316,3 +316,52 @@ func BenchmarkWrite(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(data)), "ns/key")
 	})
 }
+
+// FuzzWriter writes what the input describes (a page size, then keys and
+// values of lengths from the input, up to overflow pages) and checks
+// that bbolt reads it back whole and that its consistency check passes.
+// Keys are made distinct and sorted, as Put requires.
+func FuzzWriter(f *testing.F) {
+	f.Add([]byte{1, 3, 'a', 'b', 'c', 2, 'v', 'w'})
+	f.Add(append([]byte{0}, bytes.Repeat([]byte{200, 'k', 'e', 'y', 0}, 40)...))
+	f.Add(append([]byte{2, 1, 'x', 255}, bytes.Repeat([]byte{'v'}, 255)...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		pageSize := []int{1024, 4096, 16384}[int(in[0])%3]
+		in = in[1:]
+		seen := map[string]bool{}
+		var kvs []kv
+		total := 0 // bytes, bounded so that an input runs in milliseconds
+		for len(in) > 0 && len(kvs) < 500 && total < 256<<10 {
+			// A key of 1-32 bytes and a value of up to 255 bytes, each
+			// repeated to reach overflow sizes when the length byte says.
+			kl := int(in[0])%32 + 1
+			rep := 1 + int(in[0])/32*int(in[0])/32 // up to 64x
+			in = in[1:]
+			k := bytes.Repeat(in[:min(kl, len(in))], rep)
+			in = in[min(kl, len(in)):]
+			if len(k) == 0 {
+				break
+			}
+			var v []byte
+			if len(in) > 0 {
+				vl := int(in[0])
+				in = in[1:]
+				v = bytes.Repeat(in[:min(vl, len(in))], 1+vl%16)
+				in = in[min(vl, len(in)):]
+			}
+			if !seen[string(k)] {
+				seen[string(k)] = true
+				kvs = append(kvs, kv{k, v})
+				total += len(k) + len(v)
+			}
+		}
+		slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+		path := filepath.Join(t.TempDir(), "f.bolt")
+		buckets := map[string][]kv{"data": kvs}
+		write(t, path, pageSize, buckets)
+		verify(t, path, true, buckets)
+	})
+}
