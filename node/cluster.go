@@ -226,7 +226,7 @@ func (d *db) trySwitch() {
 		return
 	}
 	pin := d.node.pinOf(d.name)
-	pinned := !pin.IsZero() && (pin.Version == p.name || pin.Version == "" && p.name < pin.Before)
+	pinned := !pin.IsZero() && p.name == d.pinTarget
 	if !pin.IsZero() && !pinned || pin.IsZero() && d.manual() {
 		// Built ahead: it waits for its activation (a pin naming it).
 		return

@@ -49,6 +49,9 @@ type db struct {
 	sourceErr string
 	// pinErr is why the db cannot follow its pin (pin.go).
 	pinErr string
+	// pinTarget is the version the pin resolved to at the last update;
+	// "" without a pin. The loop's only.
+	pinTarget string
 
 	kickCh   chan kick
 	nudgeCh  chan struct{} // cluster mode: re-check the pending version
@@ -251,6 +254,7 @@ func (d *db) update(force bool) {
 		}
 		// A manual db builds the newest version ahead, for its activation.
 	} else {
+		d.pinTarget = ""
 		d.setPinError("")
 	}
 	cur := d.active.Load()

@@ -227,6 +227,7 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 		}
 		name = pin.Version
 	}
+	d.pinTarget = name
 	d.setPinError("")
 	if cur := d.active.Load(); cur != nil && cur.name == name {
 		if p := d.pending.Load(); p != nil && p.name != name && !d.manual() {
