@@ -31,14 +31,18 @@ type report struct {
 // count, build figures if it built anything, problems that make the run
 // fail although figures were measured, and notes that do not.
 type scenarioResult struct {
-	Name          string         `json:"name"`
-	Build         *buildResult   `json:"build,omitempty"`
-	Loads         []loadResult   `json:"loads"`
-	ServingRSSMiB float64        `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
-	Cluster       *clusterResult `json:"cluster,omitempty"`         // the cluster scenario's own figures
-	Publish       *publishResult `json:"publish,omitempty"`         // the publish scenario's
-	Problems      []string       `json:"problems,omitempty"`
-	Notes         []string       `json:"notes,omitempty"` // worth saying, but not failures
+	Name          string       `json:"name"`
+	Build         *buildResult `json:"build,omitempty"`
+	Loads         []loadResult `json:"loads"`
+	ServingRSSMiB float64      `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
+	// RssAnon is the heap and stacks, RssFile the mapped files (the
+	// partitions' page cache), of ServingRSSMiB.
+	ServingAnonMiB float64        `json:"serving_rss_anon_mib,omitempty"`
+	ServingFileMiB float64        `json:"serving_rss_file_mib,omitempty"`
+	Cluster        *clusterResult `json:"cluster,omitempty"` // the cluster scenario's own figures
+	Publish        *publishResult `json:"publish,omitempty"` // the publish scenario's
+	Problems       []string       `json:"problems,omitempty"`
+	Notes          []string       `json:"notes,omitempty"` // worth saying, but not failures
 }
 
 // buildResult describes building the dataset: Records and Seconds as the
@@ -220,10 +224,10 @@ func (r *report) printBuilds(w io.Writer, width int) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\twall s\tpeak RSS MiB\tserving RSS MiB\t\n", width, "build")
+	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\twall s\tpeak RSS MiB\tserving RSS MiB\tanon\tfile\t\n", width, "build")
 	for _, s := range r.Scenarios {
 		if b := s.Build; b != nil {
-			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.WallSeconds, b.PeakRSSMiB, s.ServingRSSMiB)
+			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.WallSeconds, b.PeakRSSMiB, s.ServingRSSMiB, s.ServingAnonMiB, s.ServingFileMiB)
 		}
 	}
 	tw.Flush()

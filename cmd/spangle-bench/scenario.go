@@ -106,9 +106,7 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
 		return res, err
 	}
-	if rss, err := memKiB(c.pid(), "VmRSS"); err == nil {
-		res.ServingRSSMiB = mib(rss)
-	}
+	servingRSS(c.pid(), &res)
 	return res, nil
 }
 
@@ -150,9 +148,7 @@ func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) 
 	if err := b.load(ctx, &res, url, c); err != nil {
 		return res, err
 	}
-	if rss, err := memKiB(c.pid(), "VmRSS"); err == nil {
-		res.ServingRSSMiB = mib(rss)
-	}
+	servingRSS(c.pid(), &res)
 	return res, nil
 }
 
@@ -266,3 +262,17 @@ func waitActive(ctx context.Context, c *child, addr string, p genParams, timeout
 }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// servingRSS records a serving process's RSS, and its anonymous and
+// file-backed parts, in res.
+func servingRSS(pid int, res *scenarioResult) {
+	if rss, err := memKiB(pid, "VmRSS"); err == nil {
+		res.ServingRSSMiB = mib(rss)
+	}
+	if anon, err := memKiB(pid, "RssAnon"); err == nil {
+		res.ServingAnonMiB = mib(anon)
+	}
+	if file, err := memKiB(pid, "RssFile"); err == nil {
+		res.ServingFileMiB = mib(file)
+	}
+}
