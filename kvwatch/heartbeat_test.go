@@ -3,8 +3,12 @@ package kvwatch
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // lastSeq returns the last sequence of bucket b's stream: how many
@@ -81,5 +85,49 @@ func TestPartitionsRefreshedWhenDue(t *testing.T) {
 	}
 	if w := lastSeq(t, k, Partitions) - p0; w < 4 || w > 9 {
 		t.Errorf("%d refreshes in 2 PartitionsTTLs, want about 6", w)
+	}
+}
+
+// TestStartBindsExistingBuckets: a KV starting on buckets that already
+// have its configuration binds them without a create or update request
+// (each is a JetStream meta-group proposal), and one with another
+// configuration still updates them.
+func TestStartBindsExistingBuckets(t *testing.T) {
+	a := startKV(t, testConfig(t))
+	nc, err := nats.Connect(a.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var mu sync.Mutex
+	var requests []string
+	sub, err := nc.Subscribe("$JS.API.STREAM.>", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(m.Subject, "$JS.API.STREAM.UPDATE.") || strings.HasPrefix(m.Subject, "$JS.API.STREAM.CREATE.") {
+			requests = append(requests, m.Subject)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	startKV(t, testConfig(t, a.ClientURL()))
+	mu.Lock()
+	if len(requests) != 0 {
+		t.Errorf("a second KV with the same configuration sent %q", requests)
+	}
+	mu.Unlock()
+
+	c := testConfig(t, a.ClientURL())
+	c.MarkerTTL = 2 * a.cfg.MarkerTTL
+	startKV(t, c)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(requests) != numBuckets {
+		t.Errorf("a KV with another marker TTL sent %q, want an update per bucket", requests)
 	}
 }

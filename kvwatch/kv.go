@@ -282,18 +282,35 @@ func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, b Bucket) (
 }
 
 // ensureBucket creates bucket b or updates its configuration, within
-// timeout.
+// timeout. A bucket that exists with this configuration is only bound: an
+// update is a proposal to the JetStream meta group even when nothing
+// changes, and a hundred nodes starting at once made a storm of them
+// (JetStream requests timed out for minutes).
 func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, b Bucket, timeout time.Duration) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	want := jetstream.KeyValueConfig{
 		Bucket:         bucketName(k.cfg.ClusterName, b),
 		Description:    "spangle " + b.String() + " of cluster " + k.cfg.ClusterName,
 		History:        1,
 		Replicas:       k.cfg.Replicas,
 		Storage:        jetstream.FileStorage,
 		LimitMarkerTTL: k.cfg.MarkerTTL,
-	})
+	}
+	if kv, err := js.KeyValue(ctx, want.Bucket); err == nil {
+		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) {
+			return kv, nil
+		}
+	}
+	return js.CreateOrUpdateKeyValue(ctx, want)
+}
+
+// sameBucketConfig reports whether an existing bucket's configuration is
+// the one this KV would set.
+func sameBucketConfig(have, want jetstream.KeyValueConfig) bool {
+	return have.Description == want.Description && have.History == want.History &&
+		have.Replicas == want.Replicas && have.Storage == want.Storage &&
+		have.LimitMarkerTTL == want.LimitMarkerTTL
 }
 
 // Ready returns a channel closed once the first full load of every bucket
