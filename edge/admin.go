@@ -23,8 +23,8 @@ type PinAdmin interface {
 //	PUT    /admin/pins/<db>?before=<v>      pin db to the newest version before v (a rollback)
 //	DELETE /admin/pins/<db>                 unpin: back to the newest version
 //
-// In a cluster the versions bucket's pins replace a node's own at their
-// next change: use the commands there.
+// A pin of the cluster's (the versions bucket's) wins over the node's own
+// for the same db.
 func AdminHandler(p PinAdmin) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

@@ -51,7 +51,7 @@ type Node struct {
 	heal  *healSlots   // cluster mode: bounds the partitions loaded for healing (heal.go)
 	// pins holds the db pins (pin.go), kept in <data_dir>/pins.json.
 	pinsMu sync.Mutex
-	pins   map[string]Pin
+	pins   pinSet
 	// routes remembers each version's last seen holders (cluster_get.go).
 	routes sync.Map // "db.version" → *route
 

@@ -27,8 +27,9 @@ import (
 // that nodes reading the same source agree without a coordinator.
 //
 // Pins are kept in <data_dir>/pins.json, so that a restarted node comes
-// back on its pinned version. In a cluster they come from the versions
-// bucket (edge.PinFeed calls SetPins), the same for every node.
+// back on its pinned version. A node's own pins come from Pin (the admin
+// API); the cluster's from the versions bucket (edge.PinFeed calls
+// SetPins), the same for every node, and win for a db that has both.
 //
 // Reads stay monotonic per node except across a rollback: a client that
 // saw version 2 sees version 1 after the rollback to it, once.
@@ -66,8 +67,25 @@ var ErrPinnedVersionMissing = errors.New("node: the pinned version is not in the
 // pinsFile is where the pins are kept, in the data dir.
 const pinsFile = "pins.json"
 
+// pinSet is the node's pins: its own (Pin: the admin API), and the
+// cluster's (SetPins: the versions bucket), which win for a db that has
+// both. Both are kept in <data_dir>/pins.json.
+type pinSet struct {
+	Local   map[string]Pin `json:"local,omitempty"`
+	Cluster map[string]Pin `json:"cluster,omitempty"`
+}
+
+// of returns db's pin.
+func (s pinSet) of(db string) Pin {
+	if p, ok := s.Cluster[db]; ok {
+		return p
+	}
+	return s.Local[db]
+}
+
 // Pin pins db to p on this node (a zero p removes the pin), keeps it in
-// the data dir, and looks for the version at once.
+// the data dir, and looks for the version at once. A pin of the cluster's
+// for the same db wins over it.
 func (n *Node) Pin(db string, p Pin) error {
 	if !ValidName(db) {
 		return fmt.Errorf("%w: db name %q", ErrConfig, db)
@@ -76,14 +94,15 @@ func (n *Node) Pin(db string, p Pin) error {
 		return err
 	}
 	n.pinsMu.Lock()
-	next := maps.Clone(n.pins)
-	if next == nil {
-		next = map[string]Pin{}
+	next := n.pins
+	next.Local = maps.Clone(next.Local)
+	if next.Local == nil {
+		next.Local = map[string]Pin{}
 	}
 	if p.IsZero() {
-		delete(next, db)
+		delete(next.Local, db)
 	} else {
-		next[db] = p
+		next.Local[db] = p
 	}
 	err := n.setPinsLocked(next)
 	n.pinsMu.Unlock()
@@ -91,8 +110,9 @@ func (n *Node) Pin(db string, p Pin) error {
 	return err
 }
 
-// SetPins replaces every pin of this node by pins (by db), as a cluster's
-// versions bucket lists them; entries that do not validate are skipped.
+// SetPins replaces the cluster's pins (by db), as its versions bucket
+// lists them; entries that do not validate are skipped. The node's own
+// pins of other dbs stay.
 func (n *Node) SetPins(pins map[string]Pin) error {
 	next := map[string]Pin{}
 	for db, p := range pins {
@@ -101,22 +121,24 @@ func (n *Node) SetPins(pins map[string]Pin) error {
 		}
 	}
 	n.pinsMu.Lock()
-	changed := !maps.Equal(n.pins, next)
+	old := n.pins
+	if maps.Equal(old.Cluster, next) {
+		n.pinsMu.Unlock()
+		return nil
+	}
+	set := pinSet{Local: old.Local, Cluster: next}
 	var dbs []string
 	for db := range next {
-		if n.pins[db] != next[db] {
+		if old.of(db) != set.of(db) {
 			dbs = append(dbs, db)
 		}
 	}
-	for db := range n.pins {
-		if _, ok := next[db]; !ok {
+	for db := range old.Cluster {
+		if old.of(db) != set.of(db) {
 			dbs = append(dbs, db)
 		}
 	}
-	var err error
-	if changed {
-		err = n.setPinsLocked(next)
-	}
+	err := n.setPinsLocked(set)
 	n.pinsMu.Unlock()
 	for _, db := range dbs {
 		n.kickDB(db)
@@ -124,23 +146,28 @@ func (n *Node) SetPins(pins map[string]Pin) error {
 	return err
 }
 
-// Pins returns this node's pins, by db.
+// Pins returns the pins this node follows, by db.
 func (n *Node) Pins() map[string]Pin {
 	n.pinsMu.Lock()
 	defer n.pinsMu.Unlock()
-	return maps.Clone(n.pins)
+	out := maps.Clone(n.pins.Local)
+	if out == nil {
+		out = map[string]Pin{}
+	}
+	maps.Copy(out, n.pins.Cluster)
+	return out
 }
 
 // pinOf returns db's pin.
 func (n *Node) pinOf(db string) Pin {
 	n.pinsMu.Lock()
 	defer n.pinsMu.Unlock()
-	return n.pins[db]
+	return n.pins.of(db)
 }
 
 // setPinsLocked makes pins current and writes them to the data dir
 // (atomically: a temporary file renamed). n.pinsMu is held.
-func (n *Node) setPinsLocked(pins map[string]Pin) error {
+func (n *Node) setPinsLocked(pins pinSet) error {
 	n.pins = pins
 	b, err := json.MarshalIndent(pins, "", "  ")
 	if err != nil {
@@ -154,7 +181,7 @@ func (n *Node) setPinsLocked(pins map[string]Pin) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("node: keep pins: %w", err)
 	}
-	n.log.Info("pins changed", "pins", pins)
+	n.log.Info("pins changed", "local", pins.Local, "cluster", pins.Cluster)
 	return nil
 }
 
@@ -167,17 +194,19 @@ func (n *Node) loadPins() error {
 	if err != nil {
 		return err
 	}
-	pins := map[string]Pin{}
-	if err := json.Unmarshal(b, &pins); err != nil {
+	var set pinSet
+	if err := json.Unmarshal(b, &set); err != nil {
 		return fmt.Errorf("node: %s: %w", pinsFile, err)
 	}
-	for db, p := range pins {
-		if !ValidName(db) || p.validate() != nil || p.IsZero() {
-			delete(pins, db)
+	for _, m := range []map[string]Pin{set.Local, set.Cluster} {
+		for db, p := range m {
+			if !ValidName(db) || p.validate() != nil || p.IsZero() {
+				delete(m, db)
+			}
 		}
 	}
 	n.pinsMu.Lock()
-	n.pins = pins
+	n.pins = set
 	n.pinsMu.Unlock()
 	return nil
 }

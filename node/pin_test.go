@@ -103,3 +103,33 @@ func TestManualActivation(t *testing.T) {
 		t.Fatalf("%d of 20 keys read v2's values", right)
 	}
 }
+
+// TestPinSources: the cluster's pins (SetPins) win over the node's own
+// (Pin) for the same db, and replacing them leaves the node's own pins
+// of other dbs, and of the same db once the cluster's is gone, in place.
+func TestPinSources(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"v1", "v2", "v3"} {
+		writeVersion(t, root, "d", v, 2, 10)
+	}
+	n := newTestNode(t, root, nil)
+	waitFor(t, "v3", func() bool { return n.activeVersion("d") == "v3" })
+	if err := n.Pin("d", Pin{Version: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the node's own pin: v1", func() bool { return n.activeVersion("d") == "v1" })
+	if err := n.SetPins(map[string]Pin{}); err != nil { // a cluster without pins
+		t.Fatal(err)
+	}
+	if got := n.Pins()["d"]; got.Version != "v1" {
+		t.Fatalf("an empty cluster set removed the node's own pin: %+v", got)
+	}
+	if err := n.SetPins(map[string]Pin{"d": {Version: "v2"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cluster's pin: v2", func() bool { return n.activeVersion("d") == "v2" })
+	if err := n.SetPins(nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the node's own pin again: v1", func() bool { return n.activeVersion("d") == "v1" })
+}
