@@ -24,6 +24,8 @@ type PinFeed struct {
 	follower
 	to  Pinner
 	log *slog.Logger
+
+	warned map[string]uint64 // the run goroutine's: bad entries logged, by key → revision
 }
 
 // NewPinFeed returns a feed from kv's versions bucket to to; it starts
@@ -32,7 +34,7 @@ func NewPinFeed(kv *kvwatch.KV, to Pinner, log *slog.Logger) *PinFeed {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PinFeed{follower: newFollower(kv), to: to, log: log.With("component", "pin_feed")}
+	return &PinFeed{follower: newFollower(kv), to: to, log: log.With("component", "pin_feed"), warned: map[string]uint64{}}
 }
 
 // Start subscribes to the KV's snapshots; it may be called before the KV
@@ -74,7 +76,10 @@ func (f *PinFeed) apply(s *kvwatch.Snapshot, last *map[string]node.Pin) {
 		}
 		p, err := advert.DecodePin(key, e.Value)
 		if err != nil {
-			f.log.Warn("ignoring a pin entry", "key", key, "err", err)
+			if f.warned[key] != e.Revision { // once per write, not per snapshot
+				f.warned[key] = e.Revision
+				f.log.Warn("ignoring a pin entry", "key", key, "err", err)
+			}
 			return true
 		}
 		pins[p.DB] = node.Pin{Version: p.Version, Before: p.Before}
