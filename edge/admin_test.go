@@ -23,15 +23,7 @@ func TestAdminPins(t *testing.T) {
 	n := startPlainNode(t, root)
 	ts := httptest.NewServer(edge.AdminHandler(n))
 	defer ts.Close()
-	serves := func(version string) func() error {
-		return func() error {
-			res, err := n.Get(context.Background(), "d", []byte("key-1"), node.GetOptions{})
-			if err != nil || res.Version != version {
-				return fmt.Errorf("version %q, %v; want %s", res.Version, err, version)
-			}
-			return nil
-		}
-	}
+	serves := func(version string) func() error { return servesVersion(n, "d", version) }
 	do := func(method, path string, want int) string {
 		t.Helper()
 		req, _ := http.NewRequest(method, ts.URL+path, nil)
@@ -60,4 +52,15 @@ func TestAdminPins(t *testing.T) {
 	do("PUT", "/admin/pins/d?version=v1&before=v2", 400)
 	do("PUT", "/admin/pins/bad%20db?version=v1", 400)
 	do("POST", "/admin/pins", 405)
+}
+
+// servesVersion is a WaitFor condition: n answers db from version.
+func servesVersion(n *node.Node, db, version string) func() error {
+	return func() error {
+		res, err := n.Get(context.Background(), db, []byte("key-1"), node.GetOptions{})
+		if err != nil || res.Version != version {
+			return fmt.Errorf("version %q, %v; want %s", res.Version, err, version)
+		}
+		return nil
+	}
 }
