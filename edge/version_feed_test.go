@@ -13,7 +13,7 @@ import (
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
-	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // TestObjectStoreChangeFeed: a node serving from a NATS Object Store picks
@@ -27,7 +27,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, err := objsource.CreateBucket(ctx, js, "data", 1)
+	obs, err := objstore.CreateBucket(ctx, js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	publish := func(version string) {
 		t.Helper()
 		nodetest.WriteVersion(t, local, "db", version, 2, nodetest.Numbered(version, 20))
-		if _, err := objsource.Publish(ctx, obs, filepath.Join(local, "db", version), "db", version, objsource.PublishOptions{}); err != nil {
+		if _, err := objstore.Publish(ctx, obs, filepath.Join(local, "db", version), "db", version, objstore.PublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := advert.Encode(advert.Version{DB: "db", Version: version})
@@ -45,7 +45,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	}
 	publish("v1")
 
-	src, err := objsource.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	src, err := objstore.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

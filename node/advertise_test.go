@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"os"
 	"path/filepath"
 	"slices"
@@ -238,7 +239,7 @@ func TestNodeID(t *testing.T) {
 		return got
 	}
 	first := start("")
-	if len(first) != 16 || !ValidName(first) {
+	if len(first) != 16 || !source.ValidName(first) {
 		t.Fatalf("generated ID %q", first)
 	}
 	if again := start(""); again != first {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -21,12 +22,12 @@ type Config struct {
 	Source string
 	// OpenedSource, when set, is the Source used instead of
 	// OpenSource(Source): a source the node cannot open by itself, such as
-	// the NATS Object Store one (node/objsource), whose connection the
+	// the NATS Object Store one (node/source/objstore), whose connection the
 	// caller injects. Default nil.
-	OpenedSource Source
+	OpenedSource source.Source
 	// AllowExternalSymlinks lets a local source follow symlinks (to data
 	// files or version directories) that resolve outside the source root.
-	// Default false: such a version fails with ErrSymlinkOutside.
+	// Default false: such a version fails with source.ErrSymlinkOutside.
 	AllowExternalSymlinks bool
 	// DataDir holds the partitions this node builds (sequins' local_store).
 	// Required.
@@ -203,10 +204,10 @@ func (c Config) Validate() error {
 		return bad("advertise retry %v: want a positive pause", c.AdvertiseRetry)
 	case c.RefreshPeriod < 0:
 		return bad("refresh_period %v is negative", c.RefreshPeriod)
-	case c.NodeID != "" && !ValidName(c.NodeID):
-		return bad("node ID %q must match %s", c.NodeID, validName)
-	case c.ShardID != "" && !ValidName(c.ShardID):
-		return bad("shard ID %q must match %s", c.ShardID, validName)
+	case c.NodeID != "" && !source.ValidName(c.NodeID):
+		return bad("node ID %q must match %s", c.NodeID, source.NamePattern)
+	case c.ShardID != "" && !source.ValidName(c.ShardID):
+		return bad("shard ID %q must match %s", c.ShardID, source.NamePattern)
 	}
 	for key, v := range map[string]string{"content_type": c.ContentType, "cache_control": c.CacheControl, "negative_cache_control": c.NegativeCacheControl} {
 		if !validHeaderValue(v) {
@@ -223,8 +224,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	for name, db := range c.DBs {
-		if !ValidName(name) {
-			return bad("db name %q must match %s", name, validName)
+		if !source.ValidName(name) {
+			return bad("db name %q must match %s", name, source.NamePattern)
 		}
 		if err := plugins.CheckSpec(db.Partitioner); err != nil {
 			return bad("dbs.%s: %v", name, err)

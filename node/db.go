@@ -495,7 +495,7 @@ func (d *db) buildSpec(ctx context.Context, name string, retries *atomic.Int64) 
 			Size:    f.Size,
 			ModTime: f.ModTime,
 			Open: func(ctx context.Context) (io.ReadCloser, error) {
-				return n.download(ctx, d.name, name, f, retries)
+				return n.dl.Open(ctx, n.source, d.name, name, f, retries)
 			},
 		})
 	}

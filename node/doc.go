@@ -8,7 +8,7 @@
 // # Model
 //
 // A Node owns a data dir (blocks.Store), a Source (a local directory, or
-// one injected through Config.OpenedSource such as node/objsource's NATS
+// one injected through Config.OpenedSource such as node/source/objstore's NATS
 // Object Store), and one goroutine per db that lists versions, builds the
 // newest one newer than the active one, and switches to it. The refresh
 // loop lists the source at start, every Config.RefreshPeriod, on Refresh

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +20,7 @@ import (
 // faultySource injects failures into a real directory source: opens that
 // fail, and readers that break after cutAfter bytes.
 type faultySource struct {
-	*fileSource
+	source.RangeSource
 
 	mu        sync.Mutex
 	openErr   error // returned by opens while failOpens > 0
@@ -39,11 +39,11 @@ var errFlaky = errors.New("connection reset by peer (injected)")
 
 func newFaultySource(t *testing.T, root string) *faultySource {
 	t.Helper()
-	fs, err := newFileSource(root, false)
+	fs, err := source.Open(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &faultySource{fileSource: fs}
+	return &faultySource{RangeSource: fs.(source.RangeSource)}
 }
 
 func (s *faultySource) Open(ctx context.Context, db, version, file string) (io.ReadCloser, error) {
@@ -61,7 +61,7 @@ func (s *faultySource) OpenAt(ctx context.Context, db, version, file string, off
 		s.failOpens--
 		return nil, s.openErr
 	}
-	rc, err := s.fileSource.OpenAt(ctx, db, version, file, offset)
+	rc, err := s.RangeSource.OpenAt(ctx, db, version, file, offset)
 	if err != nil || s.cuts == 0 {
 		return rc, err
 	}
@@ -119,10 +119,10 @@ func (c *cutReader) Read(p []byte) (int, error) {
 func (c *cutReader) Close() error { return c.rc.Close() }
 
 // seqOnly hides OpenAt: a source that can only open files from the start.
-type seqOnly struct{ Source }
+type seqOnly struct{ source.Source }
 
 // downloadNode starts a node over src with fast retries.
-func downloadNode(t *testing.T, src Source, retries int, reg prometheus.Registerer) *testNode {
+func downloadNode(t *testing.T, src source.Source, retries int, reg prometheus.Registerer) *testNode {
 	t.Helper()
 	return newTestNode(t, src.String(), func(c *Config) {
 		c.OpenedSource = src
@@ -164,7 +164,7 @@ func TestDownloadResumes(t *testing.T) {
 			fs := newFaultySource(t, root)
 			fs.cutAfter = fi.Size() / 5
 			fs.cuts = 6 // more cuts than retries: only progress resets the count
-			var src Source = fs
+			var src source.Source = fs
 			if !ranged {
 				// Each open starts again at byte 0: a cut must come later
 				// than the last one for the download to progress.
@@ -186,10 +186,10 @@ func TestDownloadResumes(t *testing.T) {
 			if !ranged && len(offsets) != 0 {
 				t.Errorf("a sequential source was asked for offsets %v", offsets)
 			}
-			if got := testutil.ToFloat64(n.dl.retried.WithLabelValues("d")); got != float64(fired) {
+			if got := metricValue(t, reg, "spangle_download_retries_total", "d"); got != float64(fired) {
 				t.Errorf("retries metric = %v, want %d (one per cut)", got, fired)
 			}
-			if got := testutil.ToFloat64(n.dl.failed.WithLabelValues("d")); got != 0 {
+			if got := metricValue(t, reg, "spangle_download_failures_total", "d"); got != 0 {
 				t.Errorf("failures metric = %v, want 0", got)
 			}
 			build := n.Status().DBs["d"].Versions["v1"].Build
@@ -227,7 +227,7 @@ func TestDownloadGivesUp(t *testing.T) {
 		wantMsg   string
 	}{
 		{"transient", errFlaky, 3, "giving up after 2 retries"},
-		{"permanent", fmt.Errorf("access denied: %w", ErrPermanent), 1, "access denied"},
+		{"permanent", fmt.Errorf("access denied: %w", source.ErrPermanent), 1, "access denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -252,53 +252,11 @@ func TestDownloadGivesUp(t *testing.T) {
 			if opens, _ := fs.counts(); opens-before != tc.wantOpens {
 				t.Errorf("%d opens, want %d", opens-before, tc.wantOpens)
 			}
-			if got := testutil.ToFloat64(n.dl.failed.WithLabelValues("d")); got != 1 {
+			if got := metricValue(t, reg, "spangle_download_failures_total", "d"); got != 1 {
 				t.Errorf("failures metric = %v, want 1", got)
 			}
 			checkKeys(t, n, "d", "v1", 10)
 		})
-	}
-}
-
-// TestDownloadBandwidth reads a file through a node-wide limit: it cannot
-// go faster than the limit allows, and every byte is counted.
-func TestDownloadBandwidth(t *testing.T) {
-	root := t.TempDir()
-	const size = 1 << 20
-	const bw = 4 << 20
-	dir := filepath.Join(root, "d", "v1")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "f"), make([]byte, size), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Source, cfg.DataDir = root, t.TempDir()
-	cfg.MaxDownloadBandwidth = bw
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range []Source{n.source, seqOnly{n.source}} {
-		n.source = src
-		start := time.Now()
-		rc, err := n.download(context.Background(), "d", "v1", SourceFile{Name: "f", Size: size}, new(atomic.Int64))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.Copy(io.Discard, rc)
-		rc.Close()
-		if err != nil || got != size {
-			t.Fatalf("read %d bytes, %v; want %d", got, err, size)
-		}
-		// The limiter starts with one burst in hand; the rest takes its time.
-		if min := time.Duration(float64(size-n.dl.chunk) / bw * float64(time.Second)); time.Since(start) < min {
-			t.Errorf("read %d bytes in %v at %d B/s: want at least %v", size, time.Since(start), bw, min)
-		}
-	}
-	if got := testutil.ToFloat64(n.dl.bytes.WithLabelValues("d")); got != 2*size {
-		t.Errorf("bytes metric = %v, want %d", got, 2*size)
 	}
 }
 
@@ -326,4 +284,26 @@ func TestFailedVersionRetried(t *testing.T) {
 	if got := testutil.ToFloat64(n.metrics.builds.WithLabelValues("d", "error")); got != 2 {
 		t.Errorf("%v failed builds, want 2 (then one that works)", got)
 	}
+}
+
+// metricValue is the value of the counter name{db=db} in reg; 0 if absent.
+func metricValue(t *testing.T, reg prometheus.Gatherer, name, db string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "db" && l.GetValue() == db {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"fmt"
 )
 
 var (
@@ -25,22 +24,6 @@ var (
 
 // ErrConfig: the configuration is invalid.
 var ErrConfig = errors.New("node: invalid config")
-
-// ErrPermanent marks a source error that retrying cannot fix (a file
-// that is gone, access denied). Sources wrap it; downloads retry every other
-// error except the end of their context.
-var ErrPermanent = errors.New("node: permanent source error")
-
-// ErrNotRegular: an entry of a version directory that is not a readable
-// regular file once symlinks are followed (a directory, FIFO, socket,
-// device or dangling symlink). The version fails rather than being built
-// without it. errors.Is(err, ErrPermanent) is true: retrying the read
-// does not help.
-var ErrNotRegular = fmt.Errorf("%w: not a regular file", ErrPermanent)
-
-// ErrSymlinkOutside: a symlink of the file source resolves outside the
-// source root, and Config.AllowExternalSymlinks is off.
-var ErrSymlinkOutside = fmt.Errorf("%w: symlink leaves the source root", ErrPermanent)
 
 // ErrTooLarge: a batch lookup whose values exceed GetOptions.MaxBytes
 // (HTTP 413).

@@ -1,66 +1,12 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// TestFileSourceRefusesNonRegular: a directory, a dangling symlink, a
-// FIFO, a socket-like special file or a symlink leaving the root among a
-// version's data files fails its listing with a reason naming the entry,
-// instead of building the version from the other files. A symlink within
-// the root is followed, and hidden/underscore names are still skipped.
-func TestFileSourceRefusesNonRegular(t *testing.T) {
-	outside := filepath.Join(t.TempDir(), "elsewhere")
-	if err := os.WriteFile(outside, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name  string
-		make  func(t *testing.T, path string)
-		want  error
-		says  string
-		follw bool // AllowExternalSymlinks
-	}{
-		{"directory", func(t *testing.T, p string) { must0(t, os.Mkdir(p, 0o755)) }, ErrNotRegular, "is a directory", false},
-		{"dangling symlink", func(t *testing.T, p string) { must0(t, os.Symlink(p+".gone", p)) }, ErrNotRegular, "dangling symlink", false},
-		{"FIFO", func(t *testing.T, p string) { must0(t, syscall.Mkfifo(p, 0o644)) }, ErrNotRegular, "is a FIFO", false},
-		{"symlink outside the root", func(t *testing.T, p string) { must0(t, os.Symlink(outside, p)) }, ErrSymlinkOutside, "resolves to", false},
-		{"symlink outside, allowed", func(t *testing.T, p string) { must0(t, os.Symlink(outside, p)) }, nil, "", true},
-		{"symlink inside the root", func(t *testing.T, p string) {
-			must0(t, os.Symlink(filepath.Join(filepath.Dir(p), "part-00000"), p))
-		}, nil, "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			writeVersion(t, root, "d", "v1", 3, 30)
-			dir := filepath.Join(root, "d", "v1")
-			tc.make(t, filepath.Join(dir, "part-00009"))
-			must0(t, os.Mkdir(filepath.Join(dir, "_logs"), 0o755)) // skipped, as Hadoop's
-			src, err := OpenFileSource(root, tc.follw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files, err := src.ListFiles(context.Background(), "d", "v1")
-			if tc.want == nil {
-				if err != nil || len(files) != 4 {
-					t.Fatalf("ListFiles: %d files, %v; want 4", len(files), err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) || !errors.Is(err, ErrPermanent) || !strings.Contains(err.Error(), "part-00009") ||
-				!strings.Contains(err.Error(), tc.says) {
-				t.Fatalf("ListFiles: %v; want %v naming part-00009 and %q", err, tc.want, tc.says)
-			}
-		})
-	}
-}
 
 // TestPartialVersionNotActive: a node never activates a version one of
 // whose data entries is a directory: v2 fails with the reason in its

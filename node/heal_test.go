@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"io"
 	"io/fs"
 	"os"
@@ -66,7 +67,7 @@ func (f *fakeView) set(ids []string, n int, holds map[string]map[string][]int) {
 // version wait until the gate opens; opens of every version can be made to
 // fail. Opens are counted.
 type healSource struct {
-	Source
+	source.Source
 	mu    sync.Mutex // guards gates, fail
 	gates map[string]chan struct{}
 	fail  error
@@ -122,7 +123,7 @@ func startHealCluster(t *testing.T, data string, mod func(*Config)) *healCluster
 	t.Helper()
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", healParts, 120)
-	files, err := newFileSource(root, false)
+	files, err := source.Open(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestHeal(t *testing.T) {
 func TestHealFailureRetried(t *testing.T) {
 	hc := startHealCluster(t, "", nil)
 	want := hc.lostTo()["b"]
-	hc.src.setFail(fmt.Errorf("source down: %w", ErrPermanent))
+	hc.src.setFail(fmt.Errorf("source down: %w", source.ErrPermanent))
 	hc.view.set([]string{"a", "b"}, healParts, map[string]map[string][]int{"d.v1": {"b": hc.assign["b"]}})
 	waitFor(t, "a heal failure", func() bool {
 		h := hc.healStatus("v1")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"io"
 	"log/slog"
 	"sync"
@@ -20,9 +21,9 @@ import (
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	source  Source
+	source  source.Source
 	metrics *metrics
-	dl      *downloads // source reads of builds: limits, retries, metrics
+	dl      *source.Downloads // source reads of builds: limits, retries, metrics
 
 	// Set by Start.
 	store *blocks.Store
@@ -76,8 +77,8 @@ func New(cfg Config) (*Node, error) {
 	var err error
 	src := cfg.OpenedSource
 	if src == nil {
-		if src, err = OpenFileSource(cfg.Source, cfg.AllowExternalSymlinks); err != nil {
-			return nil, err
+		if src, err = source.Open(cfg.Source, cfg.AllowExternalSymlinks); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	}
 	log := cfg.Logger
@@ -85,11 +86,18 @@ func New(cfg Config) (*Node, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	n := &Node{
-		cfg:       cfg,
-		log:       log,
-		source:    src,
-		metrics:   newMetrics(cfg.Registerer),
-		dl:        newDownloads(cfg, log),
+		cfg:     cfg,
+		log:     log,
+		source:  src,
+		metrics: newMetrics(cfg.Registerer),
+		dl: source.NewDownloads(source.DownloadConfig{
+			Retries:      cfg.DownloadRetries,
+			Backoff:      cfg.DownloadBackoff,
+			BackoffMax:   cfg.DownloadBackoffMax,
+			MaxBandwidth: cfg.MaxDownloadBandwidth,
+			Logger:       log,
+			Registerer:   cfg.Registerer,
+		}),
 		refreshCh: make(chan struct{}, 1),
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
@@ -333,7 +341,7 @@ func (n *Node) wakeRefresh() {
 // source now, as Refresh does but without retrying failed builds. It does
 // not block and is safe for concurrent use.
 func (n *Node) Announce(db, version string) {
-	if !ValidName(db) || !ValidName(version) {
+	if !source.ValidName(db) || !source.ValidName(version) {
 		return
 	}
 	if d, ok := (*n.dbs.Load())[db]; ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,8 +21,8 @@ func loadNodeID(dir string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
-		if !ValidName(id) {
-			return "", fmt.Errorf("node: %s holds %q, not a valid node ID (%s)", path, id, validName)
+		if !source.ValidName(id) {
+			return "", fmt.Errorf("node: %s holds %q, not a valid node ID (%s)", path, id, source.NamePattern)
 		}
 		return id, nil
 	}

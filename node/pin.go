@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"maps"
 	"os"
 	"path/filepath"
@@ -54,8 +55,8 @@ func (p Pin) validate() error {
 	switch {
 	case p.Version != "" && p.Before != "":
 		return fmt.Errorf("%w: a pin names a version or one to go back from, not both", ErrConfig)
-	case p.Version != "" && !ValidName(p.Version), p.Before != "" && !ValidName(p.Before):
-		return fmt.Errorf("%w: pin %q: a version name must match %s", ErrConfig, p.String(), validName)
+	case p.Version != "" && !source.ValidName(p.Version), p.Before != "" && !source.ValidName(p.Before):
+		return fmt.Errorf("%w: pin %q: a version name must match %s", ErrConfig, p.String(), source.NamePattern)
 	}
 	return nil
 }
@@ -87,7 +88,7 @@ func (s pinSet) of(db string) Pin {
 // the data dir, and looks for the version at once. A pin of the cluster's
 // for the same db wins over it.
 func (n *Node) Pin(db string, p Pin) error {
-	if !ValidName(db) {
+	if !source.ValidName(db) {
 		return fmt.Errorf("%w: db name %q", ErrConfig, db)
 	}
 	if err := p.validate(); err != nil {
@@ -116,7 +117,7 @@ func (n *Node) Pin(db string, p Pin) error {
 func (n *Node) SetPins(pins map[string]Pin) error {
 	next := map[string]Pin{}
 	for db, p := range pins {
-		if ValidName(db) && !p.IsZero() && p.validate() == nil {
+		if source.ValidName(db) && !p.IsZero() && p.validate() == nil {
 			next[db] = p
 		}
 	}
@@ -200,7 +201,7 @@ func (n *Node) loadPins() error {
 	}
 	for _, m := range []map[string]Pin{set.Local, set.Cluster} {
 		for db, p := range m {
-			if !ValidName(db) || p.validate() != nil || p.IsZero() {
+			if !source.ValidName(db) || p.validate() != nil || p.IsZero() {
 				delete(m, db)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
-	"github.com/spangledb/spangle/node/s3source"
+	"github.com/spangledb/spangle/node/source/s3"
 )
 
 // fileConfig is spangle.toml. Key names follow sequins where sequins has
@@ -241,7 +241,7 @@ type config struct {
 	// nats configures kvwatch: an embedded NATS server, or external ones.
 	nats kvwatch.Config
 	// s3 configures an s3:// source.
-	s3 s3source.Config
+	s3 s3.Config
 	// http configures the HTTP front door (its Backend is set by serve).
 	http edge.Config
 	// purge configures the hooks run at version switches.
@@ -259,7 +259,7 @@ func defaultConfig() config {
 	return config{
 		nats:        kvwatch.DefaultConfig(),
 		node:        n,
-		s3:          s3source.DefaultConfig(),
+		s3:          s3.DefaultConfig(),
 		http:        edge.DefaultConfig(),
 		purge:       edge.DefaultPurgeConfig(),
 		bind:        "0.0.0.0:9599",

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
-	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // natsDoor starts kvwatch and then the NATS front door in the background,
@@ -113,7 +113,7 @@ func advertisedAddress(bound net.Addr, hostname string) string {
 
 // kvJetStream returns a JetStream handle on kv's connection once kvwatch
 // is ready, for the Object Store source.
-func kvJetStream(kv *kvwatch.KV) objsource.JetStreamFunc {
+func kvJetStream(kv *kvwatch.KV) objstore.JetStreamFunc {
 	return func(ctx context.Context) (jetstream.JetStream, error) {
 		select {
 		case <-kv.Ready():

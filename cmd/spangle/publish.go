@@ -22,7 +22,7 @@ import (
 
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node/advert"
-	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // publish uploads a version directory to a NATS Object Store bucket and
@@ -44,10 +44,10 @@ func publish(args []string, stderr io.Writer) error {
 	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
 	cluster := fs.String("cluster", "spangle", "spangle cluster name (names the versions bucket)")
 	replicas := fs.Int("replicas", 1, "copies of the object store and versions buckets when they are created: 3 on a three-server NATS cluster")
-	parallel := fs.Int("parallel", objsource.DefaultPublishParallel, "files uploaded at once")
-	retries := fs.Int("retries", objsource.DefaultPublishRetries, "times a failed upload of a file is retried (-1: never)")
-	backoff := fs.Duration("backoff", objsource.DefaultPublishBackoff, "pause before a file's first retry; doubles on each retry")
-	backoffMax := fs.Duration("backoff-max", objsource.DefaultPublishBackoffMax, "longest pause between retries")
+	parallel := fs.Int("parallel", objstore.DefaultPublishParallel, "files uploaded at once")
+	retries := fs.Int("retries", objstore.DefaultPublishRetries, "times a failed upload of a file is retried (-1: never)")
+	backoff := fs.Duration("backoff", objstore.DefaultPublishBackoff, "pause before a file's first retry; doubles on each retry")
+	backoffMax := fs.Duration("backoff-max", objstore.DefaultPublishBackoffMax, "longest pause between retries")
 	bandwidth := fs.String("bandwidth", "", `upload limit in bytes per second, e.g. "50MiB"; empty: unlimited`)
 	opTimeout := fs.Duration("op-timeout", 10*time.Second, "timeout of each NATS operation (a request, a chunk's acknowledgement); a timed-out upload is retried")
 	quiet := fs.Bool("quiet", false, "print nothing but errors")
@@ -58,7 +58,7 @@ func publish(args []string, stderr io.Writer) error {
 	if err := fs.Parse(reorder(fs, args)); err != nil {
 		return err
 	}
-	bucket, err := objsource.ParseURL(*to)
+	bucket, err := objstore.ParseURL(*to)
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}
@@ -121,13 +121,13 @@ func publish(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	obs, err := objsource.CreateBucket(ctx, js, bucket, *replicas)
+	obs, err := objstore.CreateBucket(ctx, js, bucket, *replicas)
 	if err != nil {
 		return err
 	}
 
 	if *del {
-		n, err := objsource.DeleteVersion(ctx, obs, *db, *ver)
+		n, err := objstore.DeleteVersion(ctx, obs, *db, *ver)
 		fmt.Fprintf(stderr, "deleted %d objects of %s/%s\n", n, *db, *ver)
 		if err != nil {
 			return err
@@ -141,7 +141,7 @@ func publish(args []string, stderr io.Writer) error {
 	}
 
 	pr := newPublishProgress(stderr, isTerminal(stderr), *db+"/"+*ver, *interval)
-	rep, err := objsource.Publish(ctx, obs, dir, *db, *ver, objsource.PublishOptions{
+	rep, err := objstore.Publish(ctx, obs, dir, *db, *ver, objstore.PublishOptions{
 		Parallel: *parallel, Retries: *retries, Backoff: *backoff, BackoffMax: *backoffMax, Bandwidth: bw,
 		JetStream: js, Progress: pr.progress, Observe: pr.observe,
 	})
@@ -174,7 +174,7 @@ func isTerminal(w io.Writer) bool {
 // publishProgress shows a publish's progress on w: a progress bar (bytes,
 // files, throughput, ETA) when w is a terminal, else a plain line at most
 // every interval. Its methods are safe for concurrent use, as
-// objsource.PublishOptions' callbacks require, and do not block on
+// objstore.PublishOptions' callbacks require, and do not block on
 // anything but w.
 type publishProgress struct {
 	w        io.Writer
@@ -189,7 +189,7 @@ type publishProgress struct {
 	total    int64 // bytes of all files
 	skipped  int64 // bytes of the files skipped
 	sent     int64 // bytes sent (uploads done and under way)
-	rep      objsource.Report
+	rep      objstore.Report
 	lastLine time.Time
 }
 
@@ -197,12 +197,12 @@ func newPublishProgress(w io.Writer, terminal bool, name string, interval time.D
 	return &publishProgress{w: w, terminal: terminal, name: name, interval: interval, start: time.Now()}
 }
 
-// observe is objsource.PublishOptions.Observe.
-func (p *publishProgress) observe(e objsource.Event) {
+// observe is objstore.PublishOptions.Observe.
+func (p *publishProgress) observe(e objstore.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Kind {
-	case objsource.EventStart:
+	case objstore.EventStart:
 		p.files, p.total, p.rep.Files, p.rep.Bytes = e.Files, e.Bytes, e.Files, e.Bytes
 		if p.terminal && p.w != io.Discard {
 			p.bar = progressbar.NewOptions64(max(e.Bytes, 1),
@@ -221,17 +221,17 @@ func (p *publishProgress) observe(e objsource.Event) {
 		}
 		fmt.Fprintf(p.w, "publishing %s: %d files, %s\n", p.name, e.Files, humanBytes(float64(e.Bytes)))
 		p.lastLine = time.Now()
-	case objsource.EventSent:
+	case objstore.EventSent:
 		p.sent += e.Bytes
 		if p.bar != nil {
 			_ = p.bar.Add64(e.Bytes)
 		}
-	case objsource.EventSkipped:
+	case objstore.EventSkipped:
 		p.skipped += e.Bytes
 		if p.bar != nil {
 			p.bar.ChangeMax64(max(p.total-p.skipped, 1))
 		}
-	case objsource.EventRetry:
+	case objstore.EventRetry:
 		msg := fmt.Sprintf("%s: attempt %d failed, retrying in %s: %v", e.File, e.Attempt, e.Wait, e.Err)
 		if p.bar != nil {
 			_, _ = progressbar.Bprintln(p.bar, msg)
@@ -242,8 +242,8 @@ func (p *publishProgress) observe(e objsource.Event) {
 	p.lineLocked()
 }
 
-// progress is objsource.PublishOptions.Progress.
-func (p *publishProgress) progress(r objsource.Report) {
+// progress is objstore.PublishOptions.Progress.
+func (p *publishProgress) progress(r objstore.Report) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rep = r
@@ -284,7 +284,7 @@ func (p *publishProgress) lineLocked() {
 
 // finish ends the bar (full if ok, where it stands if not) and returns
 // the time since the start.
-func (p *publishProgress) finish(r objsource.Report, ok bool) time.Duration {
+func (p *publishProgress) finish(r objstore.Report, ok bool) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rep = r

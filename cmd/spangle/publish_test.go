@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/natstest"
-	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // TestPublishToObjectStore runs a node whose source is the NATS object
@@ -125,7 +125,7 @@ func TestPublishInterrupted(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		in, err := obs.GetInfo(ctx, objsource.ObjectName("d", "v1", fmt.Sprintf("part-%05d", i)))
+		in, err := obs.GetInfo(ctx, objstore.ObjectName("d", "v1", fmt.Sprintf("part-%05d", i)))
 		return err == nil && in.Size == size
 	}
 	// invisible checks that v1 is neither complete nor announced.
@@ -135,7 +135,7 @@ func TestPublishInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := obs.GetInfo(ctx, objsource.ObjectName("d", "v1", "_SUCCESS")); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		if _, err := obs.GetInfo(ctx, objstore.ObjectName("d", "v1", "_SUCCESS")); !errors.Is(err, jetstream.ErrObjectNotFound) {
 			t.Fatalf("after %s: _SUCCESS: %v; want not found", after, err)
 		}
 		kv, err := js.KeyValue(ctx, "spangle_spangle_versions")
@@ -196,12 +196,12 @@ func TestPublishInterrupted(t *testing.T) {
 	for i := range files {
 		name := fmt.Sprintf("part-%05d", i)
 		want, _ := os.ReadFile(filepath.Join(dir, name))
-		got, err := obs.GetBytes(ctx, objsource.ObjectName("d", "v1", name))
+		got, err := obs.GetBytes(ctx, objstore.ObjectName("d", "v1", name))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: %d bytes, %v; want %d", name, len(got), err, len(want))
 		}
 	}
-	if _, err := obs.GetInfo(ctx, objsource.ObjectName("d", "v1", "_SUCCESS")); err != nil {
+	if _, err := obs.GetInfo(ctx, objstore.ObjectName("d", "v1", "_SUCCESS")); err != nil {
 		t.Fatalf("_SUCCESS after the last run: %v", err)
 	}
 }
@@ -210,17 +210,17 @@ func TestPublishInterrupted(t *testing.T) {
 // once as plain lines (not a terminal) and once as a bar.
 func TestPublishProgress(t *testing.T) {
 	events := func(p *publishProgress) {
-		p.observe(objsource.Event{Kind: objsource.EventStart, Files: 3, Bytes: 3 << 20})
-		p.observe(objsource.Event{Kind: objsource.EventSkipped, File: "a", Bytes: 1 << 20})
-		p.progress(objsource.Report{Files: 3, Skipped: 1, Bytes: 3 << 20})
-		p.observe(objsource.Event{Kind: objsource.EventSent, File: "b", Bytes: 1 << 19})
-		p.observe(objsource.Event{Kind: objsource.EventRetry, File: "b", Attempt: 1, Wait: time.Second, Err: errors.New("boom")})
-		p.observe(objsource.Event{Kind: objsource.EventSent, File: "b", Bytes: -(1 << 19)})
+		p.observe(objstore.Event{Kind: objstore.EventStart, Files: 3, Bytes: 3 << 20})
+		p.observe(objstore.Event{Kind: objstore.EventSkipped, File: "a", Bytes: 1 << 20})
+		p.progress(objstore.Report{Files: 3, Skipped: 1, Bytes: 3 << 20})
+		p.observe(objstore.Event{Kind: objstore.EventSent, File: "b", Bytes: 1 << 19})
+		p.observe(objstore.Event{Kind: objstore.EventRetry, File: "b", Attempt: 1, Wait: time.Second, Err: errors.New("boom")})
+		p.observe(objstore.Event{Kind: objstore.EventSent, File: "b", Bytes: -(1 << 19)})
 		for _, f := range []string{"b", "c"} {
-			p.observe(objsource.Event{Kind: objsource.EventSent, File: f, Bytes: 1 << 20})
+			p.observe(objstore.Event{Kind: objstore.EventSent, File: f, Bytes: 1 << 20})
 		}
-		p.progress(objsource.Report{Files: 3, Uploaded: 2, Skipped: 1, Bytes: 3 << 20, BytesUploaded: 2 << 20, Retries: 1})
-		p.finish(objsource.Report{Files: 3, Uploaded: 2, Skipped: 1, Bytes: 3 << 20, BytesUploaded: 2 << 20, Retries: 1}, true)
+		p.progress(objstore.Report{Files: 3, Uploaded: 2, Skipped: 1, Bytes: 3 << 20, BytesUploaded: 2 << 20, Retries: 1})
+		p.finish(objstore.Report{Files: 3, Uploaded: 2, Skipped: 1, Bytes: 3 << 20, BytesUploaded: 2 << 20, Retries: 1}, true)
 	}
 	t.Run("lines", func(t *testing.T) {
 		var b bytes.Buffer

@@ -16,7 +16,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/spangledb/spangle/node/s3source"
+	"github.com/spangledb/spangle/node/source/s3"
 )
 
 func TestConfigS3(t *testing.T) {
@@ -42,7 +42,7 @@ insecure = true
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := s3source.DefaultConfig()
+	want := s3.DefaultConfig()
 	want.Region, want.AccessKeyID, want.SecretAccessKey = "eu-west-1", "AKID", "SECRET"
 	want.Endpoint, want.PathStyle, want.Insecure = "http://127.0.0.1:9000", true, true
 	if cfg.s3 != want || cfg.node.Source != "s3://bucket/some/prefix" {
@@ -50,7 +50,7 @@ insecure = true
 	}
 
 	// Without the table: AWS, credentials from the environment.
-	if def := defaultConfig().s3; def != s3source.DefaultConfig() || def.Endpoint != s3source.DefaultEndpoint {
+	if def := defaultConfig().s3; def != s3.DefaultConfig() || def.Endpoint != s3.DefaultEndpoint {
 		t.Fatalf("default s3 config %+v", def)
 	}
 

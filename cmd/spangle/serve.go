@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spangledb/spangle/node/source"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,14 +23,14 @@ import (
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
-	"github.com/spangledb/spangle/node/objsource"
-	"github.com/spangledb/spangle/node/s3source"
+	"github.com/spangledb/spangle/node/source/objstore"
+	"github.com/spangledb/spangle/node/source/s3"
 )
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
-	source := fs.String("source", "", "source root: a directory, file:///path, nats-object://BUCKET or s3://BUCKET/PREFIX (overrides the config's source)")
+	sourceRoot := fs.String("source", "", "source root: a directory, file:///path, nats-object://BUCKET or s3://BUCKET/PREFIX (overrides the config's source)")
 	bind := fs.String("bind", "", "HTTP listen address (default 0.0.0.0:9599)")
 	dataDir := fs.String("data-dir", "", "where partitions are stored (overrides data_dir)")
 	fs.StringVar(dataDir, "local-store", "", "alias of --data-dir")
@@ -66,7 +67,7 @@ func serve(args []string) error {
 			*dst = v
 		}
 	}
-	override(&cfg.node.Source, *source)
+	override(&cfg.node.Source, *sourceRoot)
 	override(&cfg.node.DataDir, *dataDir)
 	override(&cfg.bind, *bind)
 	override(&cfg.debugBind, *debugBind)
@@ -96,7 +97,7 @@ func serve(args []string) error {
 	if kcfg.Embedded() && kcfg.EmbeddedStoreDir == "" {
 		kcfg.EmbeddedStoreDir = filepath.Join(cfg.node.DataDir, "nats")
 	}
-	if !node.ValidName(kcfg.ClusterName) {
+	if !source.ValidName(kcfg.ClusterName) {
 		return fmt.Errorf("nats.cluster_name %q must match ^[-_a-zA-Z0-9]+$", kcfg.ClusterName)
 	}
 	kv, err := kvwatch.New(kcfg)
@@ -124,30 +125,30 @@ func serve(args []string) error {
 		defer view.Stop()
 		cfg.node.Cluster.View = view
 	}
-	objectSource := objsource.IsURL(cfg.node.Source)
+	objectSource := objstore.IsURL(cfg.node.Source)
 	if objectSource {
 		// The Object Store source uses kvwatch's connection: its listings
 		// wait until NATS is up.
-		bucket, err := objsource.ParseURL(cfg.node.Source)
+		bucket, err := objstore.ParseURL(cfg.node.Source)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		cfg.node.OpenedSource, err = objsource.New(bucket, kvJetStream(kv))
+		cfg.node.OpenedSource, err = objstore.New(bucket, kvJetStream(kv))
 		if err != nil {
 			ln.Close()
 			return err
 		}
 	}
-	if s3source.IsURL(cfg.node.Source) {
+	if s3.IsURL(cfg.node.Source) {
 		// The S3 source: credentials from [s3], else the environment, the
 		// shared AWS files or IAM.
-		bucket, prefix, err := s3source.ParseURL(cfg.node.Source)
+		bucket, prefix, err := s3.ParseURL(cfg.node.Source)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		cfg.node.OpenedSource, err = s3source.New(bucket, prefix, cfg.s3)
+		cfg.node.OpenedSource, err = s3.New(bucket, prefix, cfg.s3)
 		if err != nil {
 			ln.Close()
 			return err

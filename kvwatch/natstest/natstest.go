@@ -1,7 +1,7 @@
 // Package natstest runs real, embedded nats-servers with JetStream for
 // tests, on loopback, and connects JetStream clients to them. Whatever it
 // starts is stopped at test cleanup. It is for tests only: kvwatch's own,
-// and those of the packages and commands that use NATS (node/objsource,
+// and those of the packages and commands that use NATS (node/source/objstore,
 // cmd/spangle). It imports nothing of spangle, so kvwatch's in-package
 // tests can use it.
 //

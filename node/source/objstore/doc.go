@@ -1,16 +1,16 @@
-// Package objsource is the NATS JetStream Object Store source of versions
+// Package objstore is the NATS JetStream Object Store source of versions
 // ("nats-object://<bucket>") and the upload side that fills it (spangle
 // publish).
 //
 // A bucket holds objects named "<db>/<version>/<file>", the same layout as a
-// local source root: db and version names must be valid (node.ValidName),
+// local source root: db and version names must be valid (source.ValidName),
 // files starting with "_" or "." are not data, and with require_success_file
 // a version is visible only once its "_SUCCESS" object exists. Publish
 // uploads the data files first and "_SUCCESS" last, so a half-uploaded
 // version is never picked up.
 //
 // The package lives apart from node so that node's core needs nothing of
-// NATS: Source implements node.Source and is injected through
+// NATS: Source implements source.Source and is injected through
 // node.Config.OpenedSource, with its connection supplied by the caller
 // (spangle serve passes the kvwatch connection once NATS is up).
 //
@@ -20,4 +20,4 @@
 //     thousands of objects, not for millions.
 //   - A publish killed mid-upload leaves the chunks of its unfinished
 //     object in the bucket's stream until that file is published again.
-package objsource
+package objstore

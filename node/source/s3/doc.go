@@ -1,9 +1,9 @@
-// Package s3source is the S3 source of versions ("s3://<bucket>/<prefix>"),
+// Package s3 is the S3 source of versions ("s3://<bucket>/<prefix>"),
 // over any S3-compatible endpoint (AWS S3, MinIO, Ceph RGW, R2, GCS's XML
 // API…) through minio-go.
 //
 // Under the prefix, objects are named "<db>/<version>/<file>", the layout of
-// a local source root: db and version names must be valid (node.ValidName;
+// a local source root: db and version names must be valid (source.ValidName;
 // others are ignored), files starting with "_" or "." are not data, and with
 // require_success_file a version is visible only once its "_SUCCESS" object
 // exists. Listings are delimited ("/") ListObjectsV2 calls, paginated
@@ -19,11 +19,11 @@
 // symlink (chains are not followed) or a version that does not exist fails
 // that version only, with an error wrapping ErrSymlink.
 //
-// Source implements node.Source and node.RangeSource (OpenAt reads from an
+// Source implements source.Source and source.RangeSource (OpenAt reads from an
 // offset with an HTTP Range request, so a download that fails mid-file
 // resumes) and is injected through node.Config.OpenedSource. Errors that
 // retrying cannot fix (NoSuchKey, NoSuchBucket, AccessDenied and other 4xx
-// answers) wrap node.ErrPermanent; network errors and 5xx answers do not.
+// answers) wrap source.ErrPermanent; network errors and 5xx answers do not.
 //
 // Credentials, first found wins: the static keys of Config; the environment
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, then
@@ -45,4 +45,4 @@
 //     before each request: give keys, or expect slow requests off AWS.
 //   - Objects stored with a Content-Encoding are read as stored (no
 //     decompression).
-package s3source
+package s3

@@ -1,4 +1,4 @@
-package s3source
+package s3
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/source"
 )
 
 // maxSymlinkSize bounds the bytes read of a _SYMLINK object: it holds a
@@ -47,7 +47,7 @@ func (s *Source) readMarks(ctx context.Context, db, version string) (marks, erro
 	dir := s.dir(db, version)
 	for o := range s.client.ListObjectsIter(ctx, s.bucket, s.listOptions(dir+"_")) {
 		if o.Err != nil {
-			return marks{}, fmt.Errorf("s3source: list s3://%s/%s_*: %w", s.bucket, dir, classify(o.Err))
+			return marks{}, fmt.Errorf("s3: list s3://%s/%s_*: %w", s.bucket, dir, classify(o.Err))
 		}
 		switch o.Key {
 		case dir + successFile:
@@ -57,7 +57,7 @@ func (s *Source) readMarks(ctx context.Context, db, version string) (marks, erro
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return marks{}, fmt.Errorf("s3source: list s3://%s/%s_*: %w", s.bucket, dir, err)
+		return marks{}, fmt.Errorf("s3: list s3://%s/%s_*: %w", s.bucket, dir, err)
 	}
 	if m.symlink {
 		t, err := s.readSymlink(ctx, dir+symlinkFile)
@@ -78,12 +78,12 @@ func (s *Source) readMarks(ctx context.Context, db, version string) (marks, erro
 func (s *Source) readSymlink(ctx context.Context, key string) (string, error) {
 	body, err := s.get(ctx, key, minio.GetObjectOptions{})
 	if err != nil {
-		return "", fmt.Errorf("s3source: read s3://%s/%s: %w", s.bucket, key, classify(err))
+		return "", fmt.Errorf("s3: read s3://%s/%s: %w", s.bucket, key, classify(err))
 	}
 	defer body.Close()
 	b, err := io.ReadAll(io.LimitReader(body, maxSymlinkSize+1))
 	if err != nil {
-		return "", fmt.Errorf("s3source: read s3://%s/%s: %w", s.bucket, key, err)
+		return "", fmt.Errorf("s3: read s3://%s/%s: %w", s.bucket, key, err)
 	}
 	if len(b) > maxSymlinkSize {
 		return "", permanentError{fmt.Errorf("%w: s3://%s/%s is over %d bytes; it should hold a version name", ErrSymlink, s.bucket, key, maxSymlinkSize)}
@@ -104,7 +104,7 @@ func (s *Source) follow(ctx context.Context, db, version string) (string, error)
 		return version, nil
 	case t == "":
 		return "", s.symlinkError(db, version, "it is empty")
-	case !node.ValidName(t):
+	case !source.ValidName(t):
 		return "", s.symlinkError(db, version, "it names %q, not a valid version name", t)
 	case t == version:
 		return "", s.symlinkError(db, version, "it names its own version")
@@ -144,7 +144,7 @@ func (s *Source) complete(ctx context.Context, db string, versions []string) ([]
 			switch {
 			case err == nil:
 				keep[i] = m.success
-			case m.symlink && errors.Is(err, node.ErrPermanent):
+			case m.symlink && errors.Is(err, source.ErrPermanent):
 				keep[i] = true // a broken symlink: building it fails with err
 			default:
 				return err

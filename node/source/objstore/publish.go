@@ -1,4 +1,4 @@
-package objsource
+package objstore
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
-	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/source"
 )
 
 // PublishOptions configure Publish. The zero value uses every default.
@@ -133,7 +133,7 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, bucket string, re
 		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Replicas: max(replicas, 1)})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("objsource: bucket %s: %w", bucket, err)
+		return nil, fmt.Errorf("objstore: bucket %s: %w", bucket, err)
 	}
 	return obs, nil
 }
@@ -158,8 +158,8 @@ func CreateBucket(ctx context.Context, js jetstream.JetStream, bucket string, re
 // handle's default timeout: a lost connection fails the attempt within
 // that timeout instead of holding it until the deadline.
 func Publish(ctx context.Context, obs jetstream.ObjectStore, dir, db, version string, opts PublishOptions) (Report, error) {
-	if !node.ValidName(db) || !node.ValidName(version) {
-		return Report{}, fmt.Errorf("objsource: publish: db %q and version %q must match ^[-_a-zA-Z0-9]+$", db, version)
+	if !source.ValidName(db) || !source.ValidName(version) {
+		return Report{}, fmt.Errorf("objstore: publish: db %q and version %q must match ^[-_a-zA-Z0-9]+$", db, version)
 	}
 	opts = opts.withDefaults()
 	files, err := listDir(dir)
@@ -211,14 +211,14 @@ func Publish(ctx context.Context, obs jetstream.ObjectStore, dir, db, version st
 	rep, err := p.rep, firstErr
 	p.mu.Unlock()
 	if err == nil && ctx.Err() != nil { // cancelled between files
-		err = fmt.Errorf("objsource: publish: %w", ctx.Err())
+		err = fmt.Errorf("objstore: publish: %w", ctx.Err())
 	}
 	if err != nil {
 		return rep, err
 	}
 	err = p.retry(ctx, successFile, func(actx context.Context) error {
 		if _, err := obs.PutBytes(actx, ObjectName(db, version, successFile), nil); err != nil {
-			return fmt.Errorf("objsource: publish: write %s: %w", successFile, err)
+			return fmt.Errorf("objstore: publish: write %s: %w", successFile, err)
 		}
 		return nil
 	})
@@ -242,7 +242,7 @@ type dirFile struct {
 func listDir(dir string) ([]dirFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("objsource: publish: %w", err)
+		return nil, fmt.Errorf("objstore: publish: %w", err)
 	}
 	var files []dirFile
 	for _, e := range entries {
@@ -251,7 +251,7 @@ func listDir(dir string) ([]dirFile, error) {
 		}
 		fi, err := os.Stat(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("objsource: publish: %w", err)
+			return nil, fmt.Errorf("objstore: publish: %w", err)
 		}
 		if fi.Mode().IsRegular() {
 			files = append(files, dirFile{e.Name(), fi.Size()})
@@ -326,7 +326,7 @@ func (p *publisher) retry(ctx context.Context, file string, attempt func(context
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("objsource: publish %s: %w (%v)", file, ctx.Err(), err)
+			return fmt.Errorf("objstore: publish %s: %w (%v)", file, ctx.Err(), err)
 		}
 		var local *localError
 		if errors.As(err, &local) || n > p.opts.Retries {
@@ -342,7 +342,7 @@ func (p *publisher) retry(ctx context.Context, file string, attempt func(context
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("objsource: publish %s: %w (after %v)", file, ctx.Err(), err)
+			return fmt.Errorf("objstore: publish %s: %w (after %v)", file, ctx.Err(), err)
 		case <-t.C:
 		}
 		wait = min(2*wait, p.opts.BackoffMax)
@@ -366,7 +366,7 @@ func (p *publisher) putFile(ctx context.Context, f dirFile, trustExisting bool) 
 	}
 	fh, err := os.Open(path)
 	if err != nil {
-		return false, &localError{fmt.Errorf("objsource: publish: %w", err)}
+		return false, &localError{fmt.Errorf("objstore: publish: %w", err)}
 	}
 	defer fh.Close()
 	r := &uploadReader{ctx: ctx, r: fh, name: path, file: f.name, limit: p.limit, observe: p.opts.Observe}
@@ -378,7 +378,7 @@ func (p *publisher) putFile(ctx context.Context, f dirFile, trustExisting bool) 
 	case r.err != nil:
 		return false, r.err
 	case err != nil:
-		return false, fmt.Errorf("objsource: publish: put %s: %w", name, err)
+		return false, fmt.Errorf("objstore: publish: put %s: %w", name, err)
 	}
 	return true, nil
 }
@@ -391,7 +391,7 @@ func (p *publisher) alreadyThere(ctx context.Context, path, name string, size in
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("objsource: publish: info %s: %w", name, err)
+		return false, fmt.Errorf("objstore: publish: info %s: %w", name, err)
 	}
 	if in.Deleted || int64(in.Size) != size {
 		return false, nil
@@ -411,12 +411,12 @@ func (p *publisher) chunksStored(ctx context.Context, in *jetstream.ObjectInfo) 
 	}
 	stream, err := p.opts.JetStream.Stream(ctx, "OBJ_"+in.Bucket)
 	if err != nil {
-		return false, fmt.Errorf("objsource: publish: bucket %s's stream: %w", in.Bucket, err)
+		return false, fmt.Errorf("objstore: publish: bucket %s's stream: %w", in.Bucket, err)
 	}
 	subject := "$O." + in.Bucket + ".C." + in.NUID
 	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
-		return false, fmt.Errorf("objsource: publish: chunks of %s: %w", in.Name, err)
+		return false, fmt.Errorf("objstore: publish: chunks of %s: %w", in.Name, err)
 	}
 	return si.State.Subjects[subject] == uint64(in.Chunks), nil
 }
@@ -432,7 +432,7 @@ func (p *publisher) unmark(ctx context.Context) error {
 	}
 	err := p.obs.Delete(ctx, ObjectName(p.db, p.version, successFile))
 	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return fmt.Errorf("objsource: publish: delete the old %s: %w", successFile, err)
+		return fmt.Errorf("objstore: publish: delete the old %s: %w", successFile, err)
 	}
 	p.unmarked = true
 	return nil
@@ -458,7 +458,7 @@ func (u *uploadReader) Read(b []byte) (int, error) {
 	}
 	n, err := u.r.Read(b)
 	if err != nil && err != io.EOF {
-		u.err = &localError{fmt.Errorf("objsource: publish: read %s: %w", u.name, err)}
+		u.err = &localError{fmt.Errorf("objstore: publish: read %s: %w", u.name, err)}
 		return n, u.err
 	}
 	if n > 0 {
@@ -480,12 +480,12 @@ func (u *uploadReader) Read(b []byte) (int, error) {
 func fileDigest(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", &localError{fmt.Errorf("objsource: publish: %w", err)}
+		return "", &localError{fmt.Errorf("objstore: publish: %w", err)}
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", &localError{fmt.Errorf("objsource: publish: digest %s: %w", path, err)}
+		return "", &localError{fmt.Errorf("objstore: publish: digest %s: %w", path, err)}
 	}
 	return jetstream.GetObjectDigestValue(h), nil
 }
@@ -499,7 +499,7 @@ func DeleteVersion(ctx context.Context, obs jetstream.ObjectStore, db, version s
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("objsource: delete: list: %w", err)
+		return 0, fmt.Errorf("objstore: delete: list: %w", err)
 	}
 	prefix := db + "/" + version + "/"
 	var names []string
@@ -513,7 +513,7 @@ func DeleteVersion(ctx context.Context, obs jetstream.ObjectStore, db, version s
 	})
 	for i, name := range names {
 		if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return i, fmt.Errorf("objsource: delete %s: %w", name, err)
+			return i, fmt.Errorf("objstore: delete %s: %w", name, err)
 		}
 	}
 	return len(names), nil

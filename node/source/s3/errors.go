@@ -1,4 +1,4 @@
-package s3source
+package s3
 
 import (
 	"errors"
@@ -6,28 +6,28 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/source"
 )
 
 var (
 	// ErrURL is returned for a source URL that is not s3://<bucket>[/<prefix>].
-	ErrURL = errors.New("s3source: bad source URL")
+	ErrURL = errors.New("s3: bad source URL")
 	// ErrConfig is returned by Config.Validate and New for a bad setting.
-	ErrConfig = errors.New("s3source: invalid config")
+	ErrConfig = errors.New("s3: invalid config")
 	// ErrSymlink marks a version whose _SYMLINK cannot be followed: it names
 	// an invalid version, its own version, another symlink, or a version
-	// that does not exist. Such errors also wrap node.ErrPermanent.
-	ErrSymlink = errors.New("s3source: bad _SYMLINK")
+	// that does not exist. Such errors also wrap source.ErrPermanent.
+	ErrSymlink = errors.New("s3: bad _SYMLINK")
 )
 
 // permanentError marks err as one retrying cannot fix: errors.Is finds
-// node.ErrPermanent in it, and its message is err's.
+// source.ErrPermanent in it, and its message is err's.
 type permanentError struct{ err error }
 
 func (e permanentError) Error() string   { return e.err.Error() }
-func (e permanentError) Unwrap() []error { return []error{e.err, node.ErrPermanent} }
+func (e permanentError) Unwrap() []error { return []error{e.err, source.ErrPermanent} }
 
-// classify wraps node.ErrPermanent around errors of the S3 API that
+// classify wraps source.ErrPermanent around errors of the S3 API that
 // retrying cannot fix; network errors and the throttling and server
 // errors S3 asks clients to retry are returned as they are.
 func classify(err error) error {

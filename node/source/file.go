@@ -1,4 +1,4 @@
-package node
+package source
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type fileSource struct {
 func newFileSource(root string, followExternal bool) (*fileSource, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, fmt.Errorf("node: source %q: %w", root, err)
+		return nil, fmt.Errorf("source: source %q: %w", root, err)
 	}
 	return &fileSource{root: abs, followExternal: followExternal}, nil
 }
@@ -57,7 +57,7 @@ func subdirs(dir string) ([]string, error) {
 func (s *fileSource) ListDBs(ctx context.Context) ([]string, error) {
 	dbs, err := subdirs(s.root)
 	if err != nil {
-		return nil, fmt.Errorf("node: list dbs in %s: %w", s.root, err)
+		return nil, fmt.Errorf("source: list dbs in %s: %w", s.root, err)
 	}
 	return dbs, nil
 }
@@ -66,7 +66,7 @@ func (s *fileSource) ListVersions(ctx context.Context, db string, requireSuccess
 	dir := filepath.Join(s.root, db)
 	versions, err := subdirs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("node: list versions in %s: %w", dir, err)
+		return nil, fmt.Errorf("source: list versions in %s: %w", dir, err)
 	}
 	if !requireSuccess {
 		return versions, nil
@@ -94,11 +94,11 @@ func (s *fileSource) ListFiles(ctx context.Context, db, version string) ([]Sourc
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("node: list files in %s: %w", dir, err)
+		return nil, fmt.Errorf("source: list files in %s: %w", dir, err)
 	}
 	var files []SourceFile
 	for _, e := range entries {
-		if !isDataFile(e.Name()) {
+		if !IsDataFile(e.Name()) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
@@ -112,7 +112,7 @@ func (s *fileSource) ListFiles(ctx context.Context, db, version string) ([]Sourc
 			return nil, fmt.Errorf("%w: %s: a dangling symlink", ErrNotRegular, path)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("node: stat %s: %w", path, err)
+			return nil, fmt.Errorf("source: stat %s: %w", path, err)
 		}
 		if !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, path, fileKind(fi.Mode()))
@@ -134,11 +134,11 @@ func (s *fileSource) inside(path string) error {
 		return fmt.Errorf("%w: %s: a dangling symlink", ErrNotRegular, path)
 	}
 	if err != nil {
-		return fmt.Errorf("node: resolve %s: %w", path, err)
+		return fmt.Errorf("source: resolve %s: %w", path, err)
 	}
 	root, err := filepath.EvalSymlinks(s.root)
 	if err != nil {
-		return fmt.Errorf("node: resolve source root %s: %w", s.root, err)
+		return fmt.Errorf("source: resolve source root %s: %w", s.root, err)
 	}
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("%w: %s resolves to %s (set allow_external_symlinks to follow it)", ErrSymlinkOutside, path, real)
@@ -177,11 +177,11 @@ func (s *fileSource) OpenAt(ctx context.Context, db, version, file string, offse
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("node: open source file: %w", err)
+		return nil, fmt.Errorf("source: open source file: %w", err)
 	}
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("node: seek source file: %w", err)
+		return nil, fmt.Errorf("source: seek source file: %w", err)
 	}
 	return f, nil
 }

@@ -1,4 +1,4 @@
-package s3source
+package s3
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.timer.Stop()
 	if err != nil && err != io.EOF && b.expired.Load() {
-		err = fmt.Errorf("s3source: no data for %v: %w", b.timeout, err)
+		err = fmt.Errorf("s3: no data for %v: %w", b.timeout, err)
 	}
 	return n, err
 }

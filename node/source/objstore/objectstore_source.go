@@ -1,4 +1,4 @@
-package objsource
+package objstore
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/source"
 )
 
 // Scheme is the URL scheme of the Object Store source.
@@ -28,7 +28,7 @@ func ParseURL(s string) (bucket string, err error) {
 	if err != nil || u.Scheme != Scheme {
 		return "", fmt.Errorf("%w: %q: want %s://<bucket>", ErrURL, s, Scheme)
 	}
-	if !node.ValidName(u.Host) || (u.Path != "" && u.Path != "/") {
+	if !source.ValidName(u.Host) || (u.Path != "" && u.Path != "/") {
 		return "", fmt.Errorf("%w: %q: want %s://<bucket>, bucket matching ^[-_a-zA-Z0-9]+$", ErrURL, s, Scheme)
 	}
 	return u.Host, nil
@@ -42,7 +42,7 @@ func IsURL(s string) bool { return strings.HasPrefix(s, Scheme+"://") }
 // connection is up, and must return when ctx ends.
 type JetStreamFunc func(ctx context.Context) (jetstream.JetStream, error)
 
-// Source is a node.Source over an Object Store bucket. It is safe for
+// Source is a source.Source over an Object Store bucket. It is safe for
 // concurrent use. A bucket that does not exist yet lists as empty.
 type Source struct {
 	bucket string
@@ -52,16 +52,16 @@ type Source struct {
 	obs jetstream.ObjectStore
 }
 
-var _ node.Source = (*Source)(nil)
+var _ source.Source = (*Source)(nil)
 
 // New returns the source of bucket; js supplies the connection when the
 // source is first used. It connects to nothing.
 func New(bucket string, js JetStreamFunc) (*Source, error) {
-	if !node.ValidName(bucket) {
+	if !source.ValidName(bucket) {
 		return nil, fmt.Errorf("%w: bucket %q", ErrURL, bucket)
 	}
 	if js == nil {
-		panic("objsource: New with a nil JetStreamFunc")
+		panic("objstore: New with a nil JetStreamFunc")
 	}
 	return &Source{bucket: bucket, js: js}, nil
 }
@@ -82,14 +82,14 @@ func (s *Source) store(ctx context.Context) (obs jetstream.ObjectStore, ok bool,
 	}
 	js, err := s.js(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("objsource: %s: connect: %w", s, err)
+		return nil, false, fmt.Errorf("objstore: %s: connect: %w", s, err)
 	}
 	obs, err = js.ObjectStore(ctx, s.bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("objsource: %s: bind bucket: %w", s, err)
+		return nil, false, fmt.Errorf("objstore: %s: bind bucket: %w", s, err)
 	}
 	s.mu.Lock()
 	s.obs = obs
@@ -116,7 +116,7 @@ func (s *Source) list(ctx context.Context) ([]object, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("objsource: %s: list: %w", s, err)
+		return nil, fmt.Errorf("objstore: %s: list: %w", s, err)
 	}
 	objs := make([]object, 0, len(infos))
 	for _, in := range infos {
@@ -124,7 +124,7 @@ func (s *Source) list(ctx context.Context) ([]object, error) {
 			continue
 		}
 		parts := strings.Split(in.Name, "/")
-		if len(parts) != 3 || !node.ValidName(parts[0]) || !node.ValidName(parts[1]) || parts[2] == "" {
+		if len(parts) != 3 || !source.ValidName(parts[0]) || !source.ValidName(parts[1]) || parts[2] == "" {
 			continue
 		}
 		objs = append(objs, object{db: parts[0], version: parts[1], file: parts[2], size: int64(in.Size), modTime: in.ModTime})
@@ -168,15 +168,15 @@ func (s *Source) ListVersions(ctx context.Context, db string, requireSuccess boo
 }
 
 // ListFiles lists the version's data files with their sizes, sorted by name.
-func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.SourceFile, error) {
+func (s *Source) ListFiles(ctx context.Context, db, version string) ([]source.SourceFile, error) {
 	objs, err := s.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var files []node.SourceFile
+	var files []source.SourceFile
 	for _, o := range objs {
 		if o.db == db && o.version == version && isDataFile(o.file) {
-			files = append(files, node.SourceFile{Name: o.file, Size: o.size, ModTime: o.modTime})
+			files = append(files, source.SourceFile{Name: o.file, Size: o.size, ModTime: o.modTime})
 		}
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
@@ -191,11 +191,11 @@ func (s *Source) Open(ctx context.Context, db, version, file string) (io.ReadClo
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("objsource: %s: open %s/%s/%s: %w", s, db, version, file, jetstream.ErrBucketNotFound)
+		return nil, fmt.Errorf("objstore: %s: open %s/%s/%s: %w", s, db, version, file, jetstream.ErrBucketNotFound)
 	}
 	r, err := obs.Get(ctx, ObjectName(db, version, file))
 	if err != nil {
-		return nil, fmt.Errorf("objsource: %s: open %s/%s/%s: %w", s, db, version, file, err)
+		return nil, fmt.Errorf("objstore: %s: open %s/%s/%s: %w", s, db, version, file, err)
 	}
 	return r, nil
 }

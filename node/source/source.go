@@ -1,7 +1,14 @@
-package node
+// Package source is where versions come from: the Source interface, the
+// local directory source (Open), and Downloads, the reader that builds read
+// source files through (a node-wide bandwidth limit, retries with backoff,
+// resuming where a failed read stopped). The S3 source (package s3) and the
+// NATS Object Store source with its upload side (package objstore) live
+// beneath it; a node takes any of them through node.Config.OpenedSource.
+package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -40,37 +47,37 @@ type SourceFile struct {
 	ModTime time.Time
 }
 
-var validName = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
+// NamePattern is what db and version names (and node and shard IDs) match.
+const NamePattern = `^[-_a-zA-Z0-9]+$`
+
+var validName = regexp.MustCompile(NamePattern)
 
 // ValidName reports whether s is a valid db or version name.
 func ValidName(s string) bool { return validName.MatchString(s) }
 
-// isDataFile reports whether a file name in a version directory is data.
-func isDataFile(name string) bool {
+// IsDataFile reports whether a file name in a version directory is data:
+// names starting with "_" or "." (_SUCCESS, _logs, .crc files) are not.
+func IsDataFile(name string) bool {
 	return name != "" && !strings.HasPrefix(name, "_") && !strings.HasPrefix(name, ".")
 }
 
-// OpenSource returns the Source for a root written as a path or a URL:
-// a local path, or file:///path. Symlinks that leave the root are refused
-// (see OpenFileSource).
-func OpenSource(root string) (Source, error) { return OpenFileSource(root, false) }
-
-// OpenFileSource is OpenSource; followExternal lets the source follow
-// symlinks that resolve outside root (Config.AllowExternalSymlinks).
-func OpenFileSource(root string, followExternal bool) (Source, error) {
+// Open returns the Source for a root written as a path or a URL: a local
+// path, or file:///path. Symlinks that resolve outside the root are refused
+// (ErrSymlinkOutside) unless followExternal is set.
+func Open(root string, followExternal bool) (Source, error) {
 	if root == "" {
-		return nil, fmt.Errorf("%w: empty source", ErrConfig)
+		return nil, errors.New("source: empty root")
 	}
 	u, err := url.Parse(root)
 	if err == nil && u.Scheme != "" && len(u.Scheme) > 1 { // a one-letter scheme is a Windows drive
 		switch u.Scheme {
 		case "file":
 			if u.Host != "" && u.Host != "localhost" {
-				return nil, fmt.Errorf("%w: source %q has a host (likely missing a '/')", ErrConfig, root)
+				return nil, fmt.Errorf("source: %q has a host (likely missing a '/')", root)
 			}
 			return newFileSource(filepath.FromSlash(u.Path), followExternal)
 		default:
-			return nil, fmt.Errorf("%w: source %q: unsupported scheme %q", ErrConfig, root, u.Scheme)
+			return nil, fmt.Errorf("source: %q: unsupported scheme %q", root, u.Scheme)
 		}
 	}
 	return newFileSource(root, followExternal)

@@ -1,4 +1,4 @@
-package node
+package source
 
 import (
 	"context"
@@ -15,14 +15,29 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// downloads reads source files for builds. Every byte goes through one
-// node-wide bandwidth limit (Config.MaxDownloadBandwidth), and a failed open
+// DownloadConfig sets the limits of Downloads.
+type DownloadConfig struct {
+	// Retries is how many times a failed open or read is retried after
+	// the last byte delivered; 0 gives up at the first error.
+	Retries int
+	// Backoff is the first retry's delay, doubling up to BackoffMax,
+	// jittered.
+	Backoff, BackoffMax time.Duration
+	// MaxBandwidth caps the bytes per second read by all downloads
+	// together; 0 is unlimited.
+	MaxBandwidth int64
+	Logger       *slog.Logger          // nil: discard
+	Registerer   prometheus.Registerer // nil: metrics are not registered
+}
+
+// Downloads reads source files for builds. Every byte goes through one
+// node-wide bandwidth limit (DownloadConfig.MaxBandwidth), and a failed open
 // or read is retried with exponential backoff, resuming at the offset
 // reached: through RangeSource.OpenAt where the source has it, else by
 // opening the file again and skipping what was read.
 //
 // Files stream into the build; nothing is copied to local disk first.
-type downloads struct {
+type Downloads struct {
 	limit      *rate.Limiter // nil: unlimited
 	chunk      int           // the largest read under limit (its burst)
 	retries    int
@@ -35,11 +50,18 @@ type downloads struct {
 	failed  *prometheus.CounterVec // db
 }
 
-func newDownloads(cfg Config, log *slog.Logger) *downloads {
-	d := &downloads{
-		retries:    max(cfg.DownloadRetries, 0),
-		backoff:    cfg.DownloadBackoff,
-		backoffMax: cfg.DownloadBackoffMax,
+// NewDownloads returns the reader of builds' source files under cfg's
+// limits; its metrics (spangle_download_*) are registered with
+// cfg.Registerer.
+func NewDownloads(cfg DownloadConfig) *Downloads {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &Downloads{
+		retries:    max(cfg.Retries, 0),
+		backoff:    cfg.Backoff,
+		backoffMax: cfg.BackoffMax,
 		log:        log,
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_download_bytes_total", Help: "Bytes read from the source by builds, by db.",
@@ -51,7 +73,7 @@ func newDownloads(cfg Config, log *slog.Logger) *downloads {
 			Name: "spangle_download_failures_total", Help: "Source file downloads given up (permanent error or retries exhausted), by db.",
 		}, []string{"db"}),
 	}
-	if bw := cfg.MaxDownloadBandwidth; bw > 0 {
+	if bw := cfg.MaxBandwidth; bw > 0 {
 		// A burst of a tenth of a second keeps the rate smooth; reads are cut
 		// to it, since the limiter cannot grant more than its burst at once.
 		d.chunk = int(min(max(bw/10, 4<<10), 1<<20))
@@ -63,15 +85,15 @@ func newDownloads(cfg Config, log *slog.Logger) *downloads {
 	return d
 }
 
-// download opens a version's source file for a build.
-// Its retries are added to retries.
-func (n *Node) download(ctx context.Context, db, version string, f SourceFile, retries *atomic.Int64) (io.ReadCloser, error) {
+// Open opens a version's file of src for a build: reads go through the
+// limit, and failures are retried, resuming at the byte reached. Its
+// retries are added to retries. The file is opened at once, so that one
+// that cannot be opened fails the build before any record is read.
+func (d *Downloads) Open(ctx context.Context, src Source, db, version string, f SourceFile, retries *atomic.Int64) (io.ReadCloser, error) {
 	r := &sourceReader{
-		ctx: ctx, d: n.dl, src: n.source, db: db, version: version, file: f,
-		bytes: n.dl.bytes.WithLabelValues(db), retries: retries,
+		ctx: ctx, d: d, src: src, db: db, version: version, file: f,
+		bytes: d.bytes.WithLabelValues(db), retries: retries,
 	}
-	// Open now, so that a file that cannot be opened fails the build
-	// before any record is read.
 	if err := r.open(); err != nil {
 		if err = r.retry(err); err != nil {
 			return nil, err
@@ -83,7 +105,7 @@ func (n *Node) download(ctx context.Context, db, version string, f SourceFile, r
 // sourceReader reads one source file, resuming after errors.
 type sourceReader struct {
 	ctx         context.Context
-	d           *downloads
+	d           *Downloads
 	src         Source
 	db, version string
 	file        SourceFile
@@ -219,7 +241,7 @@ func (r *sourceReader) Close() error {
 type limitedReader struct {
 	ctx context.Context
 	r   io.Reader
-	d   *downloads
+	d   *Downloads
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) { return l.d.read(l.ctx, l.r, p) }
@@ -227,7 +249,7 @@ func (l *limitedReader) Read(p []byte) (int, error) { return l.d.read(l.ctx, l.r
 // read reads from rd into p through the limit, if any: at most one burst
 // at a time, then it waits until the bytes read are allowed. A wait cut
 // short by ctx's end returns ctx's error.
-func (d *downloads) read(ctx context.Context, rd io.Reader, p []byte) (int, error) {
+func (d *Downloads) read(ctx context.Context, rd io.Reader, p []byte) (int, error) {
 	if d.limit != nil && len(p) > d.chunk {
 		p = p[:d.chunk]
 	}

@@ -1,4 +1,4 @@
-package s3source
+package s3
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
-	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/source"
 )
 
 // Scheme is the URL scheme of the S3 source.
@@ -62,7 +62,7 @@ func cleanPrefix(p string) (string, error) {
 	return p + "/", nil
 }
 
-// Source is a node.Source and node.RangeSource over a bucket and prefix of
+// Source is a source.Source and source.RangeSource over a bucket and prefix of
 // an S3-compatible server. It is safe for concurrent use. It holds no
 // goroutine and nothing to close: idle connections belong to the
 // transport.
@@ -84,8 +84,8 @@ type Source struct {
 }
 
 var (
-	_ node.Source      = (*Source)(nil)
-	_ node.RangeSource = (*Source)(nil)
+	_ source.Source      = (*Source)(nil)
+	_ source.RangeSource = (*Source)(nil)
 )
 
 // New returns the source of bucket under prefix (as ParseURL returns them).
@@ -183,7 +183,7 @@ func (s *Source) listDir(ctx context.Context, dir string) (objs []object, dirs [
 	seen := map[string]bool{} // a server may repeat a common prefix across pages
 	for o := range s.client.ListObjectsIter(ctx, s.bucket, s.listOptions(dir)) {
 		if o.Err != nil {
-			return nil, nil, fmt.Errorf("s3source: list s3://%s/%s: %w", s.bucket, dir, classify(o.Err))
+			return nil, nil, fmt.Errorf("s3: list s3://%s/%s: %w", s.bucket, dir, classify(o.Err))
 		}
 		rel, ok := strings.CutPrefix(o.Key, dir)
 		switch {
@@ -199,7 +199,7 @@ func (s *Source) listDir(ctx context.Context, dir string) (objs []object, dirs [
 		}
 	}
 	if err := ctx.Err(); err != nil { // the iterator stops silently on a cancelled context
-		return nil, nil, fmt.Errorf("s3source: list s3://%s/%s: %w", s.bucket, dir, err)
+		return nil, nil, fmt.Errorf("s3: list s3://%s/%s: %w", s.bucket, dir, err)
 	}
 	sort.Strings(dirs)
 	sort.Slice(objs, func(i, j int) bool { return objs[i].name < objs[j].name })
@@ -210,7 +210,7 @@ func (s *Source) listDir(ctx context.Context, dir string) (objs []object, dirs [
 func validNames(names []string) []string {
 	valid := names[:0]
 	for _, n := range names {
-		if node.ValidName(n) {
+		if source.ValidName(n) {
 			valid = append(valid, n)
 		}
 	}
@@ -251,7 +251,7 @@ func (s *Source) ListVersions(ctx context.Context, db string, requireSuccess boo
 
 // ListFiles lists the version's data files with their sizes, sorted by
 // name: those of its _SYMLINK's target if it has one.
-func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.SourceFile, error) {
+func (s *Source) ListFiles(ctx context.Context, db, version string) ([]source.SourceFile, error) {
 	ctx, cancel := s.listing(ctx)
 	defer cancel()
 	objs, dirs, err := s.listDir(ctx, s.dir(db, version))
@@ -260,7 +260,7 @@ func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.Sour
 	}
 	if len(objs) == 0 && len(dirs) == 0 {
 		// Gone since it was listed, or never there: not an empty version.
-		return nil, fmt.Errorf("s3source: %s: no such version: %w", s.Path(db, version), node.ErrPermanent)
+		return nil, fmt.Errorf("s3: %s: no such version: %w", s.Path(db, version), source.ErrPermanent)
 	}
 	target := version
 	if hasObject(objs, symlinkFile) {
@@ -280,10 +280,10 @@ func (s *Source) ListFiles(ctx context.Context, db, version string) ([]node.Sour
 	s.mu.Lock()
 	s.targets[db+"/"+version] = target
 	s.mu.Unlock()
-	var files []node.SourceFile
+	var files []source.SourceFile
 	for _, o := range objs {
 		if isDataFile(o.name) {
-			files = append(files, node.SourceFile{Name: o.name, Size: o.size, ModTime: o.modTime})
+			files = append(files, source.SourceFile{Name: o.name, Size: o.size, ModTime: o.modTime})
 		}
 	}
 	return files, nil
@@ -299,7 +299,7 @@ func (s *Source) Open(ctx context.Context, db, version, file string) (io.ReadClo
 // the response or the body, fails with a retryable error.
 func (s *Source) OpenAt(ctx context.Context, db, version, file string, offset int64) (io.ReadCloser, error) {
 	if offset < 0 {
-		return nil, fmt.Errorf("s3source: open %s/%s/%s at %d: %w", db, version, file, offset, node.ErrPermanent)
+		return nil, fmt.Errorf("s3: open %s/%s/%s at %d: %w", db, version, file, offset, source.ErrPermanent)
 	}
 	target, err := s.target(ctx, db, version)
 	if err != nil {
@@ -309,7 +309,7 @@ func (s *Source) OpenAt(ctx context.Context, db, version, file string, offset in
 	var opts minio.GetObjectOptions
 	if offset > 0 {
 		if err := opts.SetRange(offset, 0); err != nil {
-			return nil, fmt.Errorf("s3source: open s3://%s/%s at byte %d: %w", s.bucket, key, offset, permanentError{err})
+			return nil, fmt.Errorf("s3: open s3://%s/%s at byte %d: %w", s.bucket, key, offset, permanentError{err})
 		}
 	}
 	where := "s3://" + s.bucket + "/" + key
@@ -326,7 +326,7 @@ func (s *Source) OpenAt(ctx context.Context, db, version, file string, offset in
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("s3source: open %s: %w", where, classify(err))
+		return nil, fmt.Errorf("s3: open %s: %w", where, classify(err))
 	}
 	return body, nil
 }

@@ -1,4 +1,4 @@
-package s3source_test
+package s3_test
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/spangledb/spangle/blocks/seqfile"
-	"github.com/spangledb/spangle/node"
-	"github.com/spangledb/spangle/node/s3source"
+	"github.com/spangledb/spangle/node/source"
+	"github.com/spangledb/spangle/node/source/s3"
 )
 
 const (
@@ -159,8 +159,8 @@ func (f *fakeS3) authHeaders() []string {
 
 // testConfig is a Config for the fake server: static keys, path style,
 // no retries inside minio-go, small list pages.
-func (f *fakeS3) testConfig() s3source.Config {
-	return s3source.Config{
+func (f *fakeS3) testConfig() s3.Config {
+	return s3.Config{
 		Endpoint:        f.srv.URL,
 		Region:          "us-east-1",
 		AccessKeyID:     "test-key",
@@ -173,9 +173,9 @@ func (f *fakeS3) testConfig() s3source.Config {
 	}
 }
 
-func (f *fakeS3) source(t testing.TB, prefix string) *s3source.Source {
+func (f *fakeS3) source(t testing.TB, prefix string) *s3.Source {
 	t.Helper()
-	src, err := s3source.New(bucket, prefix, f.testConfig())
+	src, err := s3.New(bucket, prefix, f.testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,16 +260,16 @@ func TestParseURL(t *testing.T) {
 		{"/local/dir", "", "", false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			b, p, err := s3source.ParseURL(tc.in)
+			b, p, err := s3.ParseURL(tc.in)
 			if (err == nil) != tc.ok || b != tc.bucket || p != tc.prefix {
 				t.Fatalf("ParseURL(%q) = %q, %q, %v", tc.in, b, p, err)
 			}
-			if err != nil && !errors.Is(err, s3source.ErrURL) {
+			if err != nil && !errors.Is(err, s3.ErrURL) {
 				t.Fatalf("error %v is not ErrURL", err)
 			}
 		})
 	}
-	if !s3source.IsURL("s3://data") || s3source.IsURL("file:///data") {
+	if !s3.IsURL("s3://data") || s3.IsURL("file:///data") {
 		t.Fatal("IsURL")
 	}
 }
@@ -277,31 +277,31 @@ func TestParseURL(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  s3source.Config
+		cfg  s3.Config
 		ok   bool
 	}{
-		{"zero", s3source.Config{}, true},
-		{"defaults", s3source.DefaultConfig(), true},
-		{"host:port", s3source.Config{Endpoint: "minio.local:9000", Insecure: true}, true},
-		{"http URL", s3source.Config{Endpoint: "http://127.0.0.1:9000"}, true},
-		{"https URL", s3source.Config{Endpoint: "https://s3.example.com/"}, true},
-		{"URL with a path", s3source.Config{Endpoint: "http://host/path"}, false},
-		{"ftp URL", s3source.Config{Endpoint: "ftp://host"}, false},
-		{"host with a path", s3source.Config{Endpoint: "host/path"}, false},
-		{"key without secret", s3source.Config{AccessKeyID: "k"}, false},
-		{"token without keys", s3source.Config{SessionToken: "t"}, false},
-		{"page too large", s3source.Config{ListPageSize: 5000}, false},
-		{"negative timeout", s3source.Config{IdleTimeout: -time.Second}, false},
+		{"zero", s3.Config{}, true},
+		{"defaults", s3.DefaultConfig(), true},
+		{"host:port", s3.Config{Endpoint: "minio.local:9000", Insecure: true}, true},
+		{"http URL", s3.Config{Endpoint: "http://127.0.0.1:9000"}, true},
+		{"https URL", s3.Config{Endpoint: "https://s3.example.com/"}, true},
+		{"URL with a path", s3.Config{Endpoint: "http://host/path"}, false},
+		{"ftp URL", s3.Config{Endpoint: "ftp://host"}, false},
+		{"host with a path", s3.Config{Endpoint: "host/path"}, false},
+		{"key without secret", s3.Config{AccessKeyID: "k"}, false},
+		{"token without keys", s3.Config{SessionToken: "t"}, false},
+		{"page too large", s3.Config{ListPageSize: 5000}, false},
+		{"negative timeout", s3.Config{IdleTimeout: -time.Second}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
 			if (err == nil) != tc.ok {
 				t.Fatalf("Validate = %v", err)
 			}
-			if err != nil && !errors.Is(err, s3source.ErrConfig) {
+			if err != nil && !errors.Is(err, s3.ErrConfig) {
 				t.Fatalf("error %v is not ErrConfig", err)
 			}
-			if _, nerr := s3source.New(bucket, "", tc.cfg); (nerr == nil) != tc.ok {
+			if _, nerr := s3.New(bucket, "", tc.cfg); (nerr == nil) != tc.ok {
 				t.Fatalf("New = %v", nerr)
 			}
 		})
@@ -360,7 +360,7 @@ func TestSource(t *testing.T) {
 	}
 	files, err := src.ListFiles(c, "db1", "v1")
 	files = withoutModTimes(t, files)
-	want := []node.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
+	want := []source.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
 	if err != nil || !slices.Equal(files, want) {
 		t.Fatalf("ListFiles = %v, %v; want %v", files, err, want)
 	}
@@ -369,7 +369,7 @@ func TestSource(t *testing.T) {
 		t.Fatalf("Open read %q", got)
 	}
 	// A version that is not there is an error, not an empty version.
-	if files, err := src.ListFiles(c, "db1", "v9"); !errors.Is(err, node.ErrPermanent) || !strings.Contains(err.Error(), "no such version") {
+	if files, err := src.ListFiles(c, "db1", "v9"); !errors.Is(err, source.ErrPermanent) || !strings.Contains(err.Error(), "no such version") {
 		t.Fatalf("ListFiles of a missing version = %v, %v", files, err)
 	}
 	// A version holding only _SUCCESS is empty.
@@ -420,7 +420,7 @@ func TestOpenAt(t *testing.T) {
 		}
 	}
 	f.stripRange.Store(false)
-	if _, err := src.OpenAt(c, "db", "v", "part-0", 1001); !errors.Is(err, node.ErrPermanent) {
+	if _, err := src.OpenAt(c, "db", "v", "part-0", 1001); !errors.Is(err, source.ErrPermanent) {
 		t.Fatalf("OpenAt past the end = %v, want ErrPermanent", err)
 	}
 }
@@ -507,7 +507,7 @@ func TestSymlink(t *testing.T) {
 
 	files, err := src.ListFiles(c, "db", "v2")
 	files = withoutModTimes(t, files)
-	if want := []node.SourceFile{{Name: "part-0", Size: 3}}; err != nil || !slices.Equal(files, want) {
+	if want := []source.SourceFile{{Name: "part-0", Size: 3}}; err != nil || !slices.Equal(files, want) {
 		t.Fatalf("ListFiles(v2) = %v, %v; want %v", files, err, want)
 	}
 	r, err := src.Open(c, "db", "v2", "part-0")
@@ -532,7 +532,7 @@ func TestSymlink(t *testing.T) {
 	if err != nil || !slices.Contains(vs, "v99") {
 		t.Fatalf("ListVersions with an unreadable _SYMLINK = %v, %v", vs, err)
 	}
-	if _, err := src.ListFiles(c, "db", "v99"); !errors.Is(err, node.ErrPermanent) || !strings.Contains(err.Error(), "Access Denied") {
+	if _, err := src.ListFiles(c, "db", "v99"); !errors.Is(err, source.ErrPermanent) || !strings.Contains(err.Error(), "Access Denied") {
 		t.Fatalf("ListFiles(v99) = %v; want access denied", err)
 	}
 	f.deny.Store("")
@@ -546,7 +546,7 @@ func TestSymlink(t *testing.T) {
 	} {
 		t.Run(v, func(t *testing.T) {
 			_, err := src.ListFiles(c, "db", v)
-			if !errors.Is(err, s3source.ErrSymlink) || !errors.Is(err, node.ErrPermanent) || !strings.Contains(err.Error(), want) {
+			if !errors.Is(err, s3.ErrSymlink) || !errors.Is(err, source.ErrPermanent) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("ListFiles(%s) = %v; want ErrSymlink, ErrPermanent, %q", v, err, want)
 			}
 			if !strings.Contains(err.Error(), "s3://data/db/"+v+"/_SYMLINK") {
@@ -555,7 +555,7 @@ func TestSymlink(t *testing.T) {
 			if v == "v3" {
 				return // Open finds no object: NoSuchKey, also permanent
 			}
-			if _, err := f.source(t, "").Open(c, "db", v, "part-0"); !errors.Is(err, s3source.ErrSymlink) {
+			if _, err := f.source(t, "").Open(c, "db", v, "part-0"); !errors.Is(err, s3.ErrSymlink) {
 				t.Fatalf("Open(%s) = %v; want ErrSymlink", v, err)
 			}
 		})
@@ -569,11 +569,11 @@ func TestErrors(t *testing.T) {
 	f.put(t, "db/v1/part-0", []byte("x"))
 	f.put(t, "secret/v1/part-0", []byte("x"))
 
-	if _, err := src.Open(c, "db", "v1", "missing"); !errors.Is(err, node.ErrPermanent) || !strings.Contains(err.Error(), "s3://data/db/v1/missing") {
+	if _, err := src.Open(c, "db", "v1", "missing"); !errors.Is(err, source.ErrPermanent) || !strings.Contains(err.Error(), "s3://data/db/v1/missing") {
 		t.Fatalf("Open of a missing key = %v; want ErrPermanent naming it", err)
 	}
 	f.deny.Store("secret/")
-	if _, err := src.Open(c, "secret", "v1", "part-0"); !errors.Is(err, node.ErrPermanent) || !strings.Contains(err.Error(), "Access Denied") {
+	if _, err := src.Open(c, "secret", "v1", "part-0"); !errors.Is(err, source.ErrPermanent) || !strings.Contains(err.Error(), "Access Denied") {
 		t.Fatalf("Open denied = %v; want ErrPermanent", err)
 	}
 	if _, err := src.ListFiles(c, "secret", "v1"); err != nil {
@@ -581,25 +581,25 @@ func TestErrors(t *testing.T) {
 	}
 	f.deny.Store("")
 
-	missing, err := s3source.New("no-such-bucket", "", f.testConfig())
+	missing, err := s3.New("no-such-bucket", "", f.testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := missing.ListDBs(c); !errors.Is(err, node.ErrPermanent) {
+	if _, err := missing.ListDBs(c); !errors.Is(err, source.ErrPermanent) {
 		t.Fatalf("ListDBs of a missing bucket = %v; want ErrPermanent", err)
 	}
 
 	// Server errors and network errors are worth retrying.
 	f.unavail.Store(true)
-	if _, err := src.Open(c, "db", "v1", "part-0"); err == nil || errors.Is(err, node.ErrPermanent) {
+	if _, err := src.Open(c, "db", "v1", "part-0"); err == nil || errors.Is(err, source.ErrPermanent) {
 		t.Fatalf("Open on a 503 = %v; want a retryable error", err)
 	}
 	f.unavail.Store(false)
 	f.stop()
-	if _, err := src.ListDBs(c); err == nil || errors.Is(err, node.ErrPermanent) {
+	if _, err := src.ListDBs(c); err == nil || errors.Is(err, source.ErrPermanent) {
 		t.Fatalf("ListDBs on a closed server = %v; want a retryable error", err)
 	}
-	if _, err := src.Open(c, "db", "v1", "part-0"); err == nil || errors.Is(err, node.ErrPermanent) {
+	if _, err := src.Open(c, "db", "v1", "part-0"); err == nil || errors.Is(err, source.ErrPermanent) {
 		t.Fatalf("Open on a closed server = %v; want a retryable error", err)
 	}
 }
@@ -627,9 +627,9 @@ func TestIdleTimeout(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	cfg := s3source.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "k", SecretAccessKey: "s",
+	cfg := s3.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "k", SecretAccessKey: "s",
 		PathStyle: true, Attempts: 1, IdleTimeout: 50 * time.Millisecond}
-	src, err := s3source.New(bucket, "", cfg)
+	src, err := s3.New(bucket, "", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +639,7 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	defer r.Close()
 	b, err := io.ReadAll(r)
-	if string(b) != "first bytes" || err == nil || errors.Is(err, node.ErrPermanent) || !strings.Contains(err.Error(), "no data for 50ms") {
+	if string(b) != "first bytes" || err == nil || errors.Is(err, source.ErrPermanent) || !strings.Contains(err.Error(), "no data for 50ms") {
 		t.Fatalf("read %q, %v; want the first bytes, then a retryable idle error", b, err)
 	}
 }
@@ -684,7 +684,7 @@ func TestCredentials(t *testing.T) {
 			if tc.static != "" {
 				cfg.SecretAccessKey = "s"
 			}
-			src, err := s3source.New(bucket, "", cfg)
+			src, err := s3.New(bucket, "", cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -702,7 +702,7 @@ func TestCredentials(t *testing.T) {
 
 // withoutModTimes checks that every file has a modification time from the
 // last hour (the upload's) and clears it, for comparisons.
-func withoutModTimes(t *testing.T, files []node.SourceFile) []node.SourceFile {
+func withoutModTimes(t *testing.T, files []source.SourceFile) []source.SourceFile {
 	t.Helper()
 	for i, f := range files {
 		if f.ModTime.IsZero() || time.Since(f.ModTime) > time.Hour {

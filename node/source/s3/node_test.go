@@ -1,4 +1,4 @@
-package s3source_test
+package s3_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/nodetest"
-	"github.com/spangledb/spangle/node/s3source"
+	"github.com/spangledb/spangle/node/source/s3"
 )
 
 // waitFor polls cond until it holds or testTimeout passes.
@@ -24,7 +24,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // startNode runs a node on src, refreshing every 20 ms, with
 // require_success_file.
-func startNode(t testing.TB, src *s3source.Source, reg prometheus.Registerer) *node.Node {
+func startNode(t testing.TB, src *s3.Source, reg prometheus.Registerer) *node.Node {
 	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.Source = src.String()

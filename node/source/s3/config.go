@@ -1,4 +1,4 @@
-package s3source
+package s3
 
 import (
 	"fmt"

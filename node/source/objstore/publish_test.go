@@ -1,4 +1,4 @@
-package objsource_test
+package objstore_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/natstest"
-	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // writeFiles writes files random files of size bytes (part-0, part-1, …)
@@ -46,7 +46,7 @@ func writeFiles(t *testing.T, files, size int) string {
 func checkPublished(t *testing.T, obs jetstream.ObjectStore, dir, db, v string) {
 	t.Helper()
 	c := ctx(t)
-	if _, err := obs.GetInfo(c, objsource.ObjectName(db, v, "_SUCCESS")); err != nil {
+	if _, err := obs.GetInfo(c, objstore.ObjectName(db, v, "_SUCCESS")); err != nil {
 		t.Fatalf("%s/%s has no _SUCCESS: %v", db, v, err)
 	}
 	entries, err := os.ReadDir(dir)
@@ -58,7 +58,7 @@ func checkPublished(t *testing.T, obs jetstream.ObjectStore, dir, db, v string) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := obs.GetBytes(c, objsource.ObjectName(db, v, e.Name()))
+		got, err := obs.GetBytes(c, objstore.ObjectName(db, v, e.Name()))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("object %s: %d bytes, %v; want the file's %d bytes", e.Name(), len(got), err, len(want))
 		}
@@ -69,7 +69,7 @@ func checkPublished(t *testing.T, obs jetstream.ObjectStore, dir, db, v string) 
 // _SUCCESS.
 func visible(t *testing.T, js jetstream.JetStream, db, v string) bool {
 	t.Helper()
-	src, err := objsource.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	src, err := objstore.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,19 +84,19 @@ func visible(t *testing.T, js jetstream.JetStream, db, v string) bool {
 type events struct {
 	mu      sync.Mutex
 	sent    int64 // sum of EventSent bytes
-	retries []objsource.Event
+	retries []objstore.Event
 	skipped []string
-	hook    func(objsource.Event) // called after recording, outside the lock
+	hook    func(objstore.Event) // called after recording, outside the lock
 }
 
-func (e *events) observe(ev objsource.Event) {
+func (e *events) observe(ev objstore.Event) {
 	e.mu.Lock()
 	switch ev.Kind {
-	case objsource.EventSent:
+	case objstore.EventSent:
 		e.sent += ev.Bytes
-	case objsource.EventRetry:
+	case objstore.EventRetry:
 		e.retries = append(e.retries, ev)
-	case objsource.EventSkipped:
+	case objstore.EventSkipped:
 		e.skipped = append(e.skipped, ev.File)
 	}
 	hook := e.hook
@@ -134,12 +134,12 @@ func TestPublishRetries(t *testing.T) {
 			limitBucket(t, js, 64<<10)
 			dir := writeFiles(t, 2, size)
 			ev := &events{}
-			ev.hook = func(e objsource.Event) {
-				if e.Kind == objsource.EventRetry && e.Attempt == tc.freeAfter {
+			ev.hook = func(e objstore.Event) {
+				if e.Kind == objstore.EventRetry && e.Attempt == tc.freeAfter {
 					limitBucket(t, js, -1)
 				}
 			}
-			rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{
+			rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{
 				Parallel: 1, Retries: tc.retries, Backoff: time.Millisecond, BackoffMax: 2 * time.Millisecond, Observe: ev.observe,
 			})
 			wantRetries := max(tc.retries, 0)
@@ -183,9 +183,9 @@ func TestPublishLocalErrorNotRetried(t *testing.T) {
 	js, obs := startBucket(t)
 	c := ctx(t)
 	dir := writeFiles(t, 2, 1000)
-	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{
+	rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{
 		Parallel: 1, Backoff: time.Millisecond,
-		Progress: func(objsource.Report) { os.Remove(filepath.Join(dir, "part-1")) },
+		Progress: func(objstore.Report) { os.Remove(filepath.Join(dir, "part-1")) },
 	})
 	if !errors.Is(err, os.ErrNotExist) || rep.Retries != 0 || rep.Uploaded != 1 {
 		t.Fatalf("Publish = %+v, %v; want a not-exist error, no retries, 1 file uploaded", rep, err)
@@ -214,7 +214,7 @@ func TestPublishServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ctx(t)
-	obs, err := objsource.CreateBucket(c, js, "data", 1)
+	obs, err := objstore.CreateBucket(c, js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,24 +223,24 @@ func TestPublishServerRestart(t *testing.T) {
 	midway, retried := make(chan struct{}), make(chan struct{})
 	var midOnce, retryOnce sync.Once
 	ev := &events{}
-	ev.hook = func(e objsource.Event) {
+	ev.hook = func(e objstore.Event) {
 		ev.mu.Lock()
 		sent := ev.sent
 		ev.mu.Unlock()
 		switch {
-		case e.Kind == objsource.EventSent && sent > size:
+		case e.Kind == objstore.EventSent && sent > size:
 			midOnce.Do(func() { close(midway) })
-		case e.Kind == objsource.EventRetry:
+		case e.Kind == objstore.EventRetry:
 			retryOnce.Do(func() { close(retried) })
 		}
 	}
 	type result struct {
-		rep objsource.Report
+		rep objstore.Report
 		err error
 	}
 	done := make(chan result, 1)
 	go func() { // owned: the test waits for done
-		rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{
+		rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{
 			Parallel: 2, Retries: 50, Backoff: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 			Bandwidth: 8 << 20, JetStream: js, Observe: ev.observe,
 		})
@@ -281,7 +281,7 @@ func TestPublishBandwidth(t *testing.T) {
 	const files, size, bw = 3, 128 << 10, 512 << 10
 	dir := writeFiles(t, files, size)
 	start := time.Now()
-	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{Bandwidth: bw})
+	rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{Bandwidth: bw})
 	took := time.Since(start)
 	if err != nil || rep.Uploaded != files {
 		t.Fatalf("Publish = %+v, %v", rep, err)
@@ -303,15 +303,15 @@ func TestPublishInterrupted(t *testing.T) {
 	dir := writeFiles(t, 3, size)
 	// interrupt publishes with Parallel 1 and cancels it once file has
 	// started uploading.
-	interrupt := func(file string) objsource.Report {
+	interrupt := func(file string) objstore.Report {
 		t.Helper()
 		c, cancel := context.WithCancel(ctx(t))
 		defer cancel()
 		var sent atomic.Int64
-		rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{
+		rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{
 			Parallel: 1, Bandwidth: 1 << 20,
-			Observe: func(e objsource.Event) {
-				if e.Kind == objsource.EventSent && e.File == file && sent.Add(e.Bytes) > 0 {
+			Observe: func(e objstore.Event) {
+				if e.Kind == objstore.EventSent && e.File == file && sent.Add(e.Bytes) > 0 {
 					cancel()
 				}
 			},
@@ -326,7 +326,7 @@ func TestPublishInterrupted(t *testing.T) {
 	}
 	rerun := func(wantUploaded, wantSkipped int) {
 		t.Helper()
-		rep, err := objsource.Publish(ctx(t), obs, dir, "db", "v1", objsource.PublishOptions{})
+		rep, err := objstore.Publish(ctx(t), obs, dir, "db", "v1", objstore.PublishOptions{})
 		if err != nil || rep.Uploaded != wantUploaded || rep.Skipped != wantSkipped {
 			t.Fatalf("rerun = %+v, %v; want %d uploaded, %d skipped", rep, err, wantUploaded, wantSkipped)
 		}
@@ -358,10 +358,10 @@ func TestPublishLostChunks(t *testing.T) {
 	js, obs := startBucket(t)
 	c := ctx(t)
 	dir := writeFiles(t, 2, 200<<10)
-	if _, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{}); err != nil {
+	if _, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	in, err := obs.GetInfo(c, objsource.ObjectName("db", "v1", "part-1"))
+	in, err := obs.GetInfo(c, objstore.ObjectName("db", "v1", "part-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,11 +372,11 @@ func TestPublishLostChunks(t *testing.T) {
 	if err := stream.Purge(c, jetstream.WithPurgeSubject("$O.data.C."+in.NUID)); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{})
+	rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{})
 	if err != nil || rep.Skipped != 2 {
 		t.Fatalf("without JetStream: %+v, %v; want both files skipped on their metadata", rep, err)
 	}
-	rep, err = objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{JetStream: js})
+	rep, err = objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{JetStream: js})
 	if err != nil || rep.Skipped != 1 || rep.Uploaded != 1 {
 		t.Fatalf("with JetStream: %+v, %v; want part-1 uploaded again", rep, err)
 	}

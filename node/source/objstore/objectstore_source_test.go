@@ -1,4 +1,4 @@
-package objsource_test
+package objstore_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/natstest"
-	"github.com/spangledb/spangle/node"
-	"github.com/spangledb/spangle/node/objsource"
+	"github.com/spangledb/spangle/node/source"
+	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // startJS runs an embedded JetStream server for the test.
@@ -27,7 +27,7 @@ func startJS(t *testing.T) jetstream.JetStream {
 func startBucket(t *testing.T) (jetstream.JetStream, jetstream.ObjectStore) {
 	t.Helper()
 	js := startJS(t)
-	obs, err := objsource.CreateBucket(ctx(t), js, "data", 1)
+	obs, err := objstore.CreateBucket(ctx(t), js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestParseURL(t *testing.T) {
 		{"file:///data", "", false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			b, err := objsource.ParseURL(tc.in)
+			b, err := objstore.ParseURL(tc.in)
 			if (err == nil) != tc.ok || b != tc.bucket {
 				t.Fatalf("ParseURL(%q) = %q, %v", tc.in, b, err)
 			}
@@ -63,7 +63,7 @@ func TestParseURL(t *testing.T) {
 func TestSource(t *testing.T) {
 	js := startJS(t)
 	c := ctx(t)
-	src, err := objsource.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	src, err := objstore.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSource(t *testing.T) {
 	if dbs, err := src.ListDBs(c); err != nil || len(dbs) != 0 {
 		t.Fatalf("ListDBs on a missing bucket = %v, %v", dbs, err)
 	}
-	obs, err := objsource.CreateBucket(c, js, "data", 1)
+	obs, err := objstore.CreateBucket(c, js, "data", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestSource(t *testing.T) {
 	}
 	files, err := src.ListFiles(c, "db1", "v1")
 	files = withoutModTimes(t, files)
-	want := []node.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
+	want := []source.SourceFile{{Name: "part-0", Size: 1}, {Name: "part-1", Size: 2}}
 	if err != nil || !slices.Equal(files, want) {
 		t.Fatalf("ListFiles = %v, %v; want %v", files, err, want)
 	}
@@ -136,30 +136,30 @@ func TestPublish(t *testing.T) {
 		}
 	}
 	var progress int
-	rep, err := objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{Parallel: 2, Progress: func(objsource.Report) { progress++ }})
+	rep, err := objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{Parallel: 2, Progress: func(objstore.Report) { progress++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (objsource.Report{Files: 2, Uploaded: 2, Bytes: 8, BytesUploaded: 8}); rep != want || progress != 2 {
+	if want := (objstore.Report{Files: 2, Uploaded: 2, Bytes: 8, BytesUploaded: 8}); rep != want || progress != 2 {
 		t.Fatalf("first publish: %+v (progress %d), want %+v", rep, progress, want)
 	}
-	rep, err = objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{})
-	if want := (objsource.Report{Files: 2, Skipped: 2, Bytes: 8}); err != nil || rep != want {
+	rep, err = objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{})
+	if want := (objstore.Report{Files: 2, Skipped: 2, Bytes: 8}); err != nil || rep != want {
 		t.Fatalf("second publish: %+v, %v; want %+v", rep, err, want)
 	}
 	// A changed file of the same size is uploaded again.
 	if err := os.WriteFile(filepath.Join(dir, "part-1"), []byte("ONE!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = objsource.Publish(c, obs, dir, "db", "v1", objsource.PublishOptions{})
-	if want := (objsource.Report{Files: 2, Uploaded: 1, Skipped: 1, Bytes: 8, BytesUploaded: 4}); err != nil || rep != want {
+	rep, err = objstore.Publish(c, obs, dir, "db", "v1", objstore.PublishOptions{})
+	if want := (objstore.Report{Files: 2, Uploaded: 1, Skipped: 1, Bytes: 8, BytesUploaded: 4}); err != nil || rep != want {
 		t.Fatalf("third publish: %+v, %v; want %+v", rep, err, want)
 	}
-	src, _ := objsource.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	src, _ := objstore.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
 	if vs, err := src.ListVersions(c, "db", true); err != nil || !slices.Equal(vs, []string{"v1"}) {
 		t.Fatalf("ListVersions after publish = %v, %v", vs, err)
 	}
-	n, err := objsource.DeleteVersion(c, obs, "db", "v1")
+	n, err := objstore.DeleteVersion(c, obs, "db", "v1")
 	if err != nil || n != 3 {
 		t.Fatalf("DeleteVersion = %d, %v; want 3", n, err)
 	}
@@ -170,7 +170,7 @@ func TestPublish(t *testing.T) {
 
 // withoutModTimes checks that every file has a modification time from the
 // last hour (the upload's) and clears it, for comparisons.
-func withoutModTimes(t *testing.T, files []node.SourceFile) []node.SourceFile {
+func withoutModTimes(t *testing.T, files []source.SourceFile) []source.SourceFile {
 	t.Helper()
 	for i, f := range files {
 		if f.ModTime.IsZero() || time.Since(f.ModTime) > time.Hour {
