@@ -15,6 +15,8 @@ import (
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/cluster"
+	"github.com/spangledb/spangle/node/kvcluster"
 	"github.com/spangledb/spangle/plugins"
 )
 
@@ -22,7 +24,7 @@ import (
 type clusterNode struct {
 	*nodetest.Node
 	shard string
-	view  *edge.KVClusterView
+	view  *kvcluster.View
 }
 
 // clusterOpts shape startCluster.
@@ -33,7 +35,7 @@ type clusterOpts struct {
 	partitioners   []string // db "d"'s partitioner per node; nil: the default
 	// http adjusts each node's HTTP configuration; nil: the defaults.
 	http func(*edge.Config)
-	// versionRemoveTimeout is Cluster.VersionRemoveTimeout; 0: the default.
+	// versionRemoveTimeout is cluster.Config.VersionRemoveTimeout; 0: the default.
 	versionRemoveTimeout time.Duration
 }
 
@@ -49,11 +51,14 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
 			NoWait: true,
 			HTTP:   o.http,
-			Node: func(c *node.Config) {
-				cn.configure(c, o.replication, o.minReplication)
+			Cluster: func(c *cluster.Config) {
+				cn.configureCluster(c, o.replication, o.minReplication)
 				if o.versionRemoveTimeout > 0 {
-					c.Cluster.VersionRemoveTimeout = o.versionRemoveTimeout
+					c.VersionRemoveTimeout = o.versionRemoveTimeout
 				}
+			},
+			Node: func(c *node.Config) {
+				cn.configure(c)
 				if o.partitioners != nil {
 					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
 				}
@@ -71,7 +76,7 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 // first embeds it, the others connect to it), entries living 1s, and a
 // cluster view on each. They stop at cleanup, after the nodes started
 // later: cleanups run last in, first out.
-func startClusterNATS(t *testing.T, n int) ([]*kvwatch.KV, []*edge.KVClusterView) {
+func startClusterNATS(t *testing.T, n int) ([]*kvwatch.KV, []*kvcluster.View) {
 	t.Helper()
 	kcfg := nodetest.NATSConfig(t)
 	kcfg.EntryTTL = time.Second
@@ -82,9 +87,9 @@ func startClusterNATS(t *testing.T, n int) ([]*kvwatch.KV, []*edge.KVClusterView
 		c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
 		kvs = append(kvs, nodetest.StartKV(t, c))
 	}
-	var views []*edge.KVClusterView
+	var views []*kvcluster.View
 	for _, kv := range kvs {
-		view := edge.NewKVClusterView(kv, nodetest.Logger())
+		view := kvcluster.NewView(kv, nodetest.Logger())
 		view.Start()
 		t.Cleanup(view.Stop)
 		views = append(views, view)
@@ -92,18 +97,22 @@ func startClusterNATS(t *testing.T, n int) ([]*kvwatch.KV, []*edge.KVClusterView
 	return kvs, views
 }
 
-// configure makes c the configuration of cn in a cluster of the given
-// replication: node ID and name "node<shard>", cn's view, short timings.
-func (cn *clusterNode) configure(c *node.Config, replication, minReplication int) {
+// configure makes c the configuration of cn: node ID and name
+// "node<shard>".
+func (cn *clusterNode) configure(c *node.Config) {
 	c.NodeID = "node" + cn.shard
 	c.ShardID = cn.shard
 	c.Name = c.NodeID
-	c.Cluster.Enabled = true
-	c.Cluster.View = cn.view
-	c.Cluster.Replication = replication
-	c.Cluster.MinReplication = minReplication
-	c.Cluster.TimeToConverge = 300 * time.Millisecond
-	c.Cluster.ProxyTimeout = 5 * time.Second // generous under -race
+}
+
+// configureCluster makes c cn's cluster configuration with the given
+// replication: cn's view, short timings.
+func (cn *clusterNode) configureCluster(c *cluster.Config, replication, minReplication int) {
+	c.View = cn.view
+	c.Replication = replication
+	c.MinReplication = minReplication
+	c.TimeToConverge = 300 * time.Millisecond
+	c.ProxyTimeout = 5 * time.Second // generous under -race
 }
 
 // held returns what n holds of db's version: its partitions and whether it

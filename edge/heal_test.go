@@ -18,6 +18,7 @@ import (
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/assign"
+	"github.com/spangledb/spangle/node/cluster"
 )
 
 // Healing over real NATS: 3 nodes, replication 2, 6 partitions of 120
@@ -80,14 +81,17 @@ func (hn *healNode) start(t *testing.T) {
 	hn.clusterNode.Node = nodetest.StartNode(t, hn.kv, hn.root, nodetest.Options{
 		NoWait: true,
 		Node: func(c *node.Config) {
-			hn.configure(c, 2, 1)
+			hn.configure(c)
 			c.DataDir = hn.data
 			c.Registerer = hn.reg
-			c.Cluster.HealAfter = 100 * time.Millisecond
+		},
+		Cluster: func(c *cluster.Config) {
+			hn.configureCluster(c, 2, 1)
+			c.HealAfter = 100 * time.Millisecond
 			if hn.opts.maxParallel > 0 {
-				c.Cluster.HealMaxParallel = hn.opts.maxParallel
+				c.HealMaxParallel = hn.opts.maxParallel
 			}
-			c.Cluster.DisableHeal = hn.opts.disable
+			c.DisableHeal = hn.opts.disable
 		},
 	})
 }

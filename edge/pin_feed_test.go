@@ -7,9 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/node/advert"
+	"github.com/spangledb/spangle/node/kvcluster"
 )
 
 // TestPinFeed: pin entries written to a real versions bucket reach the
@@ -23,7 +23,7 @@ func TestPinFeed(t *testing.T) {
 	}
 	n := startPlainNode(t, root)
 	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
-	feed := edge.NewPinFeed(kv, n, nodetest.Logger())
+	feed := kvcluster.NewPinFeed(kv, n, nodetest.Logger())
 	feed.Start()
 	defer feed.Stop()
 

@@ -8,11 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
+	"github.com/spangledb/spangle/node/kvcluster"
 	"github.com/spangledb/spangle/node/source/objstore"
 )
 
@@ -53,7 +53,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 		c.OpenedSource = src
 		c.RefreshPeriod = 0
 	}})
-	feed := edge.NewVersionFeed(kv, n.Node, nodetest.Logger())
+	feed := kvcluster.NewVersionFeed(kv, n.Node, nodetest.Logger())
 	feed.Start()
 	t.Cleanup(feed.Stop)
 

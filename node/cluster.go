@@ -1,84 +1,94 @@
 package node
 
 import (
-	"fmt"
-	"slices"
+	"context"
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
-	"github.com/spangledb/spangle/node/assign"
 )
 
-// Cluster mode (Config.Cluster.Enabled), the first increment:
+// Cluster is the cluster a node is part of, as its version lifecycle sees
+// it: what the lifecycle asks ("which partitions do I build?", "may this
+// version go active?", "who answers for a partition I do not hold?") and
+// what it tells (Join hands the cluster the node, whose Held versions it
+// follows). Package node/cluster implements it; a node whose
+// Config.Cluster is nil runs alone, and this package never imports that
+// one.
 //
-//  1. start-up waits until the live membership of the View has stayed the
-//     same for TimeToConverge (converge) before the first listing;
-//  2. a db builds only the partitions assigned to this node (assigned);
+// Cluster mode, step by step:
+//
+//  1. Start calls Join once the node's ID is known, then the first
+//     listing waits for Converge (the live membership has settled);
+//  2. a build makes only the partitions Assign names;
 //  3. a built version is pending: held, advertised (Active false) and
-//     readable by name, and becomes active once every partition has
-//     MinReplication replicas cluster-wide (trySwitch), re-checked on every
-//     View change (clusterLoop → db.nudge);
-//  4. lookups of partitions held elsewhere are proxied (cluster_get.go);
+//     readable by name, and becomes active once MayActivate says every
+//     partition has enough replicas, asked again at every Changed;
+//  4. lookups of partitions held elsewhere go to Get;
 //  5. the version replaced at a switch stays for peers naming it until
-//     VersionRemoveTimeout passes without a request (retention.go);
-//  6. Status merges the View's entries (cluster_status.go);
-//  7. partitions of the active version that stay under-replicated for
-//     HealAfter are loaded by the next nodes in rendezvous order (heal.go).
+//     Retention passes without a request (retention.go);
+//  6. Status adds the other nodes' view of each db;
+//  7. the cluster may ask the node to load more partitions of its active
+//     version (LoadPartitions): healing.
 //
 // Lock order: db.healMu and db.mu are never held together; the pending
 // and active versions change only on the db's loop goroutine.
+type Cluster interface {
+	// Join starts the cluster's work for n (healing, routes); called by
+	// Start, once. Shutdown ends it.
+	Join(n *Node)
+	// Converge blocks until the membership has settled with this node in
+	// it; false if ctx ends first.
+	Converge(ctx context.Context) bool
+	// Changed returns a channel closed at the next change of the cluster.
+	Changed() <-chan struct{}
+	// Assign returns the partitions of v (v.Partitions unset) this node
+	// builds, never nil, or an error wrapping ErrPartitionerMismatch when
+	// another node built v with another partitioner.
+	Assign(v VersionInfo) ([]int, error)
+	// MayActivate reports whether v, of which this node holds
+	// v.Partitions, has enough replicas cluster-wide to go active.
+	MayActivate(v VersionInfo) bool
+	// Get looks key up in partition p of v on the other nodes holding it:
+	// an error wraps ErrNoReplica or ErrProxyTimeout, or is ctx's.
+	Get(ctx context.Context, v VersionInfo, p int, key []byte) (Remote, error)
+	// Forget drops what the cluster keeps about v, no longer held here.
+	Forget(db, version string)
+	// Retention is how long a replaced version stays for peers naming it.
+	Retention() time.Duration
+	// Replication is the replica count a version's status is counted
+	// against.
+	Replication() int
+	// Status adds the other live nodes' versions of db to ds.
+	Status(db string, ds *DBStatus)
+	// Shutdown stops what Join started and releases the cluster's
+	// resources; it returns ctx's error if ctx ends first.
+	Shutdown(ctx context.Context) error
+}
+
+// VersionInfo names a version of a db as the cluster sees it.
+type VersionInfo struct {
+	DB, Version   string
+	NumPartitions int
+	Partitioner   string // the partitioner's identity
+	Partitions    []int  // held by this node; increasing
+}
+
+// Remote is a lookup's answer from another node.
+type Remote struct {
+	Value []byte
+	Found bool
+	Peer  string // the node that answered
+}
 
 // clustered reports whether the node runs in cluster mode.
-func (n *Node) clustered() bool { return n.cfg.Cluster.Enabled }
+func (n *Node) clustered() bool { return n.cfg.Cluster != nil }
 
-// cluster returns the View's current snapshot.
-func (n *Node) cluster() *ClusterSnapshot {
-	s, _ := n.cfg.Cluster.View.Cluster()
-	if s == nil {
-		return emptyCluster
-	}
-	return s
-}
-
-// converge blocks until the View is current, holds this node's entry, and
-// its live membership has not changed for TimeToConverge. It returns false
-// if the node shuts down first.
-func (n *Node) converge() bool {
-	ttc := n.cfg.Cluster.TimeToConverge
-	n.log.Info("waiting for cluster membership to converge", "time_to_converge", ttc)
-	t := time.NewTimer(ttc)
-	defer t.Stop()
-	last, good := "", false
-	for {
-		s, changed := n.cfg.Cluster.View.Cluster()
-		if s == nil {
-			s = emptyCluster
-		}
-		ok := !s.Stale() && s.hasNode(n.id)
-		if m := s.membership(); m != last || ok != good {
-			last, good = m, ok
-			t.Reset(ttc)
-		}
-		select {
-		case <-n.ctx.Done():
-			return false
-		case <-changed:
-		case <-t.C:
-			if good {
-				n.log.Info("cluster membership converged", "nodes", len(s.Live()))
-				return true
-			}
-			t.Reset(ttc)
-		}
-	}
-}
-
-// clusterLoop nudges every db at each change of the View, so that pending
-// versions switch as soon as their replicas appear. It returns when the
-// node shuts down.
+// clusterLoop nudges every db at each change of the cluster, so that
+// pending versions switch as soon as their replicas appear. It returns
+// when the node shuts down.
 func (n *Node) clusterLoop() {
 	for {
-		_, changed := n.cfg.Cluster.View.Cluster()
+		changed := n.cfg.Cluster.Changed()
 		select {
 		case <-n.ctx.Done():
 			return
@@ -86,9 +96,14 @@ func (n *Node) clusterLoop() {
 		}
 		for _, d := range *n.dbs.Load() {
 			d.nudge()
-			d.eachHeld(func(v *version) { n.routeFor(d, v) })
 		}
 	}
+}
+
+// info describes v for the cluster.
+func (d *db) info(v *version) VersionInfo {
+	return VersionInfo{DB: d.name, Version: v.name, NumPartitions: v.n,
+		Partitioner: v.data.Manifest().Partitioner, Partitions: v.data.Manifest().Partitions}
 }
 
 // eachHeld calls fn for the db's active, pending and retired versions.
@@ -112,66 +127,6 @@ func (d *db) nudge() {
 	select {
 	case d.nudgeCh <- struct{}{}:
 	default:
-	}
-}
-
-// assigned returns the partitions of version (n partitions) this node
-// should build: the assignment over the live nodes' shard IDs plus its
-// own, less those over MaxReplication elsewhere. Never nil.
-func (d *db) assigned(version string, n int) []int {
-	c := d.node.cfg.Cluster
-	s := d.node.cluster()
-	var ids []string
-	for _, nd := range s.Live() {
-		if nd.ShardID != "" {
-			ids = append(ids, nd.ShardID)
-		}
-	}
-	fn, _ := assign.ByName(c.Assignment) // checked by Validate
-	ps := fn(ids, d.node.shardID(), n, c.Replication)
-	remote := d.remoteReplicas(s, version, n)
-	ps = assign.MaxReplicationFilter(ps, func(p int) int { return remote[p] }, c.Replication, c.MaxReplication)
-	if ps == nil {
-		ps = []int{}
-	}
-	return ps
-}
-
-// checkPartitioner refuses to build version when another node already
-// advertises it built with a different partitioner: the two would place
-// keys differently, and lookups routed by one would miss on the other.
-func (d *db) checkPartitioner(s *ClusterSnapshot, version string) error {
-	mine := d.partitioner.Identity()
-	for _, h := range s.Holders(d.name, version) {
-		if h.NodeID != d.node.id && h.Partitioner != "" && h.Partitioner != mine {
-			return fmt.Errorf("%w: %s/%s: this node's partitioner is %s, but node %s built it with %s",
-				ErrPartitionerMismatch, d.name, version, mine, h.NodeID, h.Partitioner)
-		}
-	}
-	return nil
-}
-
-// remoteReplicas counts, per partition of version (n partitions), the
-// other nodes that advertise it with this db's partitioner.
-func (d *db) remoteReplicas(s *ClusterSnapshot, version string, n int) []int {
-	counts := make([]int, n)
-	d.remoteHoldings(s, version, n, d.partitioner.Identity(), func(_ string, p int) { counts[p]++ })
-	return counts
-}
-
-// remoteHoldings calls fn for each partition p (0 ≤ p < n) of version that
-// another node's partitions entry lists, for entries of n partitions built
-// with partitioner identity.
-func (d *db) remoteHoldings(s *ClusterSnapshot, version string, n int, identity string, fn func(node string, p int)) {
-	for _, h := range s.Holders(d.name, version) {
-		if h.NodeID == d.node.id || h.NumPartitions != n || h.Partitioner != identity {
-			continue
-		}
-		for _, p := range h.Partitions {
-			if p >= 0 && p < n {
-				fn(h.NodeID, p)
-			}
-		}
 	}
 }
 
@@ -210,7 +165,9 @@ func (d *db) discard(v *version) {
 		d.node.log.Warn("closing version", "db", d.name, "version", v.name, "err", err)
 	}
 	d.node.removeVersionFiles(d.name, v.name)
-	d.node.forgetRoutes(d.name, v.name)
+	if d.node.clustered() {
+		d.node.cfg.Cluster.Forget(d.name, v.name)
+	}
 	d.mu.Lock()
 	delete(d.versions, v.name)
 	d.mu.Unlock()
@@ -243,16 +200,8 @@ func (d *db) trySwitch() {
 		d.discard(p)
 		return
 	}
-	if d.node.clustered() {
-		counts := d.remoteReplicas(d.node.cluster(), p.name, p.n)
-		for _, q := range p.data.Manifest().Partitions {
-			counts[q]++
-		}
-		if i := slices.IndexFunc(counts, func(c int) bool { return c < d.node.cfg.Cluster.MinReplication }); i >= 0 {
-			d.node.log.Debug("version not switched to yet: under-replicated", "db", d.name, "version", p.name,
-				"partition", i, "replicas", counts[i], "min_replication", d.node.cfg.Cluster.MinReplication)
-			return
-		}
+	if d.node.clustered() && !d.node.cfg.Cluster.MayActivate(d.info(p)) {
+		return // under-replicated: asked again at the next change
 	}
 	// Promote a copy: the pending one may be read concurrently.
 	v := *p

@@ -107,9 +107,9 @@ type Config struct {
 	// BinaryVersion is the release published in the node entry. Default "".
 	BinaryVersion string
 
-	// Cluster configures cluster mode ([sharding]); off by default. See
-	// ClusterConfig.
-	Cluster ClusterConfig
+	// Cluster is the cluster this node is part of (package node/cluster);
+	// nil, the default, runs the node alone.
+	Cluster Cluster
 
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
 	// decoder is a module ("wasm:<path>"). Zero fields take the plugins
@@ -170,7 +170,6 @@ func DefaultConfig() Config {
 		CacheControl:         "public, max-age=60",
 		NegativeCacheControl: "public, max-age=10",
 		AdvertiseRetry:       time.Second,
-		Cluster:              DefaultClusterConfig(),
 	}
 }
 
@@ -213,9 +212,6 @@ func (c Config) Validate() error {
 		if !validHeaderValue(v) {
 			return bad("%s %q: want printable ASCII, at most 256 bytes", key, v)
 		}
-	}
-	if err := c.Cluster.validate(); err != nil {
-		return err
 	}
 	if err := c.Plugins.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)

@@ -3,15 +3,11 @@ package node
 import (
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // TestConfigBounds: every out-of-range value is an error naming its key,
@@ -52,14 +48,6 @@ func TestConfigBounds(t *testing.T) {
 		{"node ID", func(c *Config) { c.NodeID = "a b" }},
 		{"shard ID", func(c *Config) { c.ShardID = "a/b" }},
 		{"compression", func(c *Config) { c.Compression = "lz4" }},
-		{"replication", func(c *Config) { c.Cluster.Replication = 0 }},
-		{"min_replication", func(c *Config) { c.Cluster.MinReplication = 0 }},
-		{"time_to_converge", func(c *Config) { c.Cluster.TimeToConverge = 0 }},
-		{"proxy_timeout", func(c *Config) { c.Cluster.ProxyTimeout = -time.Millisecond }},
-		{"proxy_stage_timeout", func(c *Config) { c.Cluster.ProxyStageTimeout = -time.Millisecond }},
-		{"proxy_batch_keys", func(c *Config) { c.Cluster.ProxyBatchKeys = -1 }},
-		{"proxy_conns_per_peer", func(c *Config) { c.Cluster.ProxyConnsPerPeer = -1 }},
-		{"version_remove_timeout", func(c *Config) { c.Cluster.VersionRemoveTimeout = 0 }},
 		{"db name", func(c *Config) { c.DBs = map[string]DBConfig{"bad name": {}} }},
 		{"dbs.d", func(c *Config) { c.DBs = map[string]DBConfig{"d": {Decoder: "nope"}} }},
 	} {
@@ -72,95 +60,14 @@ func TestConfigBounds(t *testing.T) {
 	}
 }
 
-// TestConfigDocDefaults: every "Default X" in the doc comments of Config,
-// ClusterConfig and DBConfig states what DefaultConfig sets.
+// TestConfigDocDefaults: every "Default X" in the doc comments of Config
+// and DBConfig states what DefaultConfig sets.
 func TestConfigDocDefaults(t *testing.T) {
-	fset := token.NewFileSet()
-	defaults := map[string]reflect.Value{
-		"Config":        reflect.ValueOf(DefaultConfig()),
-		"ClusterConfig": reflect.ValueOf(DefaultClusterConfig()),
-		"DBConfig":      reflect.ValueOf(DBConfig{}),
-	}
-	docRE := regexp.MustCompile(`Defaults? ("[^"]*"|.+?)(?:[.:;]\s|[.:;]?$| \(|,)`)
-	checked := 0
-	for _, file := range []string{"config.go", "cluster_config.go"} {
-		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			ts, ok := n.(*ast.TypeSpec)
-			if !ok {
-				return true
-			}
-			def, ok := defaults[ts.Name.Name]
-			st, isStruct := ts.Type.(*ast.StructType)
-			if !ok || !isStruct {
-				return false
-			}
-			for i, field := range st.Fields.List {
-				if field.Doc == nil || len(field.Names) == 0 {
-					continue
-				}
-				doc := strings.Join(strings.Fields(field.Doc.Text()), " ")
-				m := docRE.FindStringSubmatch(doc)
-				if m == nil {
-					continue
-				}
-				stated := strings.TrimSpace(m[1])
-				names := []string{field.Names[0].Name}
-				values := []string{stated}
-				// "Defaults 1s and 30s." covers this field and the next.
-				if a, b, ok := strings.Cut(stated, " and "); ok && strings.HasPrefix(m[0], "Defaults") && i+1 < len(st.Fields.List) {
-					names = append(names, st.Fields.List[i+1].Names[0].Name)
-					values = []string{a, b}
-				}
-				for j, name := range names {
-					got := def.FieldByName(name)
-					if !got.IsValid() {
-						t.Errorf("%s.%s: no such field", ts.Name.Name, name)
-						continue
-					}
-					if !docStates(values[j], got.Interface()) {
-						t.Errorf("%s.%s: the doc says Default %q, DefaultConfig sets %v", ts.Name.Name, name, values[j], got.Interface())
-					}
-					checked++
-				}
-			}
-			return false
-		})
-	}
-	if checked < 25 {
+	checked := nodetest.CheckDocDefaults(t, []string{"config.go"}, map[string]any{
+		"Config":   DefaultConfig(),
+		"DBConfig": DBConfig{},
+	})
+	if checked < 20 {
 		t.Fatalf("only %d documented defaults checked", checked)
 	}
-}
-
-// docStates reports whether a doc's stated default describes v.
-func docStates(stated string, v any) bool {
-	word, _, _ := strings.Cut(stated, " ")
-	switch v := v.(type) {
-	case time.Duration:
-		if v == 0 {
-			return word == "0" || word == "0s"
-		}
-		d, err := time.ParseDuration(word)
-		return err == nil && d == v
-	case bool:
-		return word == strconv.FormatBool(v)
-	case int:
-		return word == strconv.Itoa(v) || (v == 0 && (word == "0" || word == "none"))
-	case int64:
-		if n, unit, ok := strings.Cut(stated, " "); ok && strings.HasPrefix(unit, "MiB") {
-			x, err := strconv.ParseInt(n, 10, 64)
-			return err == nil && x<<20 == v
-		}
-		return word == strconv.FormatInt(v, 10) || (v == 0 && word == "0")
-	case string:
-		if v == "" {
-			return strings.HasPrefix(stated, `""`) || word == "none" || word == "off"
-		}
-		return strings.Trim(word, `"(),`) == v || strings.Contains(stated, `"`+v+`"`) || strings.Contains(stated, v+" ")
-	}
-	// Pointers, interfaces, maps and nested configs: nil or zero.
-	return word == "nil" || word == "none" || strings.HasPrefix(stated, "(nil)") || reflect.ValueOf(v).IsZero()
 }

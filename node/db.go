@@ -64,9 +64,6 @@ type db struct {
 	// healing is the heal load under way (heal.go), nil if none. Set and
 	// cleared by the heal loop.
 	healing *healJob
-	// healDone is closed when the heal loop returns, or by startDB when
-	// healing is off.
-	healDone chan struct{}
 }
 
 type kick struct {
@@ -145,7 +142,6 @@ func (n *Node) newDB(name string) (*db, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		done:        make(chan struct{}),
-		healDone:    make(chan struct{}),
 	}, nil
 }
 
@@ -190,7 +186,6 @@ func (d *db) loop() {
 func (d *db) shutdown() {
 	d.cancel()
 	<-d.done
-	<-d.healDone
 	d.closeVersions()
 	d.closePlugins()
 }
@@ -382,10 +377,10 @@ func (d *db) build(name string) error {
 		all[i] = i
 	}
 	if n.clustered() {
-		if err := d.checkPartitioner(n.cluster(), name); err != nil {
+		if all, err = n.cfg.Cluster.Assign(VersionInfo{DB: d.name, Version: name, NumPartitions: len(files),
+			Partitioner: d.partitioner.Identity()}); err != nil {
 			return fail(err)
 		}
-		all = d.assigned(name, len(files))
 		spec.Partitions = all
 	}
 	if err := d.checkSpace(total, len(all), len(files)); err != nil {
@@ -638,15 +633,15 @@ func (d *db) status(self string, target int) DBStatus {
 		if s.state == StateActive || s.state == StateRemoving {
 			held = s.partitions
 		}
-		vs.replication(map[string][]int{self: held}, target)
+		vs.CountReplicas(map[string][]int{self: held}, target)
 		out.Versions[name] = vs
 	}
 	return out
 }
 
-// replication fills in the replica counters from the partitions each node
+// CountReplicas fills in the replica counters from the partitions each node
 // holds, counting partitions with no replica as missing (sequins did not).
-func (vs *VersionStatus) replication(held map[string][]int, target int) {
+func (vs *VersionStatus) CountReplicas(held map[string][]int, target int) {
 	counts := make([]int, vs.NumPartitions)
 	for _, ps := range held {
 		for _, p := range ps {

@@ -67,7 +67,7 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 		}
 		var res Result
 		var err error
-		if mayProxy && n.proxy != nil {
+		if mayProxy && n.clustered() {
 			res, err = n.getCluster(ctx, d, v, key)
 		} else {
 			res, err = v.get(key)

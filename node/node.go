@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
-	"github.com/spangledb/spangle/node/proxy"
 )
 
 // Node is one spangle process's data plane: it finds versions in its source,
@@ -46,15 +45,11 @@ type Node struct {
 	readyCh   chan struct{}
 	wg        sync.WaitGroup // every goroutine the node starts
 
-	id    string       // set by Start: Config.NodeID or <data_dir>/node_id
-	adv   *advertiser  // set by Start when Config.Advertiser is set
-	proxy *proxy.Proxy // cluster mode only: lookups of partitions held elsewhere
-	heal  *healSlots   // cluster mode: bounds the partitions loaded for healing (heal.go)
+	id  string      // set by Start: Config.NodeID or <data_dir>/node_id
+	adv *advertiser // set by Start when Config.Advertiser is set
 	// pins holds the db pins (pin.go), kept in <data_dir>/pins.json.
 	pinsMu sync.Mutex
 	pins   pinSet
-	// routes remembers each version's last seen holders (cluster_get.go).
-	routes sync.Map // "db.version" → *route
 
 	heldMu sync.Mutex // serialises heldChanged
 	held   atomic.Pointer[heldView]
@@ -101,20 +96,6 @@ func New(cfg Config) (*Node, error) {
 		refreshCh: make(chan struct{}, 1),
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
-	}
-	if cfg.Cluster.Enabled {
-		pc := proxy.DefaultConfig()
-		pc.Timeout = cfg.Cluster.ProxyTimeout
-		pc.StageTimeout = cfg.Cluster.stageTimeout()
-		pc.MaxBatchKeys = cfg.Cluster.ProxyBatchKeys
-		pc.MaxConnsPerPeer = cfg.Cluster.ProxyConnsPerPeer
-		pc.PeerToken = cfg.Cluster.PeerToken
-		pc.Logger = log.With("component", "proxy")
-		pc.Registerer = cfg.Registerer
-		if n.proxy, err = proxy.New(pc); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-		}
-		n.heal = newHealSlots(cfg.Cluster.HealMaxParallel)
 	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
@@ -171,6 +152,7 @@ func (n *Node) start() error {
 		n.refreshLoop()
 	}()
 	if n.clustered() {
+		n.cfg.Cluster.Join(n)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -365,8 +347,11 @@ func (n *Node) refreshLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
-	if n.clustered() && !n.converge() {
-		return
+	if n.clustered() {
+		n.log.Info("waiting for cluster membership to converge")
+		if !n.cfg.Cluster.Converge(n.ctx) {
+			return
+		}
 	}
 	n.refresh(true, false)
 	for {
@@ -454,15 +439,6 @@ func (n *Node) startDB(d *db) {
 		defer n.wg.Done()
 		d.loop()
 	}()
-	if !n.healing() {
-		close(d.healDone)
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		d.healLoop()
-	}()
 }
 
 // Shutdown stops the node: (1) drains (see Drain), (2) cancels builds,
@@ -492,8 +468,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.adv != nil {
 			_ = n.adv.withdrawAll(ctx) // logged; the entries expire anyway
 		}
-		if n.proxy != nil {
-			_ = n.proxy.Shutdown(ctx) // in-flight lookups ended with the front doors
+		if n.clustered() {
+			// Heal loads end with the node's context; in-flight lookups
+			// ended with the front doors.
+			if err = n.cfg.Cluster.Shutdown(ctx); err != nil {
+				return
+			}
 		}
 		for _, d := range *n.dbs.Load() {
 			d.closeVersions()

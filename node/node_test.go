@@ -459,32 +459,3 @@ func TestUpgradesUnderLoad(t *testing.T) {
 
 // version names sort byte-wise in upgrade order.
 func vname(i int) string { return fmt.Sprintf("v%04d", i) }
-
-func TestClusterConfigValidate(t *testing.T) {
-	base := func() Config {
-		c := DefaultConfig()
-		c.Source, c.DataDir = t.TempDir(), t.TempDir()
-		return c
-	}
-	c := base()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Cluster.stageTimeout(); got != 50*time.Millisecond {
-		t.Fatalf("proxy_stage_timeout default: %v, want proxy_timeout/replication", got)
-	}
-	for name, mod := range map[string]func(*ClusterConfig){
-		"no view":           func(c *ClusterConfig) { c.Enabled = true },
-		"min over replicas": func(c *ClusterConfig) { c.MinReplication = 3 },
-		"bad assignment":    func(c *ClusterConfig) { c.Assignment = "random" },
-		"negative max":      func(c *ClusterConfig) { c.MaxReplication = -1 },
-	} {
-		t.Run(name, func(t *testing.T) {
-			c := base()
-			mod(&c.Cluster)
-			if err := c.Validate(); !errors.Is(err, ErrConfig) {
-				t.Fatalf("Validate: %v, want ErrConfig", err)
-			}
-		})
-	}
-}

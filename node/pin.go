@@ -29,7 +29,7 @@ import (
 //
 // Pins are kept in <data_dir>/pins.json, so that a restarted node comes
 // back on its pinned version. A node's own pins come from Pin (the admin
-// API); the cluster's from the versions bucket (edge.PinFeed calls
+// API); the cluster's from the versions bucket (kvcluster.PinFeed calls
 // SetPins), the same for every node, and win for a db that has both.
 //
 // Reads stay monotonic per node except across a rollback: a client that

@@ -30,7 +30,7 @@ func (d *db) retire(old *version) {
 	list = append(list, old)
 	d.retired.Store(&list)
 	d.node.log.Info("old version kept for peers naming it", "db", d.name, "version", old.name,
-		"version_remove_timeout", d.node.cfg.Cluster.VersionRemoveTimeout)
+		"version_remove_timeout", d.node.cfg.Cluster.Retention())
 	d.armRetire(time.Now())
 }
 
@@ -72,7 +72,7 @@ func (d *db) armRetire(now time.Time) {
 		}
 		return
 	}
-	timeout := d.node.cfg.Cluster.VersionRemoveTimeout
+	timeout := d.node.cfg.Cluster.Retention()
 	next := time.Duration(-1)
 	for _, v := range *rs {
 		left := time.Unix(0, v.state.lastUsed.Load()).Add(timeout).Sub(now)
@@ -96,7 +96,7 @@ func (d *db) expireRetired() {
 		return
 	}
 	now := time.Now()
-	timeout := d.node.cfg.Cluster.VersionRemoveTimeout
+	timeout := d.node.cfg.Cluster.Retention()
 	var keep, gone []*version
 	for _, v := range *rs {
 		if now.Sub(time.Unix(0, v.state.lastUsed.Load())) >= timeout {

@@ -123,8 +123,8 @@ func (h *HealStatus) clone() *HealStatus {
 // time; it takes each db's status lock briefly.
 //
 // In cluster mode it merges the View: each version lists every live node
-// holding it, and the replica counters count them all against
-// ClusterConfig.Replication (cluster_status.go).
+// holding it, and the replica counters count them all against the
+// cluster's Replication (Cluster.Status).
 func (n *Node) Status() Status {
 	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError()}
 	if !n.clustered() {
@@ -134,10 +134,9 @@ func (n *Node) Status() Status {
 		return st
 	}
 	st.ShardID = n.shardID()
-	s, target := n.cluster(), n.cfg.Cluster.Replication
 	for name, d := range *n.dbs.Load() {
-		ds := d.status(n.Name(), target)
-		n.mergeCluster(s, name, &ds, target)
+		ds := d.status(n.Name(), n.cfg.Cluster.Replication())
+		n.cfg.Cluster.Status(name, &ds)
 		st.DBs[name] = ds
 	}
 	return st
@@ -147,7 +146,22 @@ func (n *Node) Status() Status {
 // the name peers know it by, its advertised address (else its ID).
 func (n *Node) Name() string {
 	if n.clustered() {
-		return statusName(n.cfg.AdvertiseAddress, n.id)
+		return StatusName(n.cfg.AdvertiseAddress, n.id)
 	}
 	return n.cfg.Name
 }
+
+// StatusName is the name a node goes by in the status: its advertised
+// address, else its ID.
+func StatusName(address, id string) string {
+	if address != "" {
+		return address
+	}
+	return id
+}
+
+// ShardID is this node's shard ID: Config.ShardID, else its ID.
+func (n *Node) ShardID() string { return n.shardID() }
+
+// Draining reports whether Drain has been called.
+func (n *Node) Draining() bool { return n.draining.Load() }

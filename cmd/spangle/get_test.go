@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/spangledb/spangle"
 	"net/http"
 	"os"
 	"os/exec"
@@ -256,11 +257,11 @@ func TestNATSConfig(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfg := defaultConfig()
-			if err := loadConfig(p, &cfg); err != nil {
+			cfg := spangle.DefaultConfig()
+			if err := spangle.LoadConfig(p, &cfg); err != nil {
 				t.Fatal(err)
 			}
-			k := cfg.nats
+			k := cfg.NATS
 			if !slices.Equal(k.URLs, tc.urls) || k.EmbeddedListen != tc.listen || k.ClusterName != tc.cluster {
 				t.Fatalf("nats config %+v", k)
 			}
@@ -281,11 +282,11 @@ replicas = 3
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := defaultConfig()
-	if err := loadConfig(p, &cfg); err != nil {
+	cfg := spangle.DefaultConfig()
+	if err := spangle.LoadConfig(p, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if k := cfg.nats; k.EmbeddedServerName != "n2" || k.EmbeddedClusterName != "edge" || k.EmbeddedClusterListen != "127.0.0.1:6202" ||
+	if k := cfg.NATS; k.EmbeddedServerName != "n2" || k.EmbeddedClusterName != "edge" || k.EmbeddedClusterListen != "127.0.0.1:6202" ||
 		len(k.EmbeddedRoutes) != 3 || k.Replicas != 3 {
 		t.Fatalf("embedded cluster config %+v", k)
 	}
@@ -294,14 +295,14 @@ replicas = 3
 	if err := os.WriteFile(p, []byte("[nats]\nurl = 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg = defaultConfig()
-	if err := loadConfig(p, &cfg); err == nil || !strings.Contains(err.Error(), "string") {
+	cfg = spangle.DefaultConfig()
+	if err := spangle.LoadConfig(p, &cfg); err == nil || !strings.Contains(err.Error(), "string") {
 		t.Fatalf("url = 3: %v", err)
 	}
 	if err := os.WriteFile(p, []byte("[nats]\nport = 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := loadConfig(p, &cfg); err == nil || !strings.Contains(err.Error(), "nats.port") {
+	if err := spangle.LoadConfig(p, &cfg); err == nil || !strings.Contains(err.Error(), "nats.port") {
 		t.Fatalf("unknown key: %v", err)
 	}
 }

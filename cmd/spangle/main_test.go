@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/spangledb/spangle"
 	"io"
 	"net/http"
 	"os"
@@ -107,8 +108,8 @@ func TestConfig(t *testing.T) {
 		}
 		return p
 	}
-	cfg := defaultConfig()
-	err := loadConfig(write(`
+	cfg := spangle.DefaultConfig()
+	err := spangle.LoadConfig(write(`
 source = "/src"
 local_store = "/store"
 refresh_period = "1m30s"
@@ -138,27 +139,27 @@ command = ["varnishadm", "ban", "obj.http.X-Spangle-DB == {db}"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := cfg.node
+	n := cfg.Node
 	if n.Source != "/src" || n.DataDir != "/store" || n.RefreshPeriod != 90*time.Second || !n.RequireSuccessFile ||
-		n.MaxParallelLoads != 3 || n.Compression != "zstd" || n.MemoryBudget != 64<<20 || !cfg.sequinsHeaders ||
-		n.ContentType != "text/plain" || cfg.nats.Replicas != 3 {
+		n.MaxParallelLoads != 3 || n.Compression != "zstd" || n.MemoryBudget != 64<<20 || !cfg.SequinsHeaders ||
+		n.ContentType != "text/plain" || cfg.NATS.Replicas != 3 {
 		t.Fatalf("config: %+v", cfg)
 	}
 	if db := n.DBs["baby-names"]; db.Partitioner != "murmur3" || db.CacheControl != "max-age=60" ||
 		db.NegativeCacheControl != "no-store" || !db.Presharded || n.CacheControl != "public, max-age=5" {
 		t.Fatalf("db config: %+v", db)
 	}
-	if p := cfg.purge; p.Hook.URL != "http://127.0.0.1:6081/" || p.Hook.Method != "BAN" || p.Hook.Headers["X-Spangle-DB"] != "{db}" ||
+	if p := cfg.Purge; p.Hook.URL != "http://127.0.0.1:6081/" || p.Hook.Method != "BAN" || p.Hook.Headers["X-Spangle-DB"] != "{db}" ||
 		p.Attempts != 3 || p.Timeout != 5*time.Second || len(p.DBs["baby-names"].Command) != 3 {
 		t.Fatalf("purge config: %+v", p)
 	}
 
 	// The example config that make run uses stays valid.
-	ex := defaultConfig()
-	if err := loadConfig(filepath.Join("..", "..", "examples", "spangle.toml"), &ex); err != nil {
+	ex := spangle.DefaultConfig()
+	if err := spangle.LoadConfig(filepath.Join("..", "..", "examples", "spangle.toml"), &ex); err != nil {
 		t.Fatal(err)
 	}
-	if err := ex.node.Validate(); err != nil {
+	if err := ex.Node.Validate(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -170,8 +171,8 @@ command = ["varnishadm", "ban", "obj.http.X-Spangle-DB == {db}"]
 		"disagreeing dirs":  "data_dir = \"/a\"\nlocal_store = \"/b\"\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := defaultConfig()
-			if err := loadConfig(write(body), &cfg); err == nil {
+			cfg := spangle.DefaultConfig()
+			if err := spangle.LoadConfig(write(body), &cfg); err == nil {
 				t.Fatal("no error")
 			}
 		})
@@ -202,22 +203,22 @@ proxy_conns_per_peer = 8
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := defaultConfig()
-	if err := loadConfig(p, &cfg); err != nil {
+	cfg := spangle.DefaultConfig()
+	if err := spangle.LoadConfig(p, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	c := cfg.node.Cluster
-	if !c.Enabled || c.Replication != 3 || c.MinReplication != 2 || c.MaxReplication != 4 || c.Assignment != "rendezvous" ||
+	c := cfg.Cluster
+	if !cfg.Clustered || c.Replication != 3 || c.MinReplication != 2 || c.MaxReplication != 4 || c.Assignment != "rendezvous" ||
 		c.TimeToConverge != 2*time.Second || c.ProxyTimeout != 300*time.Millisecond ||
-		c.ProxyStageTimeout != 50*time.Millisecond || c.VersionRemoveTimeout != time.Minute || cfg.node.ShardID != "3" ||
+		c.ProxyStageTimeout != 50*time.Millisecond || c.VersionRemoveTimeout != time.Minute || cfg.Node.ShardID != "3" ||
 		!c.DisableHeal || c.HealAfter != 30*time.Second || c.HealMaxParallel != 2 ||
 		c.ProxyBatchKeys != 1 || c.ProxyConnsPerPeer != 8 {
 		t.Fatalf("sharding: %+v", c)
 	}
 
 	// Without the table: off, with sequins' defaults.
-	def := defaultConfig().node.Cluster
-	if def.Enabled || def.Replication != 2 || def.MinReplication != 1 || def.MaxReplication != 0 ||
+	def := spangle.DefaultConfig().Cluster
+	if spangle.DefaultConfig().Clustered || def.Replication != 2 || def.MinReplication != 1 || def.MaxReplication != 0 ||
 		def.Assignment != "sequential" || def.TimeToConverge != 10*time.Second || def.ProxyTimeout != 100*time.Millisecond ||
 		def.VersionRemoveTimeout != 10*time.Minute || def.DisableHeal || def.HealAfter != time.Minute || def.HealMaxParallel != 1 {
 		t.Fatalf("defaults: %+v", def)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spangledb/spangle"
 	"io"
 	"log/slog"
 	"net"
@@ -76,7 +77,7 @@ func publish(args []string, stderr io.Writer) error {
 	}
 	var bw int64
 	if *bandwidth != "" {
-		if bw, err = parseBytes(*bandwidth); err != nil {
+		if bw, err = spangle.ParseBytes(*bandwidth); err != nil {
 			return fmt.Errorf("--bandwidth: %w", err)
 		}
 	}

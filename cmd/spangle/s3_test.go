@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/spangledb/spangle"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,8 +29,8 @@ func TestConfigS3(t *testing.T) {
 		}
 		return p
 	}
-	cfg := defaultConfig()
-	err := loadConfig(write("s3.toml", `
+	cfg := spangle.DefaultConfig()
+	err := spangle.LoadConfig(write("s3.toml", `
 source = "s3://bucket/some/prefix"
 [s3]
 region = "eu-west-1"
@@ -45,12 +46,12 @@ insecure = true
 	want := s3.DefaultConfig()
 	want.Region, want.AccessKeyID, want.SecretAccessKey = "eu-west-1", "AKID", "SECRET"
 	want.Endpoint, want.PathStyle, want.Insecure = "http://127.0.0.1:9000", true, true
-	if cfg.s3 != want || cfg.node.Source != "s3://bucket/some/prefix" {
-		t.Fatalf("s3 config %+v, source %q; want %+v", cfg.s3, cfg.node.Source, want)
+	if cfg.S3 != want || cfg.Node.Source != "s3://bucket/some/prefix" {
+		t.Fatalf("s3 config %+v, source %q; want %+v", cfg.S3, cfg.Node.Source, want)
 	}
 
 	// Without the table: AWS, credentials from the environment.
-	if def := defaultConfig().s3; def != s3.DefaultConfig() || def.Endpoint != s3.DefaultEndpoint {
+	if def := spangle.DefaultConfig().S3; def != s3.DefaultConfig() || def.Endpoint != s3.DefaultEndpoint {
 		t.Fatalf("default s3 config %+v", def)
 	}
 
@@ -61,8 +62,8 @@ insecure = true
 		"bad path_style":     "[s3]\npath_style = \"yes\"\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := defaultConfig()
-			if err := loadConfig(write("bad.toml", body), &cfg); err == nil {
+			cfg := spangle.DefaultConfig()
+			if err := spangle.LoadConfig(write("bad.toml", body), &cfg); err == nil {
 				t.Fatal("no error")
 			}
 		})

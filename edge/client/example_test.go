@@ -16,6 +16,7 @@ import (
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/kvcluster"
 )
 
 // Over NATS, the client reads the cluster map and reaches the replicas of
@@ -119,7 +120,7 @@ func startExampleNode() (natsURL, httpURL string, stop func()) {
 	ncfg := node.DefaultConfig()
 	ncfg.Source = filepath.Join(dir, "source")
 	ncfg.DataDir = filepath.Join(dir, "data")
-	ncfg.Advertiser = edge.NewKVAdvertiser(kv)
+	ncfg.Advertiser = kvcluster.NewAdvertiser(kv)
 	ncfg.AdvertiseAddress = ln.Addr().String()
 	ncfg.AdvertiseSubjects = edge.SubjectPrefix(kcfg.ClusterName)
 	n, err := node.New(ncfg)

@@ -24,6 +24,8 @@ import (
 	"github.com/spangledb/spangle/edge/internal/natswire"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/cluster"
+	"github.com/spangledb/spangle/node/kvcluster"
 	bare "github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -115,8 +117,11 @@ type Node struct {
 type Options struct {
 	// Node and NATS adjust the configurations before use.
 	Node func(*node.Config)
-	NATS func(*edge.NATSConfig)
-	HTTP func(*edge.Config)
+	// Cluster, when set, runs the node in cluster mode with the cluster
+	// configuration it adjusts (it must set View).
+	Cluster func(*cluster.Config)
+	NATS    func(*edge.NATSConfig)
+	HTTP    func(*edge.Config)
 	// NoWait returns without waiting for Loaded (cluster nodes wait for
 	// their peers before loading).
 	NoWait bool
@@ -133,7 +138,7 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.RequireSuccessFile = true
 	cfg.Logger = Logger()
-	cfg.Advertiser = edge.NewKVAdvertiser(kv)
+	cfg.Advertiser = kvcluster.NewAdvertiser(kv)
 	cfg.AdvertiseSubjects = natswire.Prefix(Cluster)
 	cfg.AdvertiseRetry = 50 * time.Millisecond
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -143,6 +148,16 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	cfg.AdvertiseAddress = l.Addr().String()
 	if opts.Node != nil {
 		opts.Node(&cfg)
+	}
+	if opts.Cluster != nil {
+		cc := cluster.DefaultConfig()
+		cc.Logger, cc.Registerer = cfg.Logger, cfg.Registerer
+		opts.Cluster(&cc)
+		c, err := cluster.New(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Cluster = c
 	}
 	n, err := node.New(cfg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func TestSnapshotJoinsRuns(t *testing.T) {
 		{DB: "d", Version: "v1", NodeID: "c", NodeStarted: t0, Partitions: []int{2}}, // node names no run: kept
 		{DB: "d", Version: "v1", NodeID: "gone", NodeStarted: t1, Partitions: []int{3}},
 	}
-	s := NewClusterSnapshot(nodes, parts, false)
+	s := NewSnapshot(nodes, parts, false)
 	var got []string
 	for _, h := range s.Holders("d", "v1") {
 		got = append(got, h.NodeID)

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"context"
@@ -16,24 +16,60 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 	"github.com/spangledb/spangle/node/assign"
+	"github.com/spangledb/spangle/node/nodetest"
+	"github.com/spangledb/spangle/plugins"
 )
 
-// fakeView is a hand-written ClusterView whose snapshot the test sets.
+const testTimeout = 30 * time.Second
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	nodetest.WaitFor(t, testTimeout, what, nodetest.True(cond))
+}
+
+// metricValue is the value of the counter or gauge name{db="d"} in reg;
+// 0 if absent.
+func metricValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "db" && l.GetValue() == "d" {
+					if g := m.GetGauge(); g != nil {
+						return g.GetValue()
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// fakeView is a hand-written View whose snapshot the test sets.
 type fakeView struct {
 	mu      sync.Mutex // guards snap, changed
-	snap    *ClusterSnapshot
+	snap    *Snapshot
 	changed chan struct{}
 }
 
 func newFakeView() *fakeView {
-	return &fakeView{snap: emptyCluster, changed: make(chan struct{})}
+	return &fakeView{snap: emptySnapshot, changed: make(chan struct{})}
 }
 
-func (f *fakeView) Cluster() (*ClusterSnapshot, <-chan struct{}) {
+func (f *fakeView) Cluster() (*Snapshot, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.snap, f.changed
@@ -55,7 +91,7 @@ func (f *fakeView) set(ids []string, n int, holds map[string]map[string][]int) {
 				Partitions: slices.Clone(ps), NumPartitions: n, Partitioner: "sequins", Active: true})
 		}
 	}
-	s := NewClusterSnapshot(nodes, parts, false)
+	s := NewSnapshot(nodes, parts, false)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.snap = s
@@ -111,48 +147,79 @@ func (s *healSource) Open(ctx context.Context, db, version, file string) (io.Rea
 // only in a fakeView: version v1 of db d has 6 partitions, each node
 // holding its sequential assignment with replication 2.
 type healCluster struct {
-	*testNode
-	view   *fakeView
-	src    *healSource
-	assign map[string][]int // node → its partitions of v1
+	*node.Node
+	cluster *Cluster
+	reg     *prometheus.Registry
+	root    string
+	data    string
+	view    *fakeView
+	src     *healSource
+	assign  map[string][]int // node → its partitions of v1
 }
 
 const healParts = 6
 
-func startHealCluster(t *testing.T, data string, mod func(*Config)) *healCluster {
+func startHealCluster(t *testing.T, data string, mod func(*Config, *node.Config)) *healCluster {
 	t.Helper()
 	root := t.TempDir()
-	writeVersion(t, root, "d", "v1", healParts, 120)
+	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", 120))
 	files, err := source.Open(root, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if data == "" {
+		data = t.TempDir()
+	}
 	hc := &healCluster{view: newFakeView(), src: &healSource{Source: files, gates: map[string]chan struct{}{}},
-		assign: map[string][]int{}}
+		assign: map[string][]int{}, reg: prometheus.NewRegistry(), root: root, data: data}
 	ids := []string{"a", "b", "c"}
 	for _, id := range ids {
 		hc.assign[id] = assign.Sequential(ids, id, healParts, 2)
 	}
 	hc.view.set(ids, healParts, map[string]map[string][]int{"d.v1": {"b": hc.assign["b"], "c": hc.assign["c"]}})
-	hc.testNode = newTestNode(t, root, func(c *Config) {
-		c.OpenedSource = hc.src
-		if data != "" {
-			c.DataDir = data
-		}
-		c.NodeID = "a"
-		c.DownloadRetries = -1
-		c.Cluster.Enabled = true
-		c.Cluster.View = hc.view
-		c.Cluster.Replication = 2
-		c.Cluster.TimeToConverge = 10 * time.Millisecond
-		c.Cluster.HealAfter = 20 * time.Millisecond
-		c.Cluster.HealMaxParallel = 1
-		if mod != nil {
-			mod(c)
-		}
-	})
-	waitFor(t, "v1 active", func() bool { return hc.activeVersion("d") == "v1" })
+	cc := DefaultConfig()
+	cc.View = hc.view
+	cc.Replication = 2
+	cc.TimeToConverge = 10 * time.Millisecond
+	cc.HealAfter = 20 * time.Millisecond
+	cc.HealMaxParallel = 1
+	cc.Logger = nodetest.Logger()
+	nc := node.DefaultConfig()
+	nc.Source, nc.DataDir, nc.OpenedSource = root, data, hc.src
+	nc.RequireSuccessFile = true
+	nc.NodeID = "a"
+	nc.DownloadRetries = -1
+	nc.Logger = nodetest.Logger()
+	nc.Registerer = hc.reg
+	if mod != nil {
+		mod(&cc, &nc)
+	}
+	if hc.cluster, err = New(cc); err != nil {
+		t.Fatal(err)
+	}
+	nc.Cluster = hc.cluster
+	if hc.Node, err = node.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Start(t, hc.Node)
+	waitFor(t, "v1 active", func() bool { return hc.activeVersion() == "v1" })
 	return hc
+}
+
+// activeVersion returns db d's active version here.
+func (hc *healCluster) activeVersion() string {
+	hs, _ := hc.Held()
+	for _, h := range hs {
+		if h.DB == "d" && h.Active {
+			return h.Version
+		}
+	}
+	return ""
+}
+
+// get looks key up in db d.
+func (hc *healCluster) get(key string) (node.Result, error) {
+	return hc.Get(context.Background(), "d", []byte(key), node.GetOptions{})
 }
 
 // held returns the partitions of db d's version the node holds.
@@ -168,12 +235,16 @@ func (hc *healCluster) held(version string) []int {
 
 // partition returns key's partition in db d.
 func (hc *healCluster) partition(key string) int {
-	p, _, _ := (*hc.dbs.Load())["d"].partitioner.Partition([]byte(key), healParts)
+	sequins, err := plugins.Builtin(plugins.Sequins)
+	if err != nil {
+		panic(err)
+	}
+	p, _, _ := sequins.Partition([]byte(key), healParts)
 	return p
 }
 
 // healStatus returns the heal status of db d's version.
-func (hc *healCluster) healStatus(version string) *HealStatus {
+func (hc *healCluster) healStatus(version string) *node.HealStatus {
 	return hc.Status().DBs["d"].Versions[version].Heal
 }
 
@@ -224,7 +295,7 @@ func TestHeal(t *testing.T) {
 				if !slices.Contains(hc.assign["a"], hc.partition(key)) {
 					continue
 				}
-				res, err := hc.get(t, "d", key)
+				res, err := hc.get(key)
 				if err != nil || !res.Found || string(res.Value) != fmt.Sprintf("v1:%d", k) || res.ProxiedTo != "" {
 					t.Errorf("Get(%s) = %+v, %v", key, res, err)
 					return
@@ -247,21 +318,20 @@ func TestHeal(t *testing.T) {
 	if h := hc.healStatus("v1"); len(h.Loading) != 1 || !slices.Contains(want, h.Loading[0]) {
 		t.Fatalf("loading %v, want one of %v", h.Loading, want)
 	}
-	d := (*hc.dbs.Load())["d"]
-	if got := testutil.ToFloat64(hc.metrics.healing.WithLabelValues("d")); got != 1 {
+	if got := metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"); got != 1 {
 		t.Errorf("in progress %v, want 1", got)
 	}
-	if free, _ := hc.heal.available(); free != 0 {
+	if free, _ := hc.cluster.slots.available(); free != 0 {
 		t.Errorf("%d heal slots free during a load of 1 with heal_max_parallel 1", free)
 	}
 	before := reads.Load()
 	waitFor(t, "reads during the heal", func() bool { return reads.Load() > before+50 })
-	if d.active.Load().data.Holds(hc.healStatus("v1").Loading[0]) {
+	if slices.Contains(hc.held("v1"), hc.healStatus("v1").Loading[0]) {
 		t.Fatal("a partition being loaded is readable")
 	}
 	open()
 	waitFor(t, "a holds the lost partitions", func() bool {
-		if got := testutil.ToFloat64(hc.metrics.healing.WithLabelValues("d")); got > 1 {
+		if got := metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"); got > 1 {
 			t.Fatalf("%v partitions loading at once with heal_max_parallel 1", got)
 		}
 		return slices.Equal(hc.held("v1"), mergeSorted(hc.assign["a"], want))
@@ -272,10 +342,10 @@ func TestHeal(t *testing.T) {
 	}
 	expect := map[string]float64{"healed": float64(len(want)), "loads": float64(len(want))}
 	for name, got := range map[string]float64{
-		"healed":      testutil.ToFloat64(hc.metrics.healed.WithLabelValues("d")),
-		"loads":       testutil.ToFloat64(hc.metrics.healLoads.WithLabelValues("d")),
-		"failures":    testutil.ToFloat64(hc.metrics.healFailures.WithLabelValues("d")),
-		"in progress": testutil.ToFloat64(hc.metrics.healing.WithLabelValues("d")),
+		"healed":      metricValue(t, hc.reg, "spangle_heal_partitions_total"),
+		"loads":       metricValue(t, hc.reg, "spangle_heal_loads_total"),
+		"failures":    metricValue(t, hc.reg, "spangle_heal_failures_total"),
+		"in progress": metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"),
 	} {
 		if got != expect[name] {
 			t.Errorf("metric %s = %v, want %v", name, got, expect[name])
@@ -290,7 +360,7 @@ func TestHeal(t *testing.T) {
 		if !slices.Contains(want, hc.partition(key)) {
 			continue
 		}
-		res, err := hc.get(t, "d", key)
+		res, err := hc.get(key)
 		if err != nil || string(res.Value) != fmt.Sprintf("v1:%d", k) || res.ProxiedTo != "" {
 			t.Fatalf("Get(%s) of a healed partition = %+v, %v", key, res, err)
 		}
@@ -308,7 +378,7 @@ func TestHeal(t *testing.T) {
 	if err := hc.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again := startHealCluster(t, data, func(c *Config) { c.Cluster.DisableHeal = true })
+	again := startHealCluster(t, data, func(c *Config, _ *node.Config) { c.DisableHeal = true })
 	if got := again.held("v1"); !slices.Equal(got, mergeSorted(again.assign["a"], want)) {
 		t.Errorf("after a restart a holds %v", got)
 	}
@@ -331,7 +401,7 @@ func TestHealFailureRetried(t *testing.T) {
 	if h := hc.healStatus("v1"); h.LastError == "" || len(h.Healed) != 0 {
 		t.Errorf("after a failure: %+v", h)
 	}
-	if got := testutil.ToFloat64(hc.metrics.healFailures.WithLabelValues("d")); got < 1 {
+	if got := metricValue(t, hc.reg, "spangle_heal_failures_total"); got < 1 {
 		t.Errorf("failures metric %v", got)
 	}
 	if got := hc.held("v1"); !slices.Equal(got, hc.assign["a"]) {
@@ -345,17 +415,16 @@ func TestHealFailureRetried(t *testing.T) {
 
 // TestHealOff: with DisableHeal no heal loop runs at all.
 func TestHealOff(t *testing.T) {
-	hc := startHealCluster(t, "", func(c *Config) { c.Cluster.DisableHeal = true })
-	d := (*hc.dbs.Load())["d"]
+	hc := startHealCluster(t, "", func(c *Config, _ *node.Config) { c.DisableHeal = true })
 	select {
-	case <-d.healDone:
+	case <-hc.cluster.healDone:
 	default:
 		t.Fatal("a heal loop runs with healing off")
 	}
 	// With healing on, it runs until shutdown.
 	on := startHealCluster(t, "", nil)
 	select {
-	case <-(*on.dbs.Load())["d"].healDone:
+	case <-on.cluster.healDone:
 		t.Fatal("no heal loop with healing on")
 	default:
 	}
@@ -365,9 +434,9 @@ func TestHealOff(t *testing.T) {
 // cancelled when the db switches to a newer one, and the old version is
 // still discarded cleanly (its retention ends while the load would run).
 func TestHealCancelledBySwitch(t *testing.T) {
-	hc := startHealCluster(t, "", func(c *Config) {
-		c.Cluster.VersionRemoveTimeout = 20 * time.Millisecond
-		c.MaxParallelLoads = 16 // the gated heal holds a load slot per file; v2's build needs some
+	hc := startHealCluster(t, "", func(c *Config, nc *node.Config) {
+		c.VersionRemoveTimeout = 20 * time.Millisecond
+		nc.MaxParallelLoads = 16 // the gated heal holds a load slot per file; v2's build needs some
 	})
 	open := hc.src.gate("v1")
 	defer open()
@@ -376,45 +445,52 @@ func TestHealCancelledBySwitch(t *testing.T) {
 		h := hc.healStatus("v1")
 		return h != nil && len(h.Loading) > 0
 	})
-	writeVersion(t, hc.root, "d", "v2", healParts, 120)
+	nodetest.WriteVersion(t, hc.root, "d", "v2", healParts, nodetest.Numbered("v2", 120))
 	all := []int{0, 1, 2, 3, 4, 5}
 	hc.view.set([]string{"a", "b"}, healParts, map[string]map[string][]int{"d.v1": {"b": hc.assign["b"]}, "d.v2": {"b": all}})
 	hc.Refresh()
-	waitFor(t, "v2 active", func() bool { return hc.activeVersion("d") == "v2" })
+	waitFor(t, "v2 active", func() bool { return hc.activeVersion() == "v2" })
 	waitFor(t, "v1 removed here", func() bool {
 		_, held := hc.Status().DBs["d"].Versions["v1"].Nodes[hc.Name()]
 		_, err := os.Stat(filepath.Join(hc.data, "dbs", "d", "v1"))
 		return !held && errors.Is(err, fs.ErrNotExist)
 	})
-	if got := testutil.ToFloat64(hc.metrics.healFailures.WithLabelValues("d")); got != 0 {
+	if got := metricValue(t, hc.reg, "spangle_heal_failures_total"); got != 0 {
 		t.Errorf("a cancelled heal counted as %v failures", got)
 	}
-	if got := testutil.ToFloat64(hc.metrics.healing.WithLabelValues("d")); got != 0 {
+	if got := metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"); got != 0 {
 		t.Errorf("%v partitions still loading", got)
 	}
-	if free, _ := hc.heal.available(); free != 1 {
+	if free, _ := hc.cluster.slots.available(); free != 1 {
 		t.Errorf("%d heal slots free after the cancel, want 1", free)
 	}
 }
 
 func TestHealConfig(t *testing.T) {
 	c := DefaultConfig()
-	if c.Cluster.HealAfter != time.Minute || c.Cluster.HealMaxParallel != 1 || c.Cluster.DisableHeal {
-		t.Errorf("heal defaults: after %v, max parallel %d, disabled %v", c.Cluster.HealAfter, c.Cluster.HealMaxParallel, c.Cluster.DisableHeal)
+	if c.HealAfter != time.Minute || c.HealMaxParallel != 1 || c.DisableHeal {
+		t.Errorf("heal defaults: after %v, max parallel %d, disabled %v", c.HealAfter, c.HealMaxParallel, c.DisableHeal)
 	}
-	for name, mod := range map[string]func(*ClusterConfig){
-		"negative heal_after":        func(c *ClusterConfig) { c.HealAfter = -time.Second },
-		"zero heal_after":            func(c *ClusterConfig) { c.HealAfter = 0 },
-		"negative heal_max_parallel": func(c *ClusterConfig) { c.HealMaxParallel = -1 },
-		"zero heal_max_parallel":     func(c *ClusterConfig) { c.HealMaxParallel = 0 },
+	for name, mod := range map[string]func(*Config){
+		"negative heal_after":        func(c *Config) { c.HealAfter = -time.Second },
+		"zero heal_after":            func(c *Config) { c.HealAfter = 0 },
+		"negative heal_max_parallel": func(c *Config) { c.HealMaxParallel = -1 },
+		"zero heal_max_parallel":     func(c *Config) { c.HealMaxParallel = 0 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := DefaultConfig()
-			c.Source, c.DataDir = t.TempDir(), t.TempDir()
-			mod(&c.Cluster)
-			if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			c.View = newFakeView()
+			mod(&c)
+			if err := c.Validate(); !errors.Is(err, node.ErrConfig) {
 				t.Fatalf("Validate: %v, want ErrConfig", err)
 			}
 		})
 	}
+}
+
+// mergeSorted returns the sorted union of a and b.
+func mergeSorted(a, b []int) []int {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

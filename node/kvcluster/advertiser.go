@@ -1,4 +1,4 @@
-package edge
+package kvcluster
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 	"github.com/spangledb/spangle/node"
 )
 
-// KVAdvertiser stores a node's entries (node.Advertiser) in the cluster's
+// Advertiser stores a node's entries (node.Advertiser) in the cluster's
 // KV buckets through a kvwatch.KV: node and partitions entries as the KV's
 // own TTL'd entries (Publish, Withdraw: kept alive by its heartbeat), the
 // versions entry as a permanent Put. It lives in edge because the entries
 // are what clients route on (the part subjects, edge/client). Safe for
 // concurrent use.
-type KVAdvertiser struct {
+type Advertiser struct {
 	kv *kvwatch.KV
 }
 
-// NewKVAdvertiser returns an advertiser writing through kv. Writes fail
+// NewAdvertiser returns an advertiser writing through kv. Writes fail
 // with kvwatch.ErrNotStarted until kv has started; the node retries them.
-func NewKVAdvertiser(kv *kvwatch.KV) *KVAdvertiser { return &KVAdvertiser{kv: kv} }
+func NewAdvertiser(kv *kvwatch.KV) *Advertiser { return &Advertiser{kv: kv} }
 
 // Publish implements node.Advertiser.
-func (a *KVAdvertiser) Publish(ctx context.Context, kind node.AdvertKind, key string, value []byte) error {
+func (a *Advertiser) Publish(ctx context.Context, kind node.AdvertKind, key string, value []byte) error {
 	switch kind {
 	case node.AdvertNode:
 		return a.kv.Publish(ctx, kvwatch.Nodes, key, value)
@@ -37,7 +37,7 @@ func (a *KVAdvertiser) Publish(ctx context.Context, kind node.AdvertKind, key st
 }
 
 // Withdraw implements node.Advertiser.
-func (a *KVAdvertiser) Withdraw(ctx context.Context, kind node.AdvertKind, key string) error {
+func (a *Advertiser) Withdraw(ctx context.Context, kind node.AdvertKind, key string) error {
 	switch kind {
 	case node.AdvertNode:
 		return a.kv.Withdraw(ctx, kvwatch.Nodes, key)
@@ -49,4 +49,4 @@ func (a *KVAdvertiser) Withdraw(ctx context.Context, kind node.AdvertKind, key s
 	return fmt.Errorf("edge: advertise: unknown kind %v", kind)
 }
 
-var _ node.Advertiser = (*KVAdvertiser)(nil)
+var _ node.Advertiser = (*Advertiser)(nil)

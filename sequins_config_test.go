@@ -1,6 +1,7 @@
-package main
+package spangle_test
 
 import (
+	"github.com/spangledb/spangle"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,9 +15,9 @@ import (
 // (nothing is reported as merely "unknown"); with those lines removed, the
 // file loads, and sequins' aliases and mapped keys land on spangle's.
 func TestSequinsConfig(t *testing.T) {
-	src := filepath.Join("testdata", "sequins.conf")
-	cfg := defaultConfig()
-	err := loadConfig(src, &cfg)
+	src := filepath.Join("testdata", "config", "sequins.conf")
+	cfg := spangle.DefaultConfig()
+	err := spangle.LoadConfig(src, &cfg)
 	if err == nil {
 		t.Fatal("a sequins config with [zk] and throttle_loads loaded")
 	}
@@ -59,20 +60,20 @@ func TestSequinsConfig(t *testing.T) {
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg = defaultConfig()
-	if err := loadConfig(p, &cfg); err != nil {
+	cfg = spangle.DefaultConfig()
+	if err := spangle.LoadConfig(p, &cfg); err != nil {
 		t.Fatalf("the edited sequins config: %v\n%s", err, body)
 	}
-	n := cfg.node
-	if cfg.nats.ClusterName != "names" || n.ShardID != "sequins1" || cfg.advertisedHostname != "sequins1.example.com" {
-		t.Errorf("aliases: cluster %q, shard %q, host %q", cfg.nats.ClusterName, n.ShardID, cfg.advertisedHostname)
+	n := cfg.Node
+	if cfg.NATS.ClusterName != "names" || n.ShardID != "sequins1" || cfg.AdvertisedHostname != "sequins1.example.com" {
+		t.Errorf("aliases: cluster %q, shard %q, host %q", cfg.NATS.ClusterName, n.ShardID, cfg.AdvertisedHostname)
 	}
 	if n.MaxDownloadBandwidth != 50<<20 || n.DownloadRetries != 3 {
 		t.Errorf("mapped: bandwidth %d, retries %d", n.MaxDownloadBandwidth, n.DownloadRetries)
 	}
-	if n.DataDir != "/var/sequins/" || n.Compression != "snappy" || !n.Cluster.Enabled || n.Cluster.ProxyStageTimeout != 50*time.Millisecond {
+	if n.DataDir != "/var/sequins/" || n.Compression != "snappy" || !cfg.Clustered || cfg.Cluster.ProxyStageTimeout != 50*time.Millisecond {
 		t.Errorf("shared keys: data dir %q, compression %q, sharding %v, stage %v",
-			n.DataDir, n.Compression, n.Cluster.Enabled, n.Cluster.ProxyStageTimeout)
+			n.DataDir, n.Compression, cfg.Clustered, cfg.Cluster.ProxyStageTimeout)
 	}
 }
 
@@ -95,8 +96,8 @@ func TestSequinsAliasConflict(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tt.body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg := defaultConfig()
-		if err := loadConfig(p, &cfg); (err == nil) != tt.ok {
+		cfg := spangle.DefaultConfig()
+		if err := spangle.LoadConfig(p, &cfg); (err == nil) != tt.ok {
 			t.Errorf("%q: err %v, want ok=%v", tt.body, err, tt.ok)
 		}
 	}

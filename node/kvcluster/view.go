@@ -1,4 +1,4 @@
-package edge
+package kvcluster
 
 import (
 	"fmt"
@@ -8,17 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/kvwatch"
-	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
+	"github.com/spangledb/spangle/node/cluster"
 )
 
-// KVClusterView is node.ClusterView over a kvwatch.KV: it follows the KV's
-// snapshots (Subscribe) and turns each into a node.ClusterSnapshot of the
+// View is cluster.View over a kvwatch.KV: it follows the KV's
+// snapshots (Subscribe) and turns each into a cluster.Snapshot of the
 // nodes and partitions buckets, decoding the entries; invalid entries are
 // skipped, counted (spangle_cluster_invalid_entries) and logged when their
 // number grows. One goroutine, started by Start,
 // does the conversion; Cluster never blocks. Safe for concurrent use.
-type KVClusterView struct {
+type View struct {
 	follower
 	log *slog.Logger
 
@@ -33,41 +33,41 @@ type KVClusterView struct {
 // viewState is one published snapshot and the channel closed when the
 // next one replaces it.
 type viewState struct {
-	snap    *node.ClusterSnapshot
+	snap    *cluster.Snapshot
 	changed chan struct{}
 }
 
-// NewKVClusterView returns a view of kv's buckets; it starts nothing. A
+// NewView returns a view of kv's buckets; it starts nothing. A
 // nil log discards.
-func NewKVClusterView(kv *kvwatch.KV, log *slog.Logger) *KVClusterView {
+func NewView(kv *kvwatch.KV, log *slog.Logger) *View {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v := &KVClusterView{follower: newFollower(kv), log: log.With("component", "cluster_view"),
+	v := &View{follower: newFollower(kv), log: log.With("component", "cluster_view"),
 		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_cluster_invalid_entries",
 			Help: "Entries of the nodes and partitions buckets that the node ignores because they do not decode or break a bound (forged, or written by a newer spangle), by bucket.",
 		}, []string{"bucket"})}
-	v.cur.Store(&viewState{snap: node.NewClusterSnapshot(nil, nil, true), changed: make(chan struct{})})
+	v.cur.Store(&viewState{snap: cluster.NewSnapshot(nil, nil, true), changed: make(chan struct{})})
 	return v
 }
 
 // RegisterMetrics registers the view's metrics with reg.
-func (v *KVClusterView) RegisterMetrics(reg prometheus.Registerer) error {
+func (v *View) RegisterMetrics(reg prometheus.Registerer) error {
 	return reg.Register(v.invalid)
 }
 
 // Start subscribes to the KV's snapshots and follows them until Stop or
 // the KV's Shutdown. It may be called before the KV has started (the view
 // is then empty and stale). It is idempotent.
-func (v *KVClusterView) Start() { v.start(v.run) }
+func (v *View) Start() { v.start(v.run) }
 
 // Stop stops following the KV and waits for the goroutine; the last
 // snapshot stays readable. It is idempotent; calling it without Start is
 // allowed.
-func (v *KVClusterView) Stop() { v.stop() }
+func (v *View) Stop() { v.stop() }
 
-func (v *KVClusterView) run(ch <-chan *kvwatch.Snapshot) {
+func (v *View) run(ch <-chan *kvwatch.Snapshot) {
 	for s := range ch {
 		next := &viewState{snap: v.convert(s), changed: make(chan struct{})}
 		old := v.cur.Swap(next)
@@ -76,7 +76,7 @@ func (v *KVClusterView) run(ch <-chan *kvwatch.Snapshot) {
 }
 
 // convert decodes the nodes and partitions buckets of s.
-func (v *KVClusterView) convert(s *kvwatch.Snapshot) *node.ClusterSnapshot {
+func (v *View) convert(s *kvwatch.Snapshot) *cluster.Snapshot {
 	var bad [2]int
 	var firstErr [2]error
 	skip := func(i int, key string, err error) {
@@ -113,13 +113,13 @@ func (v *KVClusterView) convert(s *kvwatch.Snapshot) *node.ClusterSnapshot {
 		}
 		v.lastInvalid[i] = bad[i]
 	}
-	return node.NewClusterSnapshot(nodes, parts, s.Stale())
+	return cluster.NewSnapshot(nodes, parts, s.Stale())
 }
 
-// Cluster implements node.ClusterView.
-func (v *KVClusterView) Cluster() (*node.ClusterSnapshot, <-chan struct{}) {
+// Cluster implements cluster.View.
+func (v *View) Cluster() (*cluster.Snapshot, <-chan struct{}) {
 	st := v.cur.Load()
 	return st.snap, st.changed
 }
 
-var _ node.ClusterView = (*KVClusterView)(nil)
+var _ cluster.View = (*View)(nil)

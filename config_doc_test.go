@@ -1,6 +1,7 @@
-package main
+package spangle_test
 
 import (
+	"github.com/spangledb/spangle"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,10 +11,10 @@ import (
 
 // TestReadmeConfigDefaults: every line of the README's config block whose
 // comment does not start with "e.g." states a default. Loading that line
-// alone must leave defaultConfig() unchanged; a line stating another value
+// alone must leave spangle.DefaultConfig() unchanged; a line stating another value
 // than the code's default fails, naming the key.
 func TestReadmeConfigDefaults(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +49,12 @@ func TestReadmeConfigDefaults(t *testing.T) {
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, want := defaultConfig(), defaultConfig()
-		if err := loadConfig(p, &got); err != nil {
+		got, want := spangle.DefaultConfig(), spangle.DefaultConfig()
+		if err := spangle.LoadConfig(p, &got); err != nil {
 			t.Errorf("README line %q: %v", code, err)
 			continue
 		}
-		got.node.DBs, want.node.DBs = nil, nil // loadConfig always makes the map
+		got.Node.DBs, want.Node.DBs = nil, nil // loadConfig always makes the map
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("README states %q under [%s], but that is not the default", code, table)
 		}

@@ -1,4 +1,4 @@
-package edge
+package kvcluster
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 )
 
 // follower runs a function on a KV's snapshots (Subscribe) in one
-// goroutine, from start until stop: what KVClusterView, VersionFeed and
+// goroutine, from start until stop: what View, VersionFeed and
 // PinFeed share. start may come before the KV has started; both are
 // idempotent, and stop without start does nothing (a later start then
 // does nothing either).

@@ -1,4 +1,4 @@
-package node
+package cluster
 
 import (
 	"slices"
@@ -7,20 +7,20 @@ import (
 	"github.com/spangledb/spangle/node/advert"
 )
 
-// ClusterView is the cluster state as this node sees it: the node declares
-// it so that it needs nothing of NATS; edge.KVClusterView implements it
+// View is the cluster state as this node sees it: the node declares
+// it so that it needs nothing of NATS; edge.KVView implements it
 // over kvwatch. Implementations must be safe for concurrent use.
-type ClusterView interface {
+type View interface {
 	// Cluster returns the latest snapshot and a channel closed when a
 	// newer one replaces it. It never blocks. The snapshot is shared and
 	// must not be modified; it is never nil.
-	Cluster() (*ClusterSnapshot, <-chan struct{})
+	Cluster() (*Snapshot, <-chan struct{})
 }
 
-// ClusterSnapshot is one immutable state of the cluster: the nodes'
+// Snapshot is one immutable state of the cluster: the nodes'
 // entries and their partitions entries, indexed. Build one with
-// NewClusterSnapshot; its methods are safe for concurrent use.
-type ClusterSnapshot struct {
+// NewSnapshot; its methods are safe for concurrent use.
+type Snapshot struct {
 	nodes []advert.Node // by ID
 	// Stale is true while the view may lag behind the cluster (NATS down,
 	// or not caught up yet); start-up does not converge on a stale view.
@@ -30,13 +30,13 @@ type ClusterSnapshot struct {
 	holders map[string][]advert.Partitions
 }
 
-// NewClusterSnapshot indexes the entries of the nodes and partitions
+// NewSnapshot indexes the entries of the nodes and partitions
 // buckets. It takes ownership of nodes and parts. A partitions entry of a
 // node without a node entry is dropped: a dead node's entries linger
 // until they expire, and a forged one names a node that does not exist.
-func NewClusterSnapshot(nodes []advert.Node, parts []advert.Partitions, stale bool) *ClusterSnapshot {
+func NewSnapshot(nodes []advert.Node, parts []advert.Partitions, stale bool) *Snapshot {
 	slices.SortFunc(nodes, func(a, b advert.Node) int { return strings.Compare(a.ID, b.ID) })
-	s := &ClusterSnapshot{nodes: nodes, stale: stale, holders: map[string][]advert.Partitions{}}
+	s := &Snapshot{nodes: nodes, stale: stale, holders: map[string][]advert.Partitions{}}
 	for _, p := range parts {
 		if n, ok := s.node(p.NodeID); !ok || !advert.SameRun(n, p) {
 			continue
@@ -51,11 +51,11 @@ func NewClusterSnapshot(nodes []advert.Node, parts []advert.Partitions, stale bo
 }
 
 // Stale reports whether the snapshot may lag behind the cluster.
-func (s *ClusterSnapshot) Stale() bool { return s.stale }
+func (s *Snapshot) Stale() bool { return s.stale }
 
 // Live returns the entries of the nodes that are not draining, by ID. The
 // caller must not modify the result.
-func (s *ClusterSnapshot) Live() []advert.Node {
+func (s *Snapshot) Live() []advert.Node {
 	var out []advert.Node
 	for _, n := range s.nodes {
 		if n.State != advert.StateDraining {
@@ -67,13 +67,13 @@ func (s *ClusterSnapshot) Live() []advert.Node {
 
 // Holders returns the partitions entries of db's version, by node ID. The
 // caller must not modify the result.
-func (s *ClusterSnapshot) Holders(db, version string) []advert.Partitions {
+func (s *Snapshot) Holders(db, version string) []advert.Partitions {
 	return s.holders[db+"."+version]
 }
 
 // membership is the part of a snapshot start-up waits to see stable:
 // "<id>=<shard>" of the live nodes, sorted.
-func (s *ClusterSnapshot) membership() string {
+func (s *Snapshot) membership() string {
 	var b strings.Builder
 	for _, n := range s.Live() {
 		b.WriteString(n.ID + "=" + n.ShardID + ",")
@@ -82,13 +82,13 @@ func (s *ClusterSnapshot) membership() string {
 }
 
 // hasNode reports whether node id has an entry.
-func (s *ClusterSnapshot) hasNode(id string) bool {
+func (s *Snapshot) hasNode(id string) bool {
 	_, ok := s.node(id)
 	return ok
 }
 
 // node returns the entry of node id.
-func (s *ClusterSnapshot) node(id string) (advert.Node, bool) {
+func (s *Snapshot) node(id string) (advert.Node, bool) {
 	i, ok := slices.BinarySearchFunc(s.nodes, id, func(n advert.Node, id string) int { return strings.Compare(n.ID, id) })
 	if !ok {
 		return advert.Node{}, false
@@ -96,5 +96,5 @@ func (s *ClusterSnapshot) node(id string) (advert.Node, bool) {
 	return s.nodes[i], true
 }
 
-// emptyCluster is the snapshot of a view that has seen nothing yet.
-var emptyCluster = NewClusterSnapshot(nil, nil, true)
+// emptySnapshot is the snapshot of a view that has seen nothing yet.
+var emptySnapshot = NewSnapshot(nil, nil, true)

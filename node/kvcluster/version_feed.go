@@ -1,4 +1,4 @@
-package edge
+package kvcluster
 
 import (
 	"log/slog"

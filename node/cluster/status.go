@@ -1,8 +1,9 @@
-package node
+package cluster
 
 import (
 	"slices"
 
+	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 )
 
@@ -18,18 +19,10 @@ import (
 // entries and stay unset. Nothing is asked of the peers: the merge reads
 // the View's snapshot only.
 
-// statusName is how nodes name each other in the status in cluster mode:
-// the advertised address, else the node ID.
-func statusName(address, id string) string {
-	if address != "" {
-		return address
-	}
-	return id
-}
-
-// mergeCluster adds to ds, this node's status of db, the other live
-// nodes' entries from s and recomputes the replica counters with target.
-func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target int) {
+// Status adds to ds, this node's status of db, the other live
+// nodes' entries in the view and recounts the replicas against Replication.
+func (c *Cluster) Status(db string, ds *node.DBStatus) {
+	s, target, n := c.snapshot(), c.cfg.Replication, c.n
 	live := map[string]advert.Node{}
 	for _, nd := range s.Live() {
 		live[nd.ID] = nd
@@ -37,7 +30,7 @@ func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target 
 	self := n.Name()
 	for v, vs := range ds.Versions {
 		if nv, ok := vs.Nodes[self]; ok {
-			nv.ShardID = n.shardID()
+			nv.ShardID = n.ShardID()
 			vs.Nodes[self] = nv
 			ds.Versions[v] = vs
 		}
@@ -52,7 +45,7 @@ func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target 
 	// that agree with this node on the version's partition count.
 	for v, vs := range ds.Versions {
 		for _, h := range s.holders[prefix+v] {
-			if _, ok := live[h.NodeID]; !ok || h.NodeID == n.id || (vs.NumPartitions > 0 && h.NumPartitions != vs.NumPartitions) {
+			if _, ok := live[h.NodeID]; !ok || h.NodeID == n.ID() || (vs.NumPartitions > 0 && h.NumPartitions != vs.NumPartitions) {
 				continue
 			}
 			byVersion[h.Version] = append(byVersion[h.Version], h)
@@ -64,16 +57,16 @@ func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target 
 	for v, hs := range byVersion {
 		vs, ok := ds.Versions[v]
 		if !ok {
-			vs = VersionStatus{NumPartitions: hs[0].NumPartitions, Partitioner: hs[0].Partitioner,
-				Nodes: map[string]NodeVersionStatus{}}
+			vs = node.VersionStatus{NumPartitions: hs[0].NumPartitions, Partitioner: hs[0].Partitioner,
+				Nodes: map[string]node.NodeVersionStatus{}}
 		}
 		for _, h := range hs {
-			state := StateAvailable
+			state := node.StateAvailable
 			switch a := activeOf[h.NodeID]; {
 			case h.Active:
-				state = StateActive
+				state = node.StateActive
 			case a != "" && v < a:
-				state = StateRemoving
+				state = node.StateRemoving
 			}
 			addr := h.Address
 			if addr == "" {
@@ -83,8 +76,8 @@ func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target 
 			if shard == "" {
 				shard = live[h.NodeID].ShardID
 			}
-			name := statusName(addr, h.NodeID)
-			vs.Nodes[name] = NodeVersionStatus{
+			name := node.StatusName(addr, h.NodeID)
+			vs.Nodes[name] = node.NodeVersionStatus{
 				Name:       name,
 				Current:    h.Active,
 				State:      state,
@@ -98,13 +91,13 @@ func (n *Node) mergeCluster(s *ClusterSnapshot, db string, ds *DBStatus, target 
 		held := map[string][]int{}
 		for name, nv := range vs.Nodes {
 			switch nv.State {
-			case StateActive, StateAvailable, StateRemoving:
+			case node.StateActive, node.StateAvailable, node.StateRemoving:
 				held[name] = nv.Partitions
 			}
 		}
 		vs.MissingPartitions, vs.UnderreplicatedPartitions, vs.OverreplicatedPartitions = 0, 0, 0
 		vs.AverageReplication = 0
-		vs.replication(held, target)
+		vs.CountReplicas(held, target)
 		ds.Versions[v] = vs
 	}
 }

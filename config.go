@@ -1,8 +1,9 @@
-package main
+package spangle
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/source/s3"
 )
 
@@ -223,55 +225,77 @@ func splitList(s string) []string {
 	return out
 }
 
-// config is everything serve needs.
-type config struct {
-	node           node.Config
-	bind           string
-	debugBind      string
-	pprof          bool
-	sequinsHeaders bool
+// Config is everything a spangle node needs: the packages' own
+// configurations and the process's. Start from DefaultConfig, which also
+// states every default the README's config block shows (tested), then
+// LoadConfig.
+type Config struct {
+	Node node.Config
+	// Clustered turns cluster mode on ([sharding] enabled); Cluster is its
+	// configuration (its View is set by Start).
+	Clustered bool
+	Cluster   cluster.Config
+	// Bind is the HTTP front door's listen address.
+	Bind string
+	// DebugBind is the debug listener's address (pprof, the admin API);
+	// "" turns it off.
+	DebugBind string
+	// Pprof serves /debug/pprof/ on the debug listener.
+	Pprof bool
+	// SequinsHeaders sends sequins' X-Sequins-* headers too.
+	SequinsHeaders bool
 
-	// gcPercent and memoryLimit tune the Go runtime. A serving process has
-	// a small live heap and allocates a little per request: collecting at
-	// 5× the live heap rather than 2× cuts GC work per request, while the
-	// soft memory limit keeps a build's large heap bounded.
-	gcPercent   int
-	memoryLimit int64
+	// GCPercent and MemoryLimit tune the Go runtime unless GOGC and
+	// GOMEMLIMIT are set. A serving process has a small live heap and
+	// allocates a little per request: collecting at 5× the live heap
+	// rather than 2× cuts GC work per request, while the soft memory limit
+	// keeps a build's large heap bounded.
+	GCPercent   int
+	MemoryLimit int64
 
-	// nats configures kvwatch: an embedded NATS server, or external ones.
-	nats kvwatch.Config
-	// s3 configures an s3:// source.
-	s3 s3.Config
-	// http configures the HTTP front door (its Backend is set by serve).
-	http edge.Config
-	// purge configures the hooks run at version switches.
-	purge edge.PurgeConfig
-	// advertisedHostname replaces the bind address's host in this node's
+	// NATS configures kvwatch: an embedded NATS server, or external ones.
+	NATS kvwatch.Config
+	// S3 configures an s3:// source.
+	S3 s3.Config
+	// HTTP configures the HTTP front door (its Backend is set by Start).
+	HTTP edge.Config
+	// Purge configures the hooks run at version switches.
+	Purge edge.PurgeConfig
+	// AdvertisedHostname replaces the bind address's host in this node's
 	// entries (sequins' advertised_hostname).
-	advertisedHostname string
+	AdvertisedHostname string
+	// ShutdownTimeout bounds a graceful shutdown (Run).
+	ShutdownTimeout time.Duration
+	// Version is the binary's release, published in the node entry.
+	Version string
+	// Logger receives every component's logs; nil discards them.
+	Logger *slog.Logger
 }
 
-// defaultConfig is every default of spangle serve: the packages' own,
-// and the command's. The README's config block states them (tested).
-func defaultConfig() config {
+// DefaultConfig is every default of a spangle node: the packages' own,
+// and the process's. The README's config block states them (tested).
+func DefaultConfig() Config {
 	n := node.DefaultConfig()
 	n.DataDir = "spangle-data"
-	return config{
-		nats:        kvwatch.DefaultConfig(),
-		node:        n,
-		s3:          s3.DefaultConfig(),
-		http:        edge.DefaultConfig(),
-		purge:       edge.DefaultPurgeConfig(),
-		bind:        "0.0.0.0:9599",
-		pprof:       true,
-		gcPercent:   400,
-		memoryLimit: 448 << 20,
+	return Config{
+		NATS:            kvwatch.DefaultConfig(),
+		Node:            n,
+		Cluster:         cluster.DefaultConfig(),
+		S3:              s3.DefaultConfig(),
+		HTTP:            edge.DefaultConfig(),
+		Purge:           edge.DefaultPurgeConfig(),
+		Bind:            "0.0.0.0:9599",
+		Pprof:           true,
+		GCPercent:       400,
+		MemoryLimit:     448 << 20,
+		ShutdownTimeout: 30 * time.Second,
 	}
 }
 
-// loadConfig reads path into cfg. An unknown key is an error naming it;
+// LoadConfig reads the TOML file path (spangle.toml, or a sequins.conf)
+// into cfg, over what cfg holds. An unknown key is an error naming it;
 // sequins' keys are read as sequinsKeys says.
-func loadConfig(path string, cfg *config) error {
+func LoadConfig(path string, cfg *Config) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -284,14 +308,14 @@ func loadConfig(path string, cfg *config) error {
 	if err := sequinsKeys(string(data), md.Undecoded(), &fc); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	n := &cfg.node
+	n := &cfg.Node
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
 		}
 	}
 	set(&n.Source, fc.Source)
-	set(&cfg.bind, fc.Bind)
+	set(&cfg.Bind, fc.Bind)
 	if fc.DataDir != "" && fc.LocalStore != "" && fc.DataDir != fc.LocalStore {
 		return fmt.Errorf("config %s: data_dir and local_store (its old name) disagree", path)
 	}
@@ -302,7 +326,7 @@ func loadConfig(path string, cfg *config) error {
 	}
 	n.RefreshPeriod = fc.RefreshPeriod.Duration
 	if fc.MaxDownloadBandwidth != "" {
-		b, err := parseBytes(fc.MaxDownloadBandwidth)
+		b, err := ParseBytes(fc.MaxDownloadBandwidth)
 		if err != nil {
 			return fmt.Errorf("config %s: max_download_bandwidth: %w", path, err)
 		}
@@ -311,28 +335,28 @@ func loadConfig(path string, cfg *config) error {
 
 	n.RequireSuccessFile = fc.RequireSuccessFile
 	n.AllowExternalSymlinks = fc.AllowExternalSymlinks
-	cfg.sequinsHeaders = fc.SequinsHeaders
+	cfg.SequinsHeaders = fc.SequinsHeaders
 	set(&n.Compression, fc.Storage.Compression)
 	if fc.Storage.MemoryBudget != "" {
-		b, err := parseBytes(fc.Storage.MemoryBudget)
+		b, err := ParseBytes(fc.Storage.MemoryBudget)
 		if err != nil {
 			return fmt.Errorf("config %s: storage.memory_budget: %w", path, err)
 		}
 		n.MemoryBudget = b
 	}
 	if fc.Runtime.GCPercent != nil {
-		cfg.gcPercent = *fc.Runtime.GCPercent
+		cfg.GCPercent = *fc.Runtime.GCPercent
 	}
 	if fc.Runtime.MemoryLimit != "" {
-		b, err := parseBytes(fc.Runtime.MemoryLimit)
+		b, err := ParseBytes(fc.Runtime.MemoryLimit)
 		if err != nil {
 			return fmt.Errorf("config %s: runtime.memory_limit: %w", path, err)
 		}
-		cfg.memoryLimit = b
+		cfg.MemoryLimit = b
 	}
-	set(&cfg.debugBind, fc.Debug.Bind)
+	set(&cfg.DebugBind, fc.Debug.Bind)
 	if fc.Debug.Pprof != nil {
-		cfg.pprof = *fc.Debug.Pprof
+		cfg.Pprof = *fc.Debug.Pprof
 	}
 	n.Plugins.CacheDir = fc.Plugins.CacheDir
 	n.Plugins.CallTimeout = fc.Plugins.CallTimeout.Duration
@@ -355,9 +379,9 @@ func loadConfig(path string, cfg *config) error {
 	set(&n.CacheControl, fc.CacheControl)
 	set(&n.NegativeCacheControl, fc.NegativeCacheControl)
 	n.ShardID = fc.ShardID
-	cfg.advertisedHostname = fc.AdvertisedHostname
-	sh, c := fc.Sharding, &n.Cluster
-	c.Enabled = sh.Enabled
+	cfg.AdvertisedHostname = fc.AdvertisedHostname
+	sh, c := fc.Sharding, &cfg.Cluster
+	cfg.Clustered = sh.Enabled
 	setInt := func(dst *int, v int) {
 		if v != 0 {
 			*dst = v
@@ -384,11 +408,11 @@ func loadConfig(path string, cfg *config) error {
 	setDur(&c.HealAfter, sh.HealAfter)
 	setInt(&c.HealMaxParallel, sh.HealMaxParallel)
 	c.PeerToken = sh.PeerToken
-	cfg.http.PeerToken = sh.PeerToken
+	cfg.HTTP.PeerToken = sh.PeerToken
 	if sh.Heal != nil {
 		c.DisableHeal = !*sh.Heal
 	}
-	k := &cfg.nats
+	k := &cfg.NATS
 	k.URLs = fc.NATS.URL
 	set(&k.EmbeddedListen, fc.NATS.Listen)
 	k.CredsFile = fc.NATS.Creds
@@ -422,13 +446,13 @@ func loadConfig(path string, cfg *config) error {
 		if sz.v == "" {
 			continue
 		}
-		b, err := parseBytes(sz.v)
+		b, err := ParseBytes(sz.v)
 		if err != nil {
 			return fmt.Errorf("config %s: %s: %w", path, sz.key, err)
 		}
 		*sz.dst = b
 	}
-	pc := &cfg.purge
+	pc := &cfg.Purge
 	pc.Hook = fc.Purge.hook()
 	setDur(&pc.Timeout, fc.Purge.Timeout)
 	setInt(&pc.Attempts, fc.Purge.Attempts)
@@ -444,7 +468,7 @@ func loadConfig(path string, cfg *config) error {
 	if err := pc.Validate(); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	h := &cfg.http
+	h := &cfg.HTTP
 	if fc.HTTP.CacheTags != nil {
 		h.CacheTags = *fc.HTTP.CacheTags
 	}
@@ -467,7 +491,7 @@ func loadConfig(path string, cfg *config) error {
 		if sz.v == "" {
 			continue
 		}
-		b, err := parseBytes(sz.v)
+		b, err := ParseBytes(sz.v)
 		if err != nil || b > 1<<40 {
 			return fmt.Errorf("config %s: %s: bad size %q", path, sz.key, sz.v)
 		}
@@ -482,7 +506,7 @@ func loadConfig(path string, cfg *config) error {
 			h.MaxBatchReplyBytes = int(b)
 		}
 	}
-	s3 := &cfg.s3
+	s3 := &cfg.S3
 	set(&s3.Region, fc.S3.Region)
 	set(&s3.AccessKeyID, fc.S3.AccessKeyID)
 	set(&s3.SecretAccessKey, fc.S3.SecretAccessKey)
@@ -495,9 +519,9 @@ func loadConfig(path string, cfg *config) error {
 	return nil
 }
 
-// findConfig returns the config file to read: the one named, or
-// spangle.toml in the working directory if there is one.
-func findConfig(named string) (string, error) {
+// FindConfig returns the config file to read: the one named, or
+// spangle.toml in the working directory if there is one ("" if not).
+func FindConfig(named string) (string, error) {
 	if named != "" {
 		if _, err := os.Stat(named); err != nil {
 			return "", fmt.Errorf("config: %w", err)
@@ -512,8 +536,9 @@ func findConfig(named string) (string, error) {
 	return "", nil
 }
 
-// parseBytes reads sizes like "512MiB", "1GiB", "1048576".
-func parseBytes(s string) (int64, error) {
+// ParseBytes reads sizes as the config file writes them: "512MiB",
+// "1GiB", "1048576".
+func ParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range []struct {

@@ -1,4 +1,4 @@
-package main
+package spangle
 
 import (
 	"context"
@@ -26,16 +26,16 @@ type natsDoor struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 	// fatal receives the error that makes serving pointless: the embedded
-	// NATS server cannot start (its port is taken, say). Buffered 1.
-	fatal chan error
+	// NATS server cannot start (its port is taken, say). Never blocks.
+	fatal chan<- error
 
 	mu  sync.Mutex // guards srv
 	srv *edge.NATSServer
 }
 
-func startNATS(log *slog.Logger, kv *kvwatch.KV, cfg edge.NATSConfig) *natsDoor {
+func startNATS(log *slog.Logger, kv *kvwatch.KV, cfg edge.NATSConfig, fatal chan<- error) *natsDoor {
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &natsDoor{log: log, kv: kv, cfg: cfg, cancel: cancel, done: make(chan struct{}), fatal: make(chan error, 1)}
+	d := &natsDoor{log: log, kv: kv, cfg: cfg, cancel: cancel, done: make(chan struct{}), fatal: fatal}
 	go d.run(ctx) // owned: stop cancels and waits for it
 	return d
 }
@@ -46,7 +46,10 @@ func (d *natsDoor) run(ctx context.Context) {
 		if errors.Is(err, kvwatch.ErrEmbeddedServer) {
 			// A node whose own NATS server is down would serve HTTP while
 			// `spangle get --nats` silently reaches another process.
-			d.fatal <- err
+			select {
+			case d.fatal <- err:
+			default:
+			}
 			return
 		}
 		if ctx.Err() == nil {

@@ -1,20 +1,20 @@
-package node
+package cluster
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spangledb/spangle/node"
 
 	"github.com/spangledb/spangle/node/assign"
 	"github.com/spangledb/spangle/node/proxy"
 )
 
-// ClusterConfig configures cluster mode (the [sharding] table, with
-// sequins' key names). With Enabled false, the default, the node holds
-// every partition of every version and never proxies; the other fields
-// are then ignored.
-type ClusterConfig struct {
-	// Enabled turns cluster mode on. Default false. It needs View.
-	Enabled bool
+// Config configures cluster mode (the [sharding] table, with sequins' key
+// names). Start from DefaultConfig and set View.
+type Config struct {
 	// Replication is how many nodes hold each partition of a version.
 	// Default 2.
 	Replication int
@@ -68,14 +68,19 @@ type ClusterConfig struct {
 	// when set (edge.Config.PeerToken). Default "": peers are not told
 	// from other clients.
 	PeerToken string
-	// View is the cluster state as this node sees it. Required when
-	// Enabled; edge.KVClusterView implements it over kvwatch.
-	View ClusterView
+	// View is the cluster state as this node sees it. Required;
+	// kvcluster.View implements it over kvwatch.
+	View View
+	// Logger receives the cluster's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the metrics of healing and of the proxy; nil
+	// registers none.
+	Registerer prometheus.Registerer
 }
 
-// DefaultClusterConfig returns the defaults stated on each field.
-func DefaultClusterConfig() ClusterConfig {
-	return ClusterConfig{
+// DefaultConfig returns the defaults stated on each field.
+func DefaultConfig() Config {
+	return Config{
 		Replication:          2,
 		MinReplication:       1,
 		Assignment:           assign.NameSequential,
@@ -90,9 +95,9 @@ func DefaultClusterConfig() ClusterConfig {
 }
 
 // validate checks c; it changes nothing.
-func (c ClusterConfig) validate() error {
+func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: sharding."+format, append([]any{ErrConfig}, args...)...)
+		return fmt.Errorf("%w: sharding."+format, append([]any{node.ErrConfig}, args...)...)
 	}
 	switch {
 	case c.Replication < 1:
@@ -121,17 +126,17 @@ func (c ClusterConfig) validate() error {
 		return bad("heal_max_parallel %d: want at least 1", c.HealMaxParallel)
 	}
 	if _, err := assign.ByName(c.Assignment); err != nil {
-		return fmt.Errorf("%w: sharding.assignment: %v", ErrConfig, err)
+		return fmt.Errorf("%w: sharding.assignment: %v", node.ErrConfig, err)
 	}
-	if c.Enabled && c.View == nil {
-		return fmt.Errorf("%w: cluster mode needs a View", ErrConfig)
+	if c.View == nil {
+		return fmt.Errorf("%w: sharding: cluster mode needs a View", node.ErrConfig)
 	}
 	return nil
 }
 
 // stageTimeout is ProxyStageTimeout, or ProxyTimeout / Replication (at
 // least 1ms) when it is 0.
-func (c ClusterConfig) stageTimeout() time.Duration {
+func (c Config) stageTimeout() time.Duration {
 	if c.ProxyStageTimeout > 0 {
 		return c.ProxyStageTimeout
 	}

@@ -1,0 +1,290 @@
+package spangle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/cluster"
+	"github.com/spangledb/spangle/node/kvcluster"
+	"github.com/spangledb/spangle/node/source"
+	"github.com/spangledb/spangle/node/source/objstore"
+	"github.com/spangledb/spangle/node/source/s3"
+)
+
+// Server is a complete spangle node: kvwatch (an embedded NATS server by
+// default), the node, the cluster side when Config.Clustered, the feeds
+// of the versions bucket, the purge hooks, and the doors (HTTP, NATS, the
+// debug listener).
+type Server struct {
+	log   *slog.Logger
+	node  *node.Node
+	ln    net.Listener
+	http  *edge.Server
+	debug *http.Server // nil without Config.DebugBind
+	nats  *natsDoor
+	// fatal receives the first error that makes serving pointless (a
+	// listener failed, the embedded NATS server cannot start); buffered 1,
+	// never blocks a sender.
+	fatal   chan error
+	closer  []func() // feeds, views, purger: stopped last in, first out
+	serving bool     // the HTTP listener is served (and closed by Shutdown)
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Start starts a node on cfg and returns once its HTTP listener is bound:
+// versions already on disk serve at once, and NATS connects in the
+// background. Shutdown stops it.
+func Start(cfg Config) (_ *Server, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{log: log, fatal: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+
+	// The environment (GOGC, GOMEMLIMIT) wins over the config.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Node.Logger = log
+	cfg.Node.Registerer = reg
+
+	// NATS: kvwatch (an embedded server under <data_dir>/nats by default)
+	// carries this node's KV entries and the NATS front door.
+	kcfg := cfg.NATS
+	kcfg.Logger = log
+	kcfg.Registerer = reg
+	if kcfg.Embedded() && kcfg.EmbeddedStoreDir == "" {
+		kcfg.EmbeddedStoreDir = filepath.Join(cfg.Node.DataDir, "nats")
+	}
+	if !source.ValidName(kcfg.ClusterName) {
+		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, source.NamePattern)
+	}
+	kv, err := kvwatch.New(kcfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.ln, err = net.Listen("tcp", cfg.Bind); err != nil {
+		return nil, err
+	}
+	cfg.Node.Advertiser = kvcluster.NewAdvertiser(kv)
+	cfg.Node.AdvertiseSubjects = edge.SubjectPrefix(kcfg.ClusterName)
+	cfg.Node.AdvertiseAddress = advertisedAddress(s.ln.Addr(), cfg.AdvertisedHostname)
+	cfg.Node.BinaryVersion = cfg.Version
+	if cfg.Clustered {
+		if cfg.NATS.Embedded() && cfg.NATS.EmbeddedClusterName == "" {
+			log.Warn("sharding is enabled but this node runs a stand-alone embedded NATS server: unless other nodes use it ([nats] url), each node is an island holding its share of the partitions and finding no peer for the rest; set [nats] url, or embedded_cluster")
+		}
+		view := kvcluster.NewView(kv, log)
+		if err := view.RegisterMetrics(reg); err != nil {
+			return nil, err
+		}
+		view.Start()
+		s.closer = append(s.closer, view.Stop)
+		cc := cfg.Cluster
+		cc.View, cc.Logger, cc.Registerer = view, log, reg
+		c, err := cluster.New(cc)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Node.Cluster = c
+	}
+	if cfg.Node.OpenedSource, err = openSource(cfg, kv); err != nil {
+		return nil, err
+	}
+	if s.node, err = node.New(cfg.Node); err != nil {
+		return nil, err
+	}
+	if objstore.IsURL(cfg.Node.Source) {
+		// The change feed: versions announced by spangle publish.
+		feed := kvcluster.NewVersionFeed(kv, s.node, log)
+		feed.Start()
+		s.closer = append(s.closer, feed.Stop)
+	}
+	// Pins (spangle activate, spangle rollback) from the versions bucket.
+	pins := kvcluster.NewPinFeed(kv, s.node, log)
+	pins.Start()
+	s.closer = append(s.closer, pins.Stop)
+	pcfg := cfg.Purge
+	pcfg.Logger, pcfg.Registerer = log, reg
+	purger, err := edge.NewPurger(pcfg, s.node)
+	if err != nil {
+		return nil, err
+	}
+	if purger.Enabled() {
+		purger.Start()
+		s.closer = append(s.closer, purger.Stop)
+	}
+	ecfg := cfg.HTTP
+	ecfg.Backend = s.node
+	ecfg.NodeName = s.node.Name()
+	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = log, reg, reg
+	ecfg.SequinsHeaders = cfg.SequinsHeaders
+	if s.http, err = edge.NewServer(ecfg); err != nil {
+		return nil, err
+	}
+	if err := s.node.Start(); err != nil {
+		return nil, err
+	}
+	ncfg := edge.DefaultNATSConfig()
+	ncfg.MaxBatchKeys = cfg.HTTP.MaxBatchKeys // one batch limit for both doors
+	ncfg.MaxBatchBytes = cfg.HTTP.MaxBatchBytes
+	ncfg.Backend = s.node
+	ncfg.ClusterName = kcfg.ClusterName
+	ncfg.Logger, ncfg.Registerer = log, reg
+	s.nats = startNATS(log, kv, ncfg, s.fatal)
+	log.Info("spangle serving", "version", cfg.Version, "bind", s.ln.Addr().String(), "source", cfg.Node.Source,
+		"data_dir", cfg.Node.DataDir)
+
+	s.serving = true
+	go func() { s.fail(s.http.Serve(s.ln)) }()
+	if cfg.DebugBind != "" {
+		s.debug = debugServer(cfg, s.node)
+		go func() { s.fail(s.debug.ListenAndServe()) }()
+		log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins")
+	}
+	return s, nil
+}
+
+// openSource opens the sources a node cannot open by itself: the Object
+// Store (over kvwatch's connection: its listings wait until NATS is up)
+// and S3 (credentials from [s3], else the environment, the shared AWS
+// files or IAM). Nil for a local source.
+func openSource(cfg Config, kv *kvwatch.KV) (source.Source, error) {
+	switch root := cfg.Node.Source; {
+	case objstore.IsURL(root):
+		bucket, err := objstore.ParseURL(root)
+		if err != nil {
+			return nil, err
+		}
+		return objstore.New(bucket, kvJetStream(kv))
+	case s3.IsURL(root):
+		bucket, prefix, err := s3.ParseURL(root)
+		if err != nil {
+			return nil, err
+		}
+		return s3.New(bucket, prefix, cfg.S3)
+	}
+	return nil, nil
+}
+
+// debugServer is the debug listener: pprof when enabled, and the admin
+// API (pins).
+func debugServer(cfg Config, n *node.Node) *http.Server {
+	mux := http.NewServeMux()
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.Handle("/admin/pins", edge.AdminHandler(n))
+	mux.Handle("/admin/pins/", edge.AdminHandler(n))
+	return &http.Server{Addr: cfg.DebugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
+
+// Node is the server's node: lookups, status, pins.
+func (s *Server) Node() *node.Node { return s.node }
+
+// Addr is the HTTP front door's bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Refresh makes the node look for new versions now (SIGHUP).
+func (s *Server) Refresh() { s.node.Refresh() }
+
+// Err returns a channel that receives the first error that makes serving
+// pointless: a listener failed, or the embedded NATS server cannot start.
+// Shutdown is still to be called.
+func (s *Server) Err() <-chan error { return s.fatal }
+
+// fail reports a listener's end, unless Shutdown closed it.
+func (s *Server) fail(err error) {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return
+	}
+	select {
+	case s.fatal <- err:
+	default:
+	}
+}
+
+// Shutdown announces the node is draining, stops taking requests (NATS,
+// then HTTP and the debug listener), finishes in-flight ones, stops the
+// node (which withdraws its KV entries), the feeds and NATS. Everything
+// is released even when ctx ends first; the error then wraps ctx's.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		errs := []error{s.node.Drain(ctx), s.nats.stopFrontDoor(ctx), s.http.Shutdown(ctx)}
+		if s.debug != nil {
+			errs = append(errs, s.debug.Shutdown(ctx))
+		}
+		errs = append(errs, s.node.Shutdown(ctx))
+		s.release()
+		errs = append(errs, s.nats.stopKV(ctx))
+		if err := errors.Join(errs...); err != nil {
+			s.shutdownErr = fmt.Errorf("shutdown: %w", err)
+			return
+		}
+		s.log.Info("stopped")
+	})
+	return s.shutdownErr
+}
+
+// release stops the feeds, the view and the purger, last started first,
+// and closes the listener if Start failed before serving.
+func (s *Server) release() {
+	for i := len(s.closer) - 1; i >= 0; i-- {
+		s.closer[i]()
+	}
+	s.closer = nil
+	if !s.serving && s.ln != nil {
+		s.ln.Close()
+	}
+}
+
+// Run starts a node on cfg and serves until ctx ends, then shuts it down
+// within cfg.ShutdownTimeout. It returns the error that stopped it early,
+// or the shutdown's.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-s.Err():
+		s.log.Error("stopping", "err", runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(runErr, s.Shutdown(sctx))
+}
