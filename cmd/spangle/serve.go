@@ -7,12 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spangledb/spangle"
 )
 
-// serve runs a node (spangle.Run) on the config file and the flags, until
+// serve runs a node (spangle.Start) on the config file and the flags, until
 // SIGINT or SIGTERM; SIGHUP looks for new versions.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

@@ -7,9 +7,9 @@ import (
 	"github.com/spangledb/spangle/node/advert"
 )
 
-// View is the cluster state as this node sees it: the node declares
-// it so that it needs nothing of NATS; edge.KVView implements it
-// over kvwatch. Implementations must be safe for concurrent use.
+// View is the cluster state as this node sees it: the cluster package
+// declares it so that it needs nothing of NATS; kvcluster.View implements
+// it over kvwatch. Implementations must be safe for concurrent use.
 type View interface {
 	// Cluster returns the latest snapshot and a channel closed when a
 	// newer one replaces it. It never blocks. The snapshot is shared and
