@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, natstest.LeakOptions()...)
 }
 
 // testLogger discards unless KVWATCH_TEST_LOG is set.

@@ -61,6 +61,8 @@ type Node struct {
 	startOnce    sync.Once
 	startErr     error
 	shutdownOnce sync.Once
+	shutdownDone chan struct{} // closed once Shutdown has released everything
+	shutdownErr  error         // the release's; read after shutdownDone
 }
 
 // New validates cfg and returns a node; it starts nothing.
@@ -442,45 +444,54 @@ func (n *Node) startDB(d *db) {
 }
 
 // Shutdown stops the node: (1) drains (see Drain), (2) cancels builds,
-// the refresh loop and the advertiser, (3) waits for them, (4) withdraws
-// the node's KV entries (failures are logged: they expire anyway), (5)
-// stops the proxy (cluster mode), closes every version, waiting for
-// in-flight lookups, (6) releases the data dir. It is idempotent; ctx bounds the wait.
+// the refresh loop, the advertiser and heal loads, (3) waits for them, (4)
+// withdraws the node's KV entries (failures are logged: they expire
+// anyway), (5) shuts the cluster side down (cluster mode), closes every
+// version, waiting for in-flight lookups, (6) releases the data dir and its
+// lock. If ctx ends first, Shutdown returns ctx's error and the release
+// completes in the background as soon as the cancelled work returns. It is
+// idempotent: every call waits for the same release and returns its error.
 func (n *Node) Shutdown(ctx context.Context) error {
-	var err error
 	n.shutdownOnce.Do(func() {
+		n.shutdownDone = make(chan struct{})
 		if n.stop == nil {
-			return // never started
+			close(n.shutdownDone) // never started: nothing to release
+			return
 		}
 		_ = n.Drain(ctx) // bounded by ctx; a failure only delays what peers see
 		n.stop()
-		done := make(chan struct{})
-		go func() {
+		go func() { // owned: closes shutdownDone
+			defer close(n.shutdownDone)
 			n.wg.Wait()
-			close(done)
+			n.shutdownErr = n.release(ctx)
 		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			err = fmt.Errorf("node: shutdown: %w", ctx.Err())
-			return
-		}
-		if n.adv != nil {
-			_ = n.adv.withdrawAll(ctx) // logged; the entries expire anyway
-		}
-		if n.clustered() {
-			// Heal loads end with the node's context; in-flight lookups
-			// ended with the front doors.
-			if err = n.cfg.Cluster.Shutdown(ctx); err != nil {
-				return
-			}
-		}
-		for _, d := range *n.dbs.Load() {
-			d.closeVersions()
-			d.closePlugins()
-		}
-		n.heldChanged()
-		err = n.store.Close()
 	})
-	return err
+	select {
+	case <-n.shutdownDone:
+		return n.shutdownErr
+	case <-ctx.Done():
+		return fmt.Errorf("node: shutdown: %w (the release completes in the background)", ctx.Err())
+	}
+}
+
+// release frees what the node owns once its goroutines have returned.
+// The KV entries are withdrawn within ctx, best effort; the rest is
+// released whatever ctx says.
+func (n *Node) release(ctx context.Context) error {
+	if n.adv != nil {
+		_ = n.adv.withdrawAll(ctx) // logged; the entries expire anyway
+	}
+	var errs []error
+	if n.clustered() {
+		// Its heal loads ended with the node's context, and in-flight
+		// lookups with the front doors: this does not wait long.
+		errs = append(errs, n.cfg.Cluster.Shutdown(context.Background()))
+	}
+	for _, d := range *n.dbs.Load() {
+		d.closeVersions()
+		d.closePlugins()
+	}
+	n.heldChanged()
+	errs = append(errs, n.store.Close())
+	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -33,6 +34,10 @@ func TestMain(m *testing.M) {
 	cacheDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

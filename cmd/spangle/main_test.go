@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/spangledb/spangle"
+	"github.com/spangledb/spangle/kvwatch/natstest"
+	"go.uber.org/goleak"
 	"io"
 	"net/http"
 	"os"
@@ -28,6 +30,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
+	}
+	if err := goleak.Find(natstest.LeakOptions()...); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+		code = 1
 	}
 	os.Exit(code)
 }

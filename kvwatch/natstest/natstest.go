@@ -13,6 +13,7 @@
 package natstest
 
 import (
+	"go.uber.org/goleak"
 	"testing"
 	"time"
 
@@ -71,4 +72,15 @@ func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStrea
 		t.Fatal(err)
 	}
 	return js
+}
+
+// LeakOptions are the goleak options of packages whose tests use NATS.
+// One goroutine of nats.go is exempt: jetstream's async publish (the
+// Object Store's uploads use it) starts resetPendingAcksOnReconnect, which
+// waits forever on a nil status channel when the reply subscription is
+// cleaned up before it starts (nats.go v1.55.0, jetstream/publish.go).
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"),
+	}
 }

@@ -33,6 +33,8 @@ type Cluster struct {
 	healDone chan struct{}
 
 	joinOnce, shutdownOnce sync.Once
+	shutdownDone           chan struct{} // closed once Shutdown has released everything
+	shutdownErr            error         // read after shutdownDone
 }
 
 var _ node.Cluster = (*Cluster)(nil)
@@ -61,7 +63,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cluster{cfg: cfg, log: log, proxy: p, slots: newHealSlots(cfg.HealMaxParallel), ctx: ctx, cancel: cancel,
-		healDone: make(chan struct{})}, nil
+		healDone: make(chan struct{}), shutdownDone: make(chan struct{})}, nil
 }
 
 // Join starts, for n, the heal loop (unless DisableHeal) and the loop
@@ -88,27 +90,23 @@ func (c *Cluster) Join(n *node.Node) {
 }
 
 // Shutdown stops what Join started, waiting for a heal load to end, and
-// the proxy. It returns ctx's error if ctx ends first; the goroutines
-// still end, since their context is cancelled.
+// the proxy. If ctx ends first it returns ctx's error, and the release
+// completes in the background once the cancelled goroutines return.
 func (c *Cluster) Shutdown(ctx context.Context) error {
-	var err error
 	c.shutdownOnce.Do(func() {
 		c.cancel()
-		done := make(chan struct{})
-		go func() {
+		go func() { // owned: closes shutdownDone
+			defer close(c.shutdownDone)
 			c.wg.Wait()
-			close(done)
+			c.shutdownErr = c.proxy.Shutdown(context.Background()) // its requests have their own timeouts
 		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			err = fmt.Errorf("cluster: shutdown: %w", ctx.Err())
-		}
-		if perr := c.proxy.Shutdown(ctx); err == nil && perr != nil {
-			err = perr
-		}
 	})
-	return err
+	select {
+	case <-c.shutdownDone:
+		return c.shutdownErr
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: shutdown: %w (the release completes in the background)", ctx.Err())
+	}
 }
 
 // snapshot returns the View's current snapshot.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"os"
 	"sync"
 	"testing"
@@ -19,6 +20,10 @@ var guest wasmbuild.Guest
 func TestMain(m *testing.M) {
 	code := m.Run()
 	guest.Cleanup()
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"go.uber.org/goleak"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -19,6 +20,10 @@ var guest wasmbuild.Guest
 func TestMain(m *testing.M) {
 	code := m.Run()
 	guest.Cleanup()
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

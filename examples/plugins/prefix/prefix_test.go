@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go.uber.org/goleak"
 	"hash/fnv"
 	"os"
 	"testing"
@@ -17,6 +18,10 @@ var guest wasmbuild.Guest
 func TestMain(m *testing.M) {
 	code := m.Run()
 	guest.Cleanup()
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
