@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test deps-test deps-cache test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example clean
+.PHONY: all build run test deps-test deps-cache test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example diagram clean
 
 all: build
 
@@ -91,6 +91,12 @@ bench-e2e: build deps-bench
 NODES ?= 10,25,50,100
 bench-scale: build
 	$(GO) run ./cmd/spangle-bench scale --spangle $(BIN) --work .bench/scale --nodes $(NODES) --json .bench/scale.json
+
+# diagram draws docs/packages.svg, the package graph in docs/ARCHITECTURE.md
+# (needs Graphviz: apt-get install graphviz).
+diagram:
+	command -v dot >/dev/null || sudo -n apt-get install -y graphviz || apt-get install -y graphviz
+	./docs/packages.sh
 
 clean:
 	rm -rf bin .run .bench

@@ -134,8 +134,8 @@
 // Spangle-Raw: 1 asks for values as stored, skipping the db's decoder (HTTP:
 // ?raw=1).
 //
-// KVAdvertiser writes a node's entries (node.Advertiser) through kvwatch;
-// they are what edge/client routes by.
+// kvcluster.Advertiser writes a node's entries (node.Advertiser) through
+// kvwatch; they are what edge/client routes by.
 //
 // NATS metrics, by operation (get, part, mget) rather than by db:
 //

@@ -40,7 +40,7 @@ func (k AdvertKind) String() string {
 }
 
 // Advertiser stores a node's entries in the cluster's KV buckets. The node
-// declares it so that it needs nothing of NATS; edge.KVAdvertiser
+// declares it so that it needs nothing of NATS; kvcluster.Advertiser
 // implements it over a kvwatch.KV. Implementations must be safe for
 // concurrent use.
 type Advertiser interface {

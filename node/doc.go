@@ -1,8 +1,8 @@
 // Package node is a spangle node's data plane: for each db it discovers
 // versions in a Source, builds the partitions this node holds (package
 // blocks), switches lookups to a new version atomically, retires the old
-// one, and answers lookups — locally, or in cluster mode by proxying to a
-// replica. It speaks no wire format: the front doors (package edge) call
+// one, and answers lookups — locally, or in cluster mode through the
+// Cluster it is given. It speaks no wire format: the front doors (package edge) call
 // Get, GetMany, Status and Held.
 //
 // # Model
@@ -20,20 +20,19 @@
 // on its successor, so that no lookup fails and none sees an older version
 // than one it could have seen before.
 //
-// In cluster mode (Config.Cluster) a node builds only the partitions the
-// assignment (node/assign) gives it over the live nodes of a ClusterView,
-// advertises them through an Advertiser, switches once every partition
-// has MinReplication replicas cluster-wide, proxies lookups of partitions
-// it does not hold (node/proxy), and keeps a replaced version for peers
-// until VersionRemoveTimeout passes without a request for it. A partition
-// of the active version that stays below Replication live replicas for
-// HealAfter is loaded into the serving version by the next nodes in
-// rendezvous order, HealMaxParallel partitions at a time per node
-// (heal.go, blocks.Store.AddPartitions).
+// In cluster mode (Config.Cluster, implemented by package node/cluster) a
+// node builds only the partitions the Cluster assigns it, switches once
+// the Cluster says every partition has enough replicas, sends lookups of
+// partitions it does not hold to the Cluster, keeps a replaced version for
+// peers until the Cluster's Retention passes without a request for it, and
+// loads the partitions the Cluster asks it to heal (LoadPartitions). The
+// package never imports node/cluster: a node alone leaves Config.Cluster
+// nil. Any node with an Advertiser writes what it holds (Held) there.
 //
 // Main types: Node (New, Start, Loaded, Ready, Refresh, Drain, Shutdown;
-// Get, GetMany, Status, Held), Config and DBConfig, Source, ClusterView,
-// Advertiser.
+// Get, GetMany, Status, Held, LoadPartitions), Config and DBConfig, and
+// the interfaces it declares for what it needs: Cluster and Advertiser
+// (sources are package node/source's).
 //
 // # Caveats
 //

@@ -43,7 +43,7 @@ type Result struct {
 // caller owns key and the returned value.
 //
 // In cluster mode, a key whose partition is held elsewhere is proxied to
-// its replicas (cluster_get.go); a lookup naming a version (a peer's) is
+// its replicas (Cluster.Get); a lookup naming a version (a peer's) is
 // never proxied again, and may read a version built but not yet active.
 func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) (Result, error) {
 	return n.lookup(ctx, db, key, opts, opts.Version == "")

@@ -9,7 +9,7 @@ import (
 // version, the one it replaces is retired rather than removed: it stays
 // open, held and advertised (Active false), readable by lookups naming it
 // (GetOptions.Version, a peer's "?proxy=<old>"), and shows as REMOVING. It
-// is closed and deleted once ClusterConfig.VersionRemoveTimeout passes
+// is closed and deleted once Cluster.Retention passes
 // with no such lookup: each one stores its time in versionState.lastUsed
 // (an atomic, written at most once a millisecond per version), and the
 // db's loop keeps one timer for the earliest deadline, re-checking

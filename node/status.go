@@ -89,7 +89,7 @@ type BuildProgress struct {
 
 // HealStatus reports this node's healing of a version: the partitions of
 // the active version it loads because they stayed below the target
-// replication for heal_after (heal.go). It covers this process only: a
+// replication for heal_after (node/cluster's healing). It covers this process only: a
 // restart forgets it (the partitions stay held).
 type HealStatus struct {
 	// Loading lists the partitions being loaded now, increasing.

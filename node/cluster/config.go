@@ -52,7 +52,7 @@ type Config struct {
 	VersionRemoveTimeout time.Duration
 	// HealAfter is how long a partition of a db's active version must
 	// stay below Replication live replicas before the next nodes in
-	// rendezvous order load it (heal.go). Default 1m. Negative is an
+	// rendezvous order load it (healing). Default 1m. Negative is an
 	// error: DisableHeal turns healing off.
 	HealAfter time.Duration
 	// HealMaxParallel bounds the partitions this node loads for healing at
