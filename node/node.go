@@ -140,6 +140,9 @@ func (n *Node) start() error {
 		store.Close()
 		return err
 	}
+	if n.clustered() {
+		n.cfg.Cluster.Join(n) // before the refresh loop asks it to Converge
+	}
 	if n.cfg.Advertiser != nil {
 		n.adv = newAdvertiser(n)
 		n.wg.Add(1)
@@ -154,7 +157,6 @@ func (n *Node) start() error {
 		n.refreshLoop()
 	}()
 	if n.clustered() {
-		n.cfg.Cluster.Join(n)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
