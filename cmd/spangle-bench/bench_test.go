@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,6 +240,33 @@ func TestReportFinish(t *testing.T) {
 	}
 	if len(r.Failures) != 2 {
 		t.Errorf("failures = %q, want the status errors and the problem", r.Failures)
+	}
+}
+
+// TestVersusSequins: with both scenarios, the report states spangle's
+// GET rate, start-to-serving speed and RSS as multiples of sequins'.
+func TestVersusSequins(t *testing.T) {
+	r := &report{Scenarios: []scenarioResult{
+		{Name: "spangle", Build: &buildResult{ServingSeconds: 2}, ServingRSSMiB: 100,
+			Loads: []loadResult{{Conns: 1, ReqPerSec: 60}, {Conns: 50, ReqPerSec: 300}}},
+		{Name: sequinsName, Build: &buildResult{ServingSeconds: 3}, ServingRSSMiB: 200,
+			Loads: []loadResult{{Conns: 1, ReqPerSec: 50}, {Conns: 50, ReqPerSec: 200}}},
+	}}
+	r.finish()
+	v := r.VsSequins
+	if v == nil || v.StartSpeed != 1.5 || v.RSS != 0.5 || v.GET[1] != 1.2 || v.GET[50] != 1.5 {
+		t.Fatalf("vs sequins %+v, want start 1.5x, RSS 0.5x, GET 1.2x and 1.5x", v)
+	}
+	var out strings.Builder
+	r.printSequins(&out)
+	if !strings.Contains(out.String(), "start to serving 1.50x") || !strings.Contains(out.String(), "GET at 50 conns 1.50x") {
+		t.Errorf("printed %q", out.String())
+	}
+	// Without sequins: nothing.
+	r = &report{Scenarios: r.Scenarios[:1]}
+	r.finish()
+	if r.VsSequins != nil {
+		t.Errorf("vs sequins without a sequins run: %+v", r.VsSequins)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -24,7 +25,9 @@ type report struct {
 	GenCached bool             `json:"gen_cached"`
 	GenSecs   float64          `json:"gen_seconds"`
 	Scenarios []scenarioResult `json:"scenarios"`
-	Failures  []string         `json:"failures,omitempty"` // why the run failed; empty if it did not
+	// VsSequins compares spangle with sequins when --sequins ran it.
+	VsSequins *sequinsRatios `json:"vs_sequins,omitempty"`
+	Failures  []string       `json:"failures,omitempty"` // why the run failed; empty if it did not
 }
 
 // scenarioResult is what a scenario returns: one loadResult per connection
@@ -52,7 +55,11 @@ type buildResult struct {
 	Seconds       float64 `json:"seconds"`
 	RecordsPerSec float64 `json:"records_per_second"` // Records / Seconds
 	WallSeconds   float64 `json:"wall_seconds"`
-	PeakRSSMiB    float64 `json:"peak_rss_mib"` // VmHWM read right after ACTIVE
+	// ServingSeconds is from process start to the dataset's last key
+	// answered with its value: start-to-serving, the same measure for
+	// every server.
+	ServingSeconds float64 `json:"serving_seconds,omitempty"`
+	PeakRSSMiB     float64 `json:"peak_rss_mib"` // VmHWM read right after ACTIVE
 }
 
 // loadResult is one load at one connection count, the unit every scenario
@@ -171,6 +178,7 @@ func (r *report) finish() {
 			r.Failures = append(r.Failures, s.Name+": "+p)
 		}
 	}
+	r.VsSequins = r.versusSequins()
 }
 
 // print writes the report for a person.
@@ -197,6 +205,7 @@ func (r *report) print(w io.Writer) {
 	}
 	r.printBuilds(w, width)
 	busy := r.printLoads(w, width)
+	r.printSequins(w)
 	r.printCluster(w)
 	r.printPublish(w)
 	if busy {
@@ -224,10 +233,10 @@ func (r *report) printBuilds(w io.Writer, width int) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\twall s\tpeak RSS MiB\tserving RSS MiB\tanon\tfile\t\n", width, "build")
+	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\tstart to serving s\tpeak RSS MiB\tserving RSS MiB\tanon\tfile\t\n", width, "build")
 	for _, s := range r.Scenarios {
 		if b := s.Build; b != nil {
-			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.WallSeconds, b.PeakRSSMiB, s.ServingRSSMiB, s.ServingAnonMiB, s.ServingFileMiB)
+			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.ServingSeconds, b.PeakRSSMiB, s.ServingRSSMiB, s.ServingAnonMiB, s.ServingFileMiB)
 		}
 	}
 	tw.Flush()
@@ -260,6 +269,61 @@ func (r *report) printLoads(w io.Writer, width int) (busy bool) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	return busy
+}
+
+// versusSequins compares the spangle scenario with the sequins one, if
+// both ran: GET req/s at each connection count (spangle's over
+// sequins'), start-to-serving speed (sequins' time over spangle's) and
+// serving RSS (spangle's over sequins'); nil otherwise.
+func (r *report) versusSequins() *sequinsRatios {
+	var sp, sq *scenarioResult
+	for i := range r.Scenarios {
+		switch s := &r.Scenarios[i]; s.Name {
+		case "spangle":
+			sp = s
+		case sequinsName:
+			sq = s
+		}
+	}
+	if sp == nil || sq == nil || sq.Build == nil || sp.Build == nil {
+		return nil
+	}
+	v := &sequinsRatios{GET: map[int]float64{}}
+	for _, a := range sp.Loads {
+		for _, b := range sq.Loads {
+			if a.Conns == b.Conns && b.ReqPerSec > 0 {
+				v.GET[a.Conns] = a.ReqPerSec / b.ReqPerSec
+			}
+		}
+	}
+	if sp.Build.ServingSeconds > 0 {
+		v.StartSpeed = sq.Build.ServingSeconds / sp.Build.ServingSeconds
+	}
+	if sq.ServingRSSMiB > 0 {
+		v.RSS = sp.ServingRSSMiB / sq.ServingRSSMiB
+	}
+	return v
+}
+
+// sequinsRatios are spangle's figures as multiples of sequins'.
+type sequinsRatios struct {
+	GET        map[int]float64 `json:"get"`         // req/s by connections; above 1: spangle serves more
+	StartSpeed float64         `json:"start_speed"` // above 1: spangle serves sooner
+	RSS        float64         `json:"rss"`         // below 1: spangle uses less
+}
+
+// printSequins writes versusSequins, if both ran.
+func (r *report) printSequins(w io.Writer) {
+	v := r.VsSequins
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(w, "spangle vs sequins (same run, same data): start to serving %.2fx sequins' speed; serving RSS %.2fx sequins'", v.StartSpeed, v.RSS)
+	conns := slices.Sorted(maps.Keys(v.GET))
+	for _, n := range conns {
+		fmt.Fprintf(w, "; GET at %d conns %.2fx", n, v.GET[n])
+	}
+	fmt.Fprintf(w, "\n\n")
 }
 
 // printCluster writes the cluster scenario's own figures, if it ran.

@@ -17,6 +17,7 @@ import (
 // runConfig is the run subcommand's flags.
 type runConfig struct {
 	Spangle      string        // spangle binary; default "bin/spangle"
+	Sequins      string        // a stripe/sequins binary to run on the same data; default none (skipped)
 	Work         string        // dataset cache, logs, data dirs; default <user cache dir>/spangle-bench
 	Gen          genParams     // the dataset; default defaultGenParams()
 	Duration     time.Duration // each measured load; default 10s
@@ -48,6 +49,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	c.Gen = defaultGenParams()
 	c.Conns = []int{1, 50}
 	fs.StringVar(&c.Spangle, "spangle", "bin/spangle", "`path` of the spangle binary to measure")
+	fs.StringVar(&c.Sequins, "sequins", "", "`path` of a stripe/sequins binary to run on the same data, for the ratios against it (none: skipped)")
 	fs.StringVar(&c.Work, "work", filepath.Join(cache, "spangle-bench"), "work `dir`: cached dataset, logs, wrk script, data dirs")
 	c.Gen.register(fs)
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each measured load (whole seconds)")
@@ -148,6 +150,14 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	if st, err := os.Stat(spangle); err != nil || st.IsDir() {
 		return fmt.Errorf("run: no spangle binary at %s (build it: go build -o bin/spangle ./cmd/spangle)", cfg.Spangle)
+	}
+	if cfg.Sequins != "" {
+		if cfg.Sequins, err = filepath.Abs(cfg.Sequins); err != nil {
+			return err
+		}
+		if st, err := os.Stat(cfg.Sequins); err != nil || st.IsDir() {
+			return fmt.Errorf("run: no sequins binary at %s", cfg.Sequins)
+		}
 	}
 	r := &report{Started: time.Now(), Command: reproduce(fs), Machine: machineInfo(spangle, wrk), Dataset: cfg.Gen}
 	cfg.Spangle = spangle
