@@ -151,15 +151,17 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	if st, err := os.Stat(spangle); err != nil || st.IsDir() {
 		return fmt.Errorf("run: no spangle binary at %s (build it: go build -o bin/spangle ./cmd/spangle)", cfg.Spangle)
 	}
+	sequins := ""
 	if cfg.Sequins != "" {
-		if cfg.Sequins, err = filepath.Abs(cfg.Sequins); err != nil {
+		if sequins, err = filepath.Abs(cfg.Sequins); err != nil {
 			return err
 		}
-		if st, err := os.Stat(cfg.Sequins); err != nil || st.IsDir() {
+		if st, err := os.Stat(sequins); err != nil || st.IsDir() {
 			return fmt.Errorf("run: no sequins binary at %s", cfg.Sequins)
 		}
 	}
 	r := &report{Started: time.Now(), Command: reproduce(fs), Machine: machineInfo(spangle, wrk), Dataset: cfg.Gen}
+	cfg.Sequins = sequins
 	cfg.Spangle = spangle
 	if cfg.Work, err = filepath.Abs(cfg.Work); err != nil {
 		return err

@@ -9,7 +9,8 @@ import (
 
 // TestCLIHelp: every subcommand's -h prints its usage and exits 0; a
 // positional argument to serve (which would silently drop the flags after
-// it) is an error; version names the build.
+// it) is an error; flags without a command (sequins' command line) go to
+// serve; version names the build.
 func TestCLIHelp(t *testing.T) {
 	bin := buildBinary(t)
 	for _, args := range [][]string{
@@ -29,6 +30,12 @@ func TestCLIHelp(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), `"other.toml"`) {
 		t.Errorf("serve with a positional: %v\n%s", err, out)
+	}
+
+	// sequins' command line (flags, no command) is serve's.
+	out, err = exec.Command(bin, "--local-store", "x", "other.toml").CombinedOutput()
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), "serve takes no arguments") {
+		t.Errorf("flags without a command: %v\n%s", err, out)
 	}
 
 	out, err = exec.Command(bin, "version").CombinedOutput()

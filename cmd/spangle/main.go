@@ -68,6 +68,12 @@ func main() {
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
+		if strings.HasPrefix(cmd, "-") {
+			// sequins' command line, flags only (sequins --config
+			// sequins.conf --bind …): serve.
+			err = serve(os.Args[1:])
+			break
+		}
 		fmt.Fprintf(os.Stderr, "spangle: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
