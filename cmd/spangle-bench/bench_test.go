@@ -253,13 +253,13 @@ func TestVersusSequins(t *testing.T) {
 			Loads: []loadResult{{Conns: 1, ReqPerSec: 50}, {Conns: 50, ReqPerSec: 200}}},
 	}}
 	r.finish()
-	v := r.VsSequins
+	v := r.VsSequins["spangle"]
 	if v == nil || v.StartSpeed != 1.5 || v.RSS != 0.5 || v.GET[1] != 1.2 || v.GET[50] != 1.5 {
 		t.Fatalf("vs sequins %+v, want start 1.5x, RSS 0.5x, GET 1.2x and 1.5x", v)
 	}
 	var out strings.Builder
 	r.printSequins(&out)
-	if !strings.Contains(out.String(), "start to serving 1.50x") || !strings.Contains(out.String(), "GET at 50 conns 1.50x") {
+	if !strings.Contains(out.String(), "spangle vs sequins (same run, same data): start to serving 1.50x") || !strings.Contains(out.String(), "GET at 50 conns 1.50x") {
 		t.Errorf("printed %q", out.String())
 	}
 	// Without sequins: nothing.

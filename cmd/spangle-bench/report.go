@@ -25,9 +25,10 @@ type report struct {
 	GenCached bool             `json:"gen_cached"`
 	GenSecs   float64          `json:"gen_seconds"`
 	Scenarios []scenarioResult `json:"scenarios"`
-	// VsSequins compares spangle with sequins when --sequins ran it.
-	VsSequins *sequinsRatios `json:"vs_sequins,omitempty"`
-	Failures  []string       `json:"failures,omitempty"` // why the run failed; empty if it did not
+	// VsSequins compares each spangle scenario (by name) with sequins when
+	// --sequins ran it.
+	VsSequins map[string]*sequinsRatios `json:"vs_sequins,omitempty"`
+	Failures  []string                  `json:"failures,omitempty"` // why the run failed; empty if it did not
 }
 
 // scenarioResult is what a scenario returns: one loadResult per connection
@@ -271,38 +272,46 @@ func (r *report) printLoads(w io.Writer, width int) (busy bool) {
 	return busy
 }
 
-// versusSequins compares the spangle scenario with the sequins one, if
-// both ran: GET req/s at each connection count (spangle's over
-// sequins'), start-to-serving speed (sequins' time over spangle's) and
-// serving RSS (spangle's over sequins'); nil otherwise.
-func (r *report) versusSequins() *sequinsRatios {
-	var sp, sq *scenarioResult
+// versusSequins compares each spangle scenario with the sequins one, if
+// both ran: GET req/s at each connection count (spangle's over sequins'),
+// start-to-serving speed (sequins' time over spangle's) and serving RSS
+// (spangle's over sequins'); nil otherwise.
+func (r *report) versusSequins() map[string]*sequinsRatios {
+	var sq *scenarioResult
 	for i := range r.Scenarios {
-		switch s := &r.Scenarios[i]; s.Name {
-		case "spangle":
-			sp = s
-		case sequinsName:
+		if s := &r.Scenarios[i]; s.Name == sequinsName && s.Build != nil {
 			sq = s
 		}
 	}
-	if sp == nil || sq == nil || sq.Build == nil || sp.Build == nil {
+	if sq == nil {
 		return nil
 	}
-	v := &sequinsRatios{GET: map[int]float64{}}
-	for _, a := range sp.Loads {
-		for _, b := range sq.Loads {
-			if a.Conns == b.Conns && b.ReqPerSec > 0 {
-				v.GET[a.Conns] = a.ReqPerSec / b.ReqPerSec
+	out := map[string]*sequinsRatios{}
+	for i := range r.Scenarios {
+		sp := &r.Scenarios[i]
+		if !strings.HasPrefix(sp.Name, "spangle") || sp.Build == nil {
+			continue
+		}
+		v := &sequinsRatios{GET: map[int]float64{}}
+		for _, a := range sp.Loads {
+			for _, b := range sq.Loads {
+				if a.Conns == b.Conns && b.ReqPerSec > 0 {
+					v.GET[a.Conns] = a.ReqPerSec / b.ReqPerSec
+				}
 			}
 		}
+		if sp.Build.ServingSeconds > 0 {
+			v.StartSpeed = sq.Build.ServingSeconds / sp.Build.ServingSeconds
+		}
+		if sq.ServingRSSMiB > 0 {
+			v.RSS = sp.ServingRSSMiB / sq.ServingRSSMiB
+		}
+		out[sp.Name] = v
 	}
-	if sp.Build.ServingSeconds > 0 {
-		v.StartSpeed = sq.Build.ServingSeconds / sp.Build.ServingSeconds
+	if len(out) == 0 {
+		return nil
 	}
-	if sq.ServingRSSMiB > 0 {
-		v.RSS = sp.ServingRSSMiB / sq.ServingRSSMiB
-	}
-	return v
+	return out
 }
 
 // sequinsRatios are spangle's figures as multiples of sequins'.
@@ -312,18 +321,19 @@ type sequinsRatios struct {
 	RSS        float64         `json:"rss"`         // below 1: spangle uses less
 }
 
-// printSequins writes versusSequins, if both ran.
+// printSequins writes VsSequins, if sequins ran.
 func (r *report) printSequins(w io.Writer) {
-	v := r.VsSequins
-	if v == nil {
-		return
+	for _, name := range slices.Sorted(maps.Keys(r.VsSequins)) {
+		v := r.VsSequins[name]
+		fmt.Fprintf(w, "%s vs sequins (same run, same data): start to serving %.2fx sequins' speed; serving RSS %.2fx sequins'", name, v.StartSpeed, v.RSS)
+		for _, n := range slices.Sorted(maps.Keys(v.GET)) {
+			fmt.Fprintf(w, "; GET at %d conns %.2fx", n, v.GET[n])
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "spangle vs sequins (same run, same data): start to serving %.2fx sequins' speed; serving RSS %.2fx sequins'", v.StartSpeed, v.RSS)
-	conns := slices.Sorted(maps.Keys(v.GET))
-	for _, n := range conns {
-		fmt.Fprintf(w, "; GET at %d conns %.2fx", n, v.GET[n])
+	if len(r.VsSequins) > 0 {
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\n\n")
 }
 
 // printCluster writes the cluster scenario's own figures, if it ran.

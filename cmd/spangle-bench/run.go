@@ -18,6 +18,7 @@ import (
 type runConfig struct {
 	Spangle      string        // spangle binary; default "bin/spangle"
 	Sequins      string        // a stripe/sequins binary to run on the same data; default none (skipped)
+	Compressions []string      // the spangle scenario runs once per value compression; default none,s2,zstd
 	Work         string        // dataset cache, logs, data dirs; default <user cache dir>/spangle-bench
 	Gen          genParams     // the dataset; default defaultGenParams()
 	Duration     time.Duration // each measured load; default 10s
@@ -49,6 +50,8 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	c.Gen = defaultGenParams()
 	c.Conns = []int{1, 50}
 	fs.StringVar(&c.Spangle, "spangle", "bin/spangle", "`path` of the spangle binary to measure")
+	c.Compressions = []string{"none", "s2", "zstd"}
+	fs.Var((*stringList)(&c.Compressions), "compressions", "comma-separated value `compressions` the spangle scenario runs with, one run each: none, s2, zstd")
 	fs.StringVar(&c.Sequins, "sequins", "", "`path` of a stripe/sequins binary to run on the same data, for the ratios against it (none: skipped)")
 	fs.StringVar(&c.Work, "work", filepath.Join(cache, "spangle-bench"), "work `dir`: cached dataset, logs, wrk script, data dirs")
 	c.Gen.register(fs)
@@ -84,6 +87,14 @@ func (c *runConfig) Validate() error {
 	}
 	if len(c.Scenarios) == 0 {
 		return errors.New("run: --scenarios is empty")
+	}
+	for _, comp := range c.Compressions {
+		if !slices.Contains([]string{"none", "s2", "zstd"}, comp) {
+			return fmt.Errorf("run: unknown compression %q (want some of none,s2,zstd)", comp)
+		}
+	}
+	if slices.Contains(c.Scenarios, "spangle") && len(c.Compressions) == 0 {
+		return errors.New("run: --compressions is empty")
 	}
 	if slices.Contains(c.Scenarios, "cluster") {
 		g := c.Gen
@@ -198,17 +209,33 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		if !slices.Contains(cfg.Scenarios, sc.name) {
 			continue
 		}
-		log.Info("scenario", "name", sc.name)
-		res, err := sc.run(ctx, b)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
+		variants := []string{""}
+		if sc.name == "spangle" {
+			variants = cfg.Compressions
 		}
-		if err != nil {
-			log.Error("scenario failed", "name", sc.name, "err", err)
-			res.Problems = append(res.Problems, err.Error())
+		for _, v := range variants {
+			b.compression = v
+			name := sc.name
+			if v != "" && v != "none" {
+				name += "-" + v
+			}
+			log.Info("scenario", "name", name)
+			res, err := sc.run(ctx, b)
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if err != nil {
+				log.Error("scenario failed", "name", name, "err", err)
+				res.Problems = append(res.Problems, err.Error())
+			}
+			res.Name = name
+			for i := range res.Loads {
+				if res.Loads[i].Scenario == sc.name {
+					res.Loads[i].Scenario = name
+				}
+			}
+			r.Scenarios = append(r.Scenarios, res)
 		}
-		res.Name = sc.name
-		r.Scenarios = append(r.Scenarios, res)
 	}
 	r.finish()
 	fmt.Println()

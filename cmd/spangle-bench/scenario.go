@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,9 @@ type bench struct {
 	// The wrk scripts asking for the dataset's keys, lean and strict (see
 	// wrkScript).
 	script, checkScript string
+	// compression is the spangle scenario's value compression ("": the
+	// default, none).
+	compression string
 }
 
 // A scenario starts what it measures, loads it, stops it, and returns its
@@ -64,7 +68,8 @@ func scenarioNames() []string {
 }
 
 // runSpangle builds the dataset with `spangle serve` on a fresh data dir,
-// then loads it with GETs of random keys.
+// its values compressed as b.compression says, then loads it with GETs of
+// random keys.
 func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	res.Name = "spangle"
 	addr, err := freeAddr()
@@ -76,8 +81,12 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		return res, err
 	}
 	defer os.RemoveAll(dataDir)
+	conf := filepath.Join(dataDir, "spangle.toml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("[storage]\ncompression = %q\n", cmp.Or(b.compression, "none"))), 0o644); err != nil {
+		return res, err
+	}
 	c, err := startChild("spangle", b.cfg.Work, filepath.Join(b.cfg.Work, "spangle.log"), b.cfg.Spangle,
-		"serve", "--source", b.source, "--data-dir", dataDir, "--bind", addr)
+		"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dataDir, "data"), "--bind", addr)
 	if err != nil {
 		return res, err
 	}
