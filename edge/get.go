@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/spangledb/spangle/node"
 )
@@ -136,7 +137,10 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 	if r.URL.RawPath != "" && proxy == "" && redirectCanonical(w, r) {
 		return
 	}
-	res, err := s.backend.Get(r.Context(), db, []byte(key), node.GetOptions{Version: proxy, Raw: raw})
+	// The key's bytes are the path string's, shared rather than copied: a
+	// lookup only reads its key (partitioners, bbolt, the proxy's
+	// requests), and a string's memory is never written.
+	res, err := s.backend.Get(r.Context(), db, unsafe.Slice(unsafe.StringData(key), len(key)), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
 		s.writeError(w, r, db, proxy, err, start)
 		return
@@ -175,13 +179,15 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		return http.StatusNotFound
 	}
 
-	var buf [etagLen + 3]byte
-	etag := appendETag(buf[:0], res.Value)
+	// The ETag's bytes and its header slice in one allocation.
+	ev := new(etagValue)
+	etag := appendETag(ev.buf[:0], res.Value)
 	gz := s.wantsGzip(r, h, len(res.Value))
 	if gz {
 		etag = gzipETag(etag)
 	}
-	h[hdrETag] = []string{string(etag)}
+	ev.vals[0] = unsafe.String(unsafe.SliceData(etag), len(etag))
+	h[hdrETag] = ev.vals[:]
 	if hs.cacheControlVal != nil {
 		h[hdrCacheControl] = hs.cacheControlVal
 	}
@@ -214,6 +220,13 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		w.Write(res.Value) //nolint:errcheck // the client went away; nothing to do
 	}
 	return http.StatusOK
+}
+
+// etagValue holds an answer's ETag header: its bytes (gzipETag may add
+// up to 3) and the one-element value slice naming them, allocated together.
+type etagValue struct {
+	vals [1]string
+	buf  [etagLen + 3]byte
 }
 
 // notModified reports whether r's conditions let a 304 answer for a
