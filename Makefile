@@ -67,8 +67,12 @@ tools:
 # net/http baseline measured in the same run; a 3-node cluster with proxied
 # lookups and 20 upgrades under load; spangle publish to NATS vs a raw
 # Object Store Put). SCENARIOS=cluster,publish runs only those of the
-# end-to-end run (default: all).
+# end-to-end run (default: all); COMPRESSIONS=none,s2 the value compressions
+# the spangle scenario runs with (default none,s2,zstd); SEQUINS=path/to/sequins
+# runs a stripe/sequins binary on the same data for the ratios against it.
 SCENARIOS ?=
+COMPRESSIONS ?=
+SEQUINS ?=
 bench: bench-go bench-nats bench-e2e
 
 bench-go:
@@ -82,7 +86,7 @@ deps-bench:
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 
 bench-e2e: build deps-bench
-	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json $(if $(SCENARIOS),--scenarios $(SCENARIOS))
+	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json $(if $(SCENARIOS),--scenarios $(SCENARIOS)) $(if $(COMPRESSIONS),--compressions $(COMPRESSIONS)) $(if $(SEQUINS),--sequins $(SEQUINS))
 
 # Coordination cost at scale: N spangle nodes (default 10, 25, 50, 100) on a
 # three-server NATS cluster run by the harness; KV traffic, CPU and RSS per
