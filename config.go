@@ -199,7 +199,7 @@ type stringList []string
 func (l *stringList) UnmarshalTOML(v any) error {
 	switch v := v.(type) {
 	case string:
-		*l = splitList(v)
+		*l = SplitList(v)
 		return nil
 	case []any:
 		for _, e := range v {
@@ -207,15 +207,16 @@ func (l *stringList) UnmarshalTOML(v any) error {
 			if !ok {
 				return fmt.Errorf("want strings, got %T", e)
 			}
-			*l = append(*l, splitList(s)...)
+			*l = append(*l, SplitList(s)...)
 		}
 		return nil
 	}
 	return fmt.Errorf("want a string or a list of strings, got %T", v)
 }
 
-// splitList splits a comma-separated list, dropping empty elements.
-func splitList(s string) []string {
+// SplitList splits a comma-separated list as config values and flags
+// write it (URLs), dropping empty elements.
+func SplitList(s string) []string {
 	var out []string
 	for e := range strings.SplitSeq(s, ",") {
 		if e = strings.TrimSpace(e); e != "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	bare "github.com/spangledb/spangle/node/nodetest"
 	"io"
 	"log/slog"
 	"net"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/node"
@@ -31,37 +31,7 @@ func counterValue(t testing.TB, reg prometheus.Gatherer, db, code string) float6
 // names and values alternate), 0 if absent.
 func counterOf(t testing.TB, reg prometheus.Gatherer, name string, kv ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			l := labels(m)
-			for i := 0; i+1 < len(kv); i += 2 {
-				if l[kv[i]] != kv[i+1] {
-					continue next
-				}
-			}
-			if m.Gauge != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
-func labels(m *dto.Metric) map[string]string {
-	l := map[string]string{}
-	for _, p := range m.GetLabel() {
-		l[p.GetName()] = p.GetValue()
-	}
-	return l
+	return bare.Metric(t, reg, name, kv...)
 }
 
 func TestMetrics(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/node/source"
 	"io"
 	"os"
@@ -186,10 +187,10 @@ func TestDownloadResumes(t *testing.T) {
 			if !ranged && len(offsets) != 0 {
 				t.Errorf("a sequential source was asked for offsets %v", offsets)
 			}
-			if got := metricValue(t, reg, "spangle_download_retries_total", "d"); got != float64(fired) {
+			if got := nodetest.Metric(t, reg, "spangle_download_retries_total", "db", "d"); got != float64(fired) {
 				t.Errorf("retries metric = %v, want %d (one per cut)", got, fired)
 			}
-			if got := metricValue(t, reg, "spangle_download_failures_total", "d"); got != 0 {
+			if got := nodetest.Metric(t, reg, "spangle_download_failures_total", "db", "d"); got != 0 {
 				t.Errorf("failures metric = %v, want 0", got)
 			}
 			build := n.Status().DBs["d"].Versions["v1"].Build
@@ -252,7 +253,7 @@ func TestDownloadGivesUp(t *testing.T) {
 			if opens, _ := fs.counts(); opens-before != tc.wantOpens {
 				t.Errorf("%d opens, want %d", opens-before, tc.wantOpens)
 			}
-			if got := metricValue(t, reg, "spangle_download_failures_total", "d"); got != 1 {
+			if got := nodetest.Metric(t, reg, "spangle_download_failures_total", "db", "d"); got != 1 {
 				t.Errorf("failures metric = %v, want 1", got)
 			}
 			checkKeys(t, n, "d", "v1", 10)
@@ -284,26 +285,4 @@ func TestFailedVersionRetried(t *testing.T) {
 	if got := testutil.ToFloat64(n.metrics.builds.WithLabelValues("d", "error")); got != 2 {
 		t.Errorf("%v failed builds, want 2 (then one that works)", got)
 	}
-}
-
-// metricValue is the value of the counter name{db=db} in reg; 0 if absent.
-func metricValue(t *testing.T, reg prometheus.Gatherer, name, db string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "db" && l.GetValue() == db {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

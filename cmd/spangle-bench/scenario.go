@@ -72,29 +72,15 @@ func scenarioNames() []string {
 // random keys.
 func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	res.Name = "spangle"
-	addr, err := freeAddr()
+	conf := fmt.Sprintf("[storage]\ncompression = %q\n", cmp.Or(b.compression, "none"))
+	srv, err := b.startServer("spangle", b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
+		return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
+	})
 	if err != nil {
 		return res, err
 	}
-	dataDir, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dataDir)
-	conf := filepath.Join(dataDir, "spangle.toml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("[storage]\ncompression = %q\n", cmp.Or(b.compression, "none"))), 0o644); err != nil {
-		return res, err
-	}
-	c, err := startChild("spangle", b.cfg.Work, filepath.Join(b.cfg.Work, "spangle.log"), b.cfg.Spangle,
-		"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dataDir, "data"), "--bind", addr)
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		if serr := c.stop(); serr != nil {
-			res.Problems = append(res.Problems, serr.Error())
-		}
-	}()
+	defer srv.stop(&res)
+	c, addr := srv.c, srv.addr
 
 	serving, err := waitServing(ctx, c, addr, b.cfg.Gen, b.cfg.BuildTimeout)
 	if err != nil {
@@ -123,6 +109,48 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	}
 	servingRSS(c.pid(), &res)
 	return res, nil
+}
+
+// benchServer is a server process started by startServer on a fresh data dir.
+type benchServer struct {
+	c    *child
+	addr string // its HTTP listen address
+	dir  string // its data dir, removed by stop
+}
+
+// startServer starts bin as name on a free loopback address with a fresh
+// data dir holding the config file confName (conf its content); args
+// returns the command line from the dir, the config's path and the
+// address. Its log is <work>/<name>.log.
+func (b *bench) startServer(name, bin, confName, conf string, args func(dir, conf, addr string) []string) (*benchServer, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, confName)
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	c, err := startChild(name, b.cfg.Work, filepath.Join(b.cfg.Work, name+".log"), bin, args(dir, path, addr)...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &benchServer{c: c, addr: addr, dir: dir}, nil
+}
+
+// stop stops the server, adding a failure to stop to res's problems, and
+// removes its data dir.
+func (s *benchServer) stop(res *scenarioResult) {
+	if err := s.c.stop(); err != nil {
+		res.Problems = append(res.Problems, err.Error())
+	}
+	os.RemoveAll(s.dir)
 }
 
 // runBaseline runs this program's baseline subcommand and loads it exactly

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -29,29 +28,14 @@ func runSequins(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		res.Notes = append(res.Notes, "skipped: no --sequins binary given")
 		return res, nil
 	}
-	addr, err := freeAddr()
+	srv, err := b.startServer(sequinsName, b.cfg.Sequins, "sequins.conf", sequinsConf, func(dir, conf, addr string) []string {
+		return []string{"--config", conf, "--source", b.source, "--local-store", filepath.Join(dir, "store"), "--bind", addr}
+	})
 	if err != nil {
 		return res, err
 	}
-	dataDir, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dataDir)
-	conf := filepath.Join(dataDir, "sequins.conf")
-	if err := os.WriteFile(conf, []byte(sequinsConf), 0o644); err != nil {
-		return res, err
-	}
-	c, err := startChild(sequinsName, b.cfg.Work, filepath.Join(b.cfg.Work, "sequins.log"), b.cfg.Sequins,
-		"--config", conf, "--source", b.source, "--local-store", filepath.Join(dataDir, "store"), "--bind", addr)
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		if serr := c.stop(); serr != nil {
-			res.Problems = append(res.Problems, serr.Error())
-		}
-	}()
+	defer srv.stop(&res)
+	c, addr := srv.c, srv.addr
 	serving, err := waitServing(ctx, c, addr, b.cfg.Gen, b.cfg.BuildTimeout)
 	if err != nil {
 		return res, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spangledb/spangle"
 	"io"
 	"strconv"
 	"strings"
@@ -180,7 +181,7 @@ func (cf *clientFlags) open() (*client.Client, func(), error) {
 		if u == "" {
 			u = "http://127.0.0.1:9599"
 		}
-		cfg.URLs = splitList(u)
+		cfg.URLs = spangle.SplitList(u)
 	}
 	c, err := client.New(cfg)
 	if err == nil {

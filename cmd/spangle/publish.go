@@ -93,7 +93,7 @@ func publish(args []string, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	kcfg := kvwatch.DefaultConfig()
-	kcfg.URLs = splitList(*natsURL)
+	kcfg.URLs = spangle.SplitList(*natsURL)
 	kcfg.ClusterName = *cluster
 	kcfg.Replicas = *replicas
 	kcfg.Logger = slog.New(slog.DiscardHandler)
@@ -352,7 +352,7 @@ func isBoolFlag(fs *flag.FlagSet, name string) bool {
 // nats.Connect would only say "no servers available".
 func probeNATS(urls string, timeout time.Duration) error {
 	var errs []error
-	for _, u := range splitList(urls) {
+	for _, u := range spangle.SplitList(urls) {
 		host := u
 		if p, err := url.Parse(u); err == nil && p.Host != "" {
 			host = p.Host

@@ -50,7 +50,7 @@ func serve(args []string) error {
 		}
 	}
 	if *natsURL != "" {
-		cfg.NATS.URLs = splitList(*natsURL)
+		cfg.NATS.URLs = spangle.SplitList(*natsURL)
 	}
 	cfg.ShutdownTimeout, cfg.Version = *shutdownTimeout, version
 	s, err := spangle.Start(cfg)

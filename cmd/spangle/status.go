@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/spangledb/spangle"
 	"io"
 	"maps"
 	"net/http"
@@ -68,7 +69,7 @@ func httpStatus(ctx context.Context, cf *clientFlags, stdout io.Writer, asJSON b
 	if base == "" {
 		base = "http://127.0.0.1:9599"
 	}
-	base = strings.TrimRight(splitList(base)[0], "/")
+	base = strings.TrimRight(spangle.SplitList(base)[0], "/")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
 	if err != nil {
 		return err

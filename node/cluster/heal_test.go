@@ -32,32 +32,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	nodetest.WaitFor(t, testTimeout, what, nodetest.True(cond))
 }
 
-// metricValue is the value of the counter or gauge name{db="d"} in reg;
-// 0 if absent.
-func metricValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "db" && l.GetValue() == "d" {
-					if g := m.GetGauge(); g != nil {
-						return g.GetValue()
-					}
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // fakeView is a hand-written View whose snapshot the test sets.
 type fakeView struct {
 	mu      sync.Mutex // guards snap, changed
@@ -318,7 +292,7 @@ func TestHeal(t *testing.T) {
 	if h := hc.healStatus("v1"); len(h.Loading) != 1 || !slices.Contains(want, h.Loading[0]) {
 		t.Fatalf("loading %v, want one of %v", h.Loading, want)
 	}
-	if got := metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"); got != 1 {
+	if got := nodetest.Metric(t, hc.reg, "spangle_heal_in_progress_partitions", "db", "d"); got != 1 {
 		t.Errorf("in progress %v, want 1", got)
 	}
 	if free, _ := hc.cluster.slots.available(); free != 0 {
@@ -331,7 +305,7 @@ func TestHeal(t *testing.T) {
 	}
 	open()
 	waitFor(t, "a holds the lost partitions", func() bool {
-		if got := metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"); got > 1 {
+		if got := nodetest.Metric(t, hc.reg, "spangle_heal_in_progress_partitions", "db", "d"); got > 1 {
 			t.Fatalf("%v partitions loading at once with heal_max_parallel 1", got)
 		}
 		return slices.Equal(hc.held("v1"), mergeSorted(hc.assign["a"], want))
@@ -342,10 +316,10 @@ func TestHeal(t *testing.T) {
 	}
 	expect := map[string]float64{"healed": float64(len(want)), "loads": float64(len(want))}
 	for name, got := range map[string]float64{
-		"healed":      metricValue(t, hc.reg, "spangle_heal_partitions_total"),
-		"loads":       metricValue(t, hc.reg, "spangle_heal_loads_total"),
-		"failures":    metricValue(t, hc.reg, "spangle_heal_failures_total"),
-		"in progress": metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"),
+		"healed":      nodetest.Metric(t, hc.reg, "spangle_heal_partitions_total", "db", "d"),
+		"loads":       nodetest.Metric(t, hc.reg, "spangle_heal_loads_total", "db", "d"),
+		"failures":    nodetest.Metric(t, hc.reg, "spangle_heal_failures_total", "db", "d"),
+		"in progress": nodetest.Metric(t, hc.reg, "spangle_heal_in_progress_partitions", "db", "d"),
 	} {
 		if got != expect[name] {
 			t.Errorf("metric %s = %v, want %v", name, got, expect[name])
@@ -401,7 +375,7 @@ func TestHealFailureRetried(t *testing.T) {
 	if h := hc.healStatus("v1"); h.LastError == "" || len(h.Healed) != 0 {
 		t.Errorf("after a failure: %+v", h)
 	}
-	if got := metricValue(t, hc.reg, "spangle_heal_failures_total"); got < 1 {
+	if got := nodetest.Metric(t, hc.reg, "spangle_heal_failures_total", "db", "d"); got < 1 {
 		t.Errorf("failures metric %v", got)
 	}
 	if got := hc.held("v1"); !slices.Equal(got, hc.assign["a"]) {
@@ -455,10 +429,10 @@ func TestHealCancelledBySwitch(t *testing.T) {
 		_, err := os.Stat(filepath.Join(hc.data, "dbs", "d", "v1"))
 		return !held && errors.Is(err, fs.ErrNotExist)
 	})
-	if got := metricValue(t, hc.reg, "spangle_heal_failures_total"); got != 0 {
+	if got := nodetest.Metric(t, hc.reg, "spangle_heal_failures_total", "db", "d"); got != 0 {
 		t.Errorf("a cancelled heal counted as %v failures", got)
 	}
-	if got := metricValue(t, hc.reg, "spangle_heal_in_progress_partitions"); got != 0 {
+	if got := nodetest.Metric(t, hc.reg, "spangle_heal_in_progress_partitions", "db", "d"); got != 0 {
 		t.Errorf("%v partitions still loading", got)
 	}
 	if free, _ := hc.cluster.slots.available(); free != 1 {
