@@ -21,7 +21,7 @@ import (
 func TestAddPartitionsUnderLoad(t *testing.T) {
 	d := makeDataset(t, datasetOpts{files: 5, perFile: 400, repetitive: true, seed: 31})
 	keys := slices.Collect(maps.Keys(d.want))
-	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
+	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd, CompressionS2Blocks} {
 		t.Run(string(comp), func(t *testing.T) {
 			dir := t.TempDir()
 			s := openTestStore(t, dir, Options{})

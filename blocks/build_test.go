@@ -30,6 +30,8 @@ func TestBuildGet(t *testing.T) {
 		{"none", CompressionNone, false, nil},
 		{"s2", CompressionS2, false, nil},
 		{"zstd", CompressionZstd, false, nil},
+		{"s2-blocks", CompressionS2Blocks, false, nil},
+		{"s2-blocks tx", CompressionS2Blocks, true, nil},
 		{"none tx", CompressionNone, true, nil},
 		{"zstd tx", CompressionZstd, true, nil},
 		{"subset", CompressionNone, false, []int{3, 1}},
@@ -427,7 +429,7 @@ func TestParseCompression(t *testing.T) {
 		ok   bool
 	}{
 		{"", CompressionNone, true}, {"none", CompressionNone, true}, {"s2", CompressionS2, true},
-		{"snappy", CompressionS2, true}, {"ZSTD", CompressionZstd, true}, {"gzip", "", false},
+		{"snappy", CompressionS2Blocks, true}, {"S2-Blocks", CompressionS2Blocks, true}, {"ZSTD", CompressionZstd, true}, {"gzip", "", false},
 	} {
 		got, err := ParseCompression(tt.in)
 		if got != tt.want || (err == nil) != tt.ok {

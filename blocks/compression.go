@@ -1,10 +1,13 @@
 package blocks
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/dict"
 	"github.com/klauspost/compress/s2"
@@ -27,20 +30,36 @@ const (
 	// small values bigger). A partition with too few values to train is
 	// stored raw, and so is a value that does not shrink.
 	CompressionZstd Compression = "zstd"
+	// CompressionS2Blocks stores a partition's records in blocks of about
+	// BlockSize bytes, in key order, each compressed with S2, keyed by its
+	// first key: as sequins' sparkey files do. Text-like values of ~100
+	// bytes shrink about twice as much as per value (keys and bbolt's
+	// per-entry overhead are compressed away too), at the cost of
+	// decompressing a block per lookup.
+	CompressionS2Blocks Compression = "s2-blocks"
 )
 
+// BlockSize is the uncompressed size a block of CompressionS2Blocks grows
+// to before the next record starts another (a larger record makes a block
+// of its own).
+const BlockSize = 4 << 10
+
 // ParseCompression parses a configuration value: "none" (or ""), "s2",
-// "zstd"; "snappy", as in sequins configs, means s2. Case does not matter.
+// "zstd", "s2-blocks"; "snappy", as in sequins configs, means s2-blocks
+// (sequins' sparkey files compress blocks of 4 KiB with snappy, whose
+// successor S2 is). Case does not matter.
 func ParseCompression(s string) (Compression, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "none":
 		return CompressionNone, nil
-	case "s2", "snappy":
+	case "s2":
 		return CompressionS2, nil
 	case "zstd":
 		return CompressionZstd, nil
+	case "s2-blocks", "snappy":
+		return CompressionS2Blocks, nil
 	}
-	return "", fmt.Errorf("%w: unknown compression %q (want none, s2 or zstd)", ErrInvalidSpec, s)
+	return "", fmt.Errorf("%w: unknown compression %q (want none, s2, zstd or s2-blocks)", ErrInvalidSpec, s)
 }
 
 // normalize maps "" to CompressionNone and rejects unknown values.
@@ -48,7 +67,7 @@ func (c Compression) normalize() (Compression, error) {
 	switch c {
 	case "", CompressionNone:
 		return CompressionNone, nil
-	case CompressionS2, CompressionZstd:
+	case CompressionS2, CompressionZstd, CompressionS2Blocks:
 		return c, nil
 	}
 	return ParseCompression(string(c))
@@ -62,7 +81,114 @@ const (
 	tagS2     byte = 1 // an S2 block
 	tagZstd   byte = 2 // a zstd frame using the partition's zstd dictionary
 	tagS2Dict byte = 3 // an S2 block using the partition's S2 dictionary
+	// tagRecords: an S2 block of records, each uvarint(len(key)) key
+	// uvarint(len(value)) value, in key order (CompressionS2Blocks).
+	tagRecords byte = 4
 )
+
+// blockPacker groups a partition's records, in key order, into S2
+// blocks of about BlockSize bytes (CompressionS2Blocks).
+type blockPacker struct {
+	max   int    // the largest block's uncompressed size, for readers' bound
+	first []byte // the block's first key
+	prev  []byte // the first key of the block add returned last
+	raw   []byte // its records
+	out   []byte // the stored block: tagRecords and S2
+}
+
+// add appends a record. When the block is full before it, add returns the
+// full block to store under its first key (valid until the next call)
+// and starts the next with the record.
+func (b *blockPacker) add(k, v []byte) (key, block []byte) {
+	if len(b.raw) > 0 && len(b.raw)+len(k)+len(v)+2*binary.MaxVarintLen64 > BlockSize {
+		key, block = b.flush()
+		// The returned key stays in prev while first takes the next.
+		b.first, b.prev = b.prev, b.first
+		key = b.prev
+	}
+	if len(b.raw) == 0 {
+		b.first = append(b.first[:0], k...)
+	}
+	b.raw = binary.AppendUvarint(b.raw, uint64(len(k)))
+	b.raw = append(b.raw, k...)
+	b.raw = binary.AppendUvarint(b.raw, uint64(len(v)))
+	b.raw = append(b.raw, v...)
+	return key, block
+}
+
+// flush returns the block under way, if any (nil if none), and empties it.
+func (b *blockPacker) flush() (key, block []byte) {
+	if len(b.raw) == 0 {
+		return nil, nil
+	}
+	b.max = max(b.max, len(b.raw))
+	n := s2.MaxEncodedLen(len(b.raw))
+	if cap(b.out) < n+1 {
+		b.out = make([]byte, n+1)
+	}
+	b.out = b.out[:n+1]
+	b.out[0] = tagRecords
+	enc := s2.Encode(b.out[1:], b.raw) // fits: n bytes were set aside
+	b.raw = b.raw[:0]
+	return b.first, b.out[:1+len(enc)]
+}
+
+// blockBufs holds decoding buffers of blocks.
+var blockBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*BlockSize); return &b }}
+
+// findInBlock appends to dst the value of key in the stored block v, or
+// returns ErrNotFound. limit bounds the block's uncompressed size (the
+// partition's largest, recorded at build): a damaged size allocates
+// nothing.
+func findInBlock(dst, v, key []byte, limit int) ([]byte, error) {
+	if len(v) == 0 || v[0] != tagRecords {
+		return dst, fmt.Errorf("%w: %w: not a block of records", ErrCorrupt, errBadValue)
+	}
+	n, err := s2.DecodedLen(v[1:])
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
+	}
+	if n > limit {
+		return dst, fmt.Errorf("%w: %w: a block of %d bytes, over the partition's %d", ErrCorrupt, errBadValue, n, limit)
+	}
+	bp := blockBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 4*BlockSize { // a large record's buffer is not kept
+			blockBufs.Put(bp)
+		}
+	}()
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	raw, err := s2.Decode((*bp)[:n], v[1:])
+	if err != nil {
+		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
+	}
+	for len(raw) > 0 {
+		klen, m := binary.Uvarint(raw)
+		if m <= 0 || klen > uint64(len(raw)-m) {
+			break
+		}
+		k := raw[m : m+int(klen)]
+		raw = raw[m+int(klen):]
+		vlen, m := binary.Uvarint(raw)
+		if m <= 0 || vlen > uint64(len(raw)-m) {
+			break
+		}
+		val := raw[m : m+int(vlen)]
+		raw = raw[m+int(vlen):]
+		switch c := bytes.Compare(k, key); {
+		case c == 0:
+			return append(dst, val...), nil
+		case c > 0:
+			return dst, ErrNotFound
+		}
+	}
+	if len(raw) > 0 {
+		return dst, fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
+	}
+	return dst, ErrNotFound
+}
 
 // Keys of a partition file's meta bucket holding dictionaries.
 const (

@@ -15,8 +15,10 @@ type packWriter struct {
 	path string
 }
 
-func newPackWriter(path string) (*packWriter, error) {
-	w, err := boltpack.Create(path, boltpack.Options{})
+// newPackWriter creates the partition file path with pages of pageSize
+// bytes (0: the OS page size).
+func newPackWriter(path string, pageSize int) (*packWriter, error) {
+	w, err := boltpack.Create(path, boltpack.Options{PageSize: pageSize})
 	if err != nil {
 		return nil, err
 	}

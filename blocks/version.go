@@ -27,10 +27,19 @@ const (
 	metaPartition = "partition" // p, decimal
 	metaRecords   = "records"   // decimal
 	metaChecksum  = "checksum"  // as in PartitionInfo
+	metaLayout    = "layout"    // layoutBlocks, or absent: a record per key
+	metaBlockMax  = "block-max" // layoutBlocks: the largest block's uncompressed bytes, decimal
 )
 
-// partitionFormat is the layout of a partition file described in doc.go.
-const partitionFormat = 1
+// partitionFormat is the layout of a partition file described in doc.go:
+// a record per key. blocksFormat is that of CompressionS2Blocks, records
+// in blocks keyed by their first key (metaLayout says so too); readers
+// before it refuse it rather than misread it.
+const (
+	partitionFormat = 1
+	blocksFormat    = 2
+	layoutBlocks    = "blocks"
+)
 
 // Version is a complete version opened for reading. It is safe for
 // concurrent use. Store.AddPartitions may add partitions to it while it
@@ -66,9 +75,13 @@ type contents struct {
 // partition is one open bbolt file.
 type partition struct {
 	db    *bolt.DB
-	sdict *s2.Dict     // S2 dictionary, nil if none
-	zdict []byte       // zstd dictionary, nil if none (the version's decoder holds it)
-	idle  chan *readTx // read transactions kept for reuse
+	sdict *s2.Dict // S2 dictionary, nil if none
+	// blocks: records are in blocks keyed by their first key
+	// (CompressionS2Blocks).
+	blocks   bool
+	blockMax int          // blocks: the largest block's uncompressed size
+	zdict    []byte       // zstd dictionary, nil if none (the version's decoder holds it)
+	idle     chan *readTx // read transactions kept for reuse
 }
 
 // readTx is a read-only transaction reused across Gets: beginning one per
@@ -138,7 +151,17 @@ func openPartition(path string, p int) (part *partition, err error) {
 		if meta == nil || tx.Bucket(dataBucket) == nil {
 			return fmt.Errorf("%w: %s: missing buckets", ErrCorrupt, path)
 		}
-		if f := string(meta.Get([]byte(metaFormat))); f != strconv.Itoa(partitionFormat) {
+		part.blocks = string(meta.Get([]byte(metaLayout))) == layoutBlocks
+		want := partitionFormat
+		if part.blocks {
+			want = blocksFormat
+			n, err := strconv.Atoi(string(meta.Get([]byte(metaBlockMax))))
+			if err != nil || n < 0 {
+				return fmt.Errorf("%w: %s: block size %q", ErrCorrupt, path, meta.Get([]byte(metaBlockMax)))
+			}
+			part.blockMax = n
+		}
+		if f := string(meta.Get([]byte(metaFormat))); f != strconv.Itoa(want) {
 			return fmt.Errorf("%w: %s: partition format %q", ErrCorrupt, path, f)
 		}
 		if got := string(meta.Get([]byte(metaPartition))); got != strconv.Itoa(p) {
@@ -220,6 +243,21 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) (_ []byte, err error)
 	}()
 	// val points into the memory map: decode (copy) it before releasing.
 	k, val := rt.cur.Seek(key)
+	if part.blocks {
+		// The block holding key, if any, is the last one whose first key
+		// is not after it.
+		switch {
+		case k == nil:
+			k, val = rt.cur.Last()
+		case !bytes.Equal(k, key):
+			k, val = rt.cur.Prev()
+		}
+		if k == nil {
+			return dst, ErrNotFound
+		}
+		out, err = findInBlock(dst, val, key, part.blockMax)
+		return out, err
+	}
 	if val == nil || !bytes.Equal(k, key) {
 		return dst, ErrNotFound
 	}

@@ -137,6 +137,20 @@ func (b *builder) write(ctx context.Context) ([]PartitionInfo, error) {
 
 // writePartition merges the partition's runs and in-memory records into its
 // file and returns the unsynced writer.
+// blocksPageSize is the page size of CompressionS2Blocks partitions: a
+// bbolt leaf page holds whole entries only, and a compressed block of
+// BlockSize bytes takes over half a 4 KiB page, so that most of each
+// page would stay empty; 32 KiB pages hold about 13 blocks.
+const blocksPageSize = 32 << 10
+
+// pageSizeFor is the page size of partitions stored with c (0: the OS's).
+func pageSizeFor(c Compression) int {
+	if c == CompressionS2Blocks {
+		return blocksPageSize
+	}
+	return 0
+}
+
 func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, PartitionInfo, error) {
 	pb := b.parts[slot]
 	info := PartitionInfo{Partition: pb.p}
@@ -172,12 +186,16 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 	if b.opts.TxWrites {
 		w, err = newTxWriter(path, b.opts.BatchSize, expect)
 	} else {
-		w, err = newPackWriter(path)
+		w, err = newPackWriter(path, pageSizeFor(b.comp))
 	}
 	if err != nil {
 		return nil, info, err
 	}
 	sum := newChecksum()
+	var blocks *blockPacker // CompressionS2Blocks: records go in blocks
+	if b.comp == CompressionS2Blocks {
+		blocks = &blockPacker{}
+	}
 	for it.next() {
 		k, v := it.key(), it.value()
 		if info.Records%(16*checkEvery) == 0 {
@@ -187,9 +205,17 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 			}
 		}
 		sum.add(k, v)
-		if err := w.put(k, enc.encode(v)); err != nil {
-			w.abort()
-			return nil, info, err
+		sk, sv := k, []byte(nil)
+		if blocks != nil {
+			sk, sv = blocks.add(k, v)
+		} else {
+			sv = enc.encode(v)
+		}
+		if sk != nil {
+			if err := w.put(sk, sv); err != nil {
+				w.abort()
+				return nil, info, err
+			}
 		}
 		info.Records++
 		info.Bytes += int64(len(k) + len(v))
@@ -198,8 +224,22 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 		w.abort()
 		return nil, info, err
 	}
+	if blocks != nil {
+		if sk, sv := blocks.flush(); sk != nil {
+			if err := w.put(sk, sv); err != nil {
+				w.abort()
+				return nil, info, err
+			}
+		}
+		meta[metaLayout] = []byte(layoutBlocks)
+		meta[metaBlockMax] = []byte(strconv.Itoa(blocks.max))
+	}
 	info.Checksum = sum.String()
-	meta[metaFormat] = []byte(strconv.Itoa(partitionFormat))
+	if blocks != nil {
+		meta[metaFormat] = []byte(strconv.Itoa(blocksFormat))
+	} else {
+		meta[metaFormat] = []byte(strconv.Itoa(partitionFormat))
+	}
 	meta[metaPartition] = []byte(strconv.Itoa(pb.p))
 	meta[metaRecords] = []byte(strconv.FormatInt(info.Records, 10))
 	meta[metaChecksum] = []byte(info.Checksum)

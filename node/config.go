@@ -63,7 +63,9 @@ type Config struct {
 	// spills sorted runs to disk. Default 256 MiB.
 	MemoryBudget int64
 	// Compression is how values are stored: "none" (default), "s2" or
-	// "zstd" (a dictionary per partition). A db may override it.
+	// "zstd" (each value, with a dictionary per partition) or "s2-blocks"
+	// (records in compressed blocks of 4 KiB; "snappy" means it). A db may
+	// override it.
 	Compression string
 
 	// ContentType is sent with the values of dbs that set none. Default

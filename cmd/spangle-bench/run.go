@@ -50,8 +50,8 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	c.Gen = defaultGenParams()
 	c.Conns = []int{1, 50}
 	fs.StringVar(&c.Spangle, "spangle", "bin/spangle", "`path` of the spangle binary to measure")
-	c.Compressions = []string{"none", "s2", "zstd"}
-	fs.Var((*stringList)(&c.Compressions), "compressions", "comma-separated value `compressions` the spangle scenario runs with, one run each: none, s2, zstd")
+	c.Compressions = []string{"none", "s2", "zstd", "s2-blocks"}
+	fs.Var((*stringList)(&c.Compressions), "compressions", "comma-separated value `compressions` the spangle scenario runs with, one run each: none, s2, zstd, s2-blocks")
 	fs.StringVar(&c.Sequins, "sequins", "", "`path` of a stripe/sequins binary to run on the same data, for the ratios against it (none: skipped)")
 	fs.StringVar(&c.Work, "work", filepath.Join(cache, "spangle-bench"), "work `dir`: cached dataset, logs, wrk script, data dirs")
 	c.Gen.register(fs)
@@ -89,8 +89,8 @@ func (c *runConfig) Validate() error {
 		return errors.New("run: --scenarios is empty")
 	}
 	for _, comp := range c.Compressions {
-		if !slices.Contains([]string{"none", "s2", "zstd"}, comp) {
-			return fmt.Errorf("run: unknown compression %q (want some of none,s2,zstd)", comp)
+		if !slices.Contains([]string{"none", "s2", "zstd", "s2-blocks"}, comp) {
+			return fmt.Errorf("run: unknown compression %q (want some of none,s2,zstd,s2-blocks)", comp)
 		}
 	}
 	if slices.Contains(c.Scenarios, "spangle") && len(c.Compressions) == 0 {

@@ -1,0 +1,83 @@
+package blocks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestS2Blocks: with CompressionS2Blocks every key reads back — the first
+// and last of a block, a value larger than a block, an empty value — and
+// keys before the first, between two and after the last are not found.
+// Text-like values take less than half the room they take stored one by
+// one.
+func TestS2Blocks(t *testing.T) {
+	dir := t.TempDir()
+	var recs []record
+	want := map[string][]byte{}
+	for i := range 30000 {
+		k := []byte(fmt.Sprintf("key-%06d", 2*i)) // odd numbers are missing
+		v := []byte(fmt.Sprintf(`{"id":%d,"name":"user %d","tags":["alpha","bravo"],"active":true}`, i, i%97))
+		switch i {
+		case 10:
+			v = bytes.Repeat([]byte("large "), 2*BlockSize) // a block of its own
+		case 11:
+			v = []byte{}
+		}
+		recs = append(recs, record{k, v})
+		want[string(k)] = v
+	}
+	writeSeqFile(t, filepath.Join(dir, "part-00000"), recs)
+	sizes := map[Compression]int64{}
+	for _, comp := range []Compression{CompressionNone, CompressionS2Blocks} {
+		s := openTestStore(t, t.TempDir(), Options{})
+		v := build(t, s, BuildSpec{DB: "db", Version: string(comp), Files: sourceFiles(t, dir, []string{"part-00000"}),
+			Compression: comp})
+		for k, w := range want {
+			got, err := v.Get(0, []byte(k))
+			if err != nil || !bytes.Equal(got, w) {
+				t.Fatalf("%s: Get(%s) = %.20q, %v; want %.20q", comp, k, got, err, w)
+			}
+		}
+		for _, k := range []string{"", "a", "key-", "key-000001", "key-001001", "key-003999", "key-059999", "key-060000", "zzz"} {
+			if got, err := v.Get(0, []byte(k)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s: Get(%q) of a missing key = %.20q, %v; want ErrNotFound", comp, k, got, err)
+			}
+		}
+		fi, err := os.Stat(filepath.Join(s.dir, "dbs", "db", string(comp), partitionFile(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[comp] = fi.Size()
+	}
+	if sizes[CompressionS2Blocks]*2 > sizes[CompressionNone] {
+		t.Errorf("s2-blocks file %d bytes, none %d: want less than half", sizes[CompressionS2Blocks], sizes[CompressionNone])
+	}
+	t.Logf("partition file: none %d bytes, s2-blocks %d bytes", sizes[CompressionNone], sizes[CompressionS2Blocks])
+}
+
+// TestFindInBlockCorrupt: a damaged block is ErrCorrupt, never a panic or
+// a wrong value.
+func TestFindInBlockCorrupt(t *testing.T) {
+	var p blockPacker
+	for i := range 50 {
+		p.add([]byte(fmt.Sprintf("k%03d", i)), []byte("value"))
+	}
+	_, block := p.flush()
+	for _, bad := range [][]byte{nil, {tagRaw, 1, 2}, append([]byte{tagRecords}, block[1:len(block)/2]...), {tagRecords, 0xff, 0xff, 0xff}} {
+		if _, err := findInBlock(nil, bad, []byte("k010"), p.max); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("findInBlock(%.10x…) = %v, want ErrCorrupt", bad, err)
+		}
+	}
+	if got, err := findInBlock(nil, block, []byte("k049"), p.max); err != nil || string(got) != "value" {
+		t.Errorf("findInBlock(k049) = %q, %v", got, err)
+	}
+	// A block larger than the partition says its largest is: refused
+	// before anything is allocated for it.
+	if _, err := findInBlock(nil, block, []byte("k049"), p.max-1); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("findInBlock over the limit = %v, want ErrCorrupt", err)
+	}
+}
