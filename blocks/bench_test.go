@@ -153,7 +153,7 @@ func BenchmarkGet(b *testing.B) {
 	const records = 1_000_000
 	dir := b.TempDir()
 	names := writeBenchDataset(b, dir, records, true)
-	for _, comp := range []Compression{CompressionNone, CompressionZstd, CompressionS2} {
+	for _, comp := range []Compression{CompressionNone, CompressionZstd, CompressionS2, CompressionS2Blocks} {
 		b.Run(string(comp), func(b *testing.B) {
 			s, err := OpenStore(b.TempDir(), Options{})
 			if err != nil {
