@@ -101,8 +101,8 @@ type blockPacker struct {
 // and starts the next with the record.
 func (b *blockPacker) add(k, v []byte) (key, block []byte) {
 	if len(b.raw) > 0 && len(b.raw)+len(k)+len(v)+2*binary.MaxVarintLen64 > BlockSize {
-		key, block = b.flush()
-		// The returned key stays in prev while first takes the next.
+		_, block = b.flush()
+		// The block's first key stays in prev while first takes the next.
 		b.first, b.prev = b.prev, b.first
 		key = b.prev
 	}

@@ -106,21 +106,6 @@ func (d *db) info(v *version) VersionInfo {
 		Partitioner: v.data.Manifest().Partitioner, Partitions: v.data.Manifest().Partitions}
 }
 
-// eachHeld calls fn for the db's active, pending and retired versions.
-func (d *db) eachHeld(fn func(*version)) {
-	if v := d.active.Load(); v != nil {
-		fn(v)
-	}
-	if v := d.pending.Load(); v != nil {
-		fn(v)
-	}
-	if rs := d.retired.Load(); rs != nil {
-		for _, r := range *rs {
-			fn(r)
-		}
-	}
-}
-
 // nudge asks the db's loop to re-check its pending version. It does not
 // block; nudges while one is pending merge.
 func (d *db) nudge() {
