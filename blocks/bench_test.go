@@ -96,6 +96,7 @@ func BenchmarkBuild(b *testing.B) {
 		{100_000, CompressionS2, false},
 		{100_000, CompressionZstd, false},
 		{1_000_000, CompressionNone, false},
+		{1_000_000, CompressionS2Blocks, false},
 		{1_000_000, CompressionS2, false},
 		{1_000_000, CompressionZstd, false},
 		{2_000_000, CompressionNone, false},
