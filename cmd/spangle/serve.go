@@ -53,13 +53,15 @@ func serve(args []string) error {
 		cfg.NATS.URLs = spangle.SplitList(*natsURL)
 	}
 	cfg.ShutdownTimeout, cfg.Version = *shutdownTimeout, version
+	// Signals are caught before the node starts: a SIGHUP sent once it
+	// serves must never find the default action (exit) in place.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	s, err := spangle.Start(cfg)
 	if err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for {
 		select {
 		case err := <-s.Err():

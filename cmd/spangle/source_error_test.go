@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +37,25 @@ func TestSourceErrorVisible(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := make(chan string, 1)
+	var logMu sync.Mutex
+	var logTail []string // the node's last lines, shown if the test fails
+	t.Cleanup(func() {
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("the node's last log lines:\n%s", strings.Join(logTail, "\n"))
+			logMu.Unlock()
+		}
+	})
 	go func() {
 		re := regexp.MustCompile(`"bind":"([^"]+)"`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			logMu.Lock()
+			logTail = append(logTail, sc.Text())
+			if len(logTail) > 30 {
+				logTail = logTail[1:]
+			}
+			logMu.Unlock()
 			if m := re.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "spangle serving") {
 				addr <- "http://" + m[1]
 			}
