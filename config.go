@@ -246,8 +246,8 @@ type Config struct {
 	// SequinsHeaders sends sequins' X-Sequins-* headers too.
 	SequinsHeaders bool
 
-	// GCPercent and MemoryLimit tune the Go runtime unless GOGC and
-	// GOMEMLIMIT are set. A serving process has a small live heap and
+	// GCPercent and MemoryLimit tune the Go runtime (process-wide) unless
+	// GOGC and GOMEMLIMIT are set; zero leaves the runtime's setting. A serving process has a small live heap and
 	// allocates a little per request: collecting at 5× the live heap
 	// rather than 2× cuts GC work per request, while the soft memory limit
 	// keeps a build's large heap bounded.

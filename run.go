@@ -64,8 +64,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 	}()
 
-	// The environment (GOGC, GOMEMLIMIT) wins over the config.
-	if os.Getenv("GOGC") == "" {
+	// The environment (GOGC, GOMEMLIMIT) wins over the config; zero
+	// leaves the runtime's setting alone.
+	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
