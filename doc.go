@@ -14,4 +14,13 @@
 // and feeds), kvwatch (NATS and its KV buckets), blocks (the partitions on
 // disk), plugins (Wasm partitioners and decoders) and edge (the doors:
 // HTTP, NATS subjects, the dashboard). docs/ARCHITECTURE.md draws them.
+//
+// # Caveats
+//
+//   - Start sets the process's GC percent and soft memory limit from the
+//     Config unless GOGC or GOMEMLIMIT is set (zero leaves them alone):
+//     an embedder that tunes its own runtime sets them to zero.
+//   - Start binds the HTTP listener and serves the versions on disk at
+//     once; NATS connects in the background, and its failure to start an
+//     embedded server arrives on Err.
 package spangle

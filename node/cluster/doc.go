@@ -8,4 +8,17 @@
 // (asking the node to load them), and merging the peers into the status.
 //
 // A node that runs alone never imports this package.
+//
+// Main types: Cluster (New, Join, Shutdown), Config, View and Snapshot.
+//
+// # Caveats
+//
+//   - Every decision reads the View's latest snapshot: a node whose view
+//     lags (stale) does not heal, and its assignment follows the members
+//     it sees.
+//   - Healing covers the active version only, one load per db at a time,
+//     HealMaxParallel partitions per node; a failed load waits HealAfter.
+//   - A holder that leaves the view stays a proxy target, as a last
+//     resort, for HealAfter: its entries may have expired during a NATS
+//     outage while it still serves.
 package cluster

@@ -1,9 +1,3 @@
-// Package source is where versions come from: the Source interface, the
-// local directory source (Open), and Downloads, the reader that builds read
-// source files through (a node-wide bandwidth limit, retries with backoff,
-// resuming where a failed read stopped). The S3 source (package s3) and the
-// NATS Object Store source with its upload side (package objstore) live
-// beneath it; a node takes any of them through node.Config.OpenedSource.
 package source
 
 import (
