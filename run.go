@@ -245,7 +245,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
 		errs := []error{s.node.Drain(ctx), s.nats.stopFrontDoor(ctx), s.http.Shutdown(ctx)}
 		if s.debug != nil {
-			errs = append(errs, s.debug.Shutdown(ctx))
+			err := s.debug.Shutdown(ctx)
+			if err != nil {
+				_ = s.debug.Close() // ctx ended: its connections go now
+			}
+			errs = append(errs, err)
 		}
 		errs = append(errs, s.node.Shutdown(ctx))
 		s.release()

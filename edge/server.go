@@ -139,10 +139,15 @@ func (s *Server) Serve(l net.Listener) error {
 //
 //  1. close the listeners, so that Serve returns;
 //  2. close idle connections, and each busy one once its request is answered;
-//  3. return when none is left, or with ctx's error when ctx ends first
-//     (the remaining connections stay open; a later Shutdown waits again).
+//  3. return when none is left; if ctx ends first, close the remaining
+//     connections at once (their handlers see their requests' contexts
+//     end) and return ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.http.Shutdown(ctx)
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		_ = s.http.Close()
+	}
+	return err
 }
 
 // ServeHTTP routes r by hand (see the package doc for the table).

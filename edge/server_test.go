@@ -292,6 +292,58 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// TestShutdownDeadline: a Shutdown whose context ends while a request is
+// still running returns the context's error, and still releases the
+// connection: the client sees it closed and the handler's request
+// context ends.
+func TestShutdownDeadline(t *testing.T) {
+	b := newFake()
+	started, ended := make(chan struct{}), make(chan struct{})
+	b.get = func(ctx context.Context, _ string, _ []byte, _ node.GetOptions) (node.Result, error) {
+		close(started)
+		<-ctx.Done()
+		close(ended)
+		return node.Result{}, ctx.Err()
+	}
+	cfg := edge.DefaultConfig()
+	cfg.Backend = b
+	srv, err := edge.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + l.Addr().String() + "/db/key")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the context's deadline", err)
+	}
+	select { // the handler's request context ends with the connection
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's handler still runs after Shutdown returned")
+	}
+	if err := <-answered; err == nil {
+		t.Error("the request got an answer from a server shut down under it")
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve after Shutdown: %v, want nil", err)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name   string
