@@ -131,30 +131,37 @@ func BenchmarkLoopback(b *testing.B) {
 					}
 				}()
 			}
-			pool := make(chan *rawConn, conns)
-			for range conns {
-				c, err := dialRaw(l.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				pool <- c
-			}
-			b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				c := <-pool
-				defer func() { pool <- c }()
-				for pb.Next() {
-					if err := c.get(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			loadLoopback(b, l.Addr().String(), conns)
 		})
 	}
+}
+
+// loadLoopback runs b's iterations as GETs of benchRequest over conns
+// keep-alive connections to addr, each used by one goroutine at a time.
+func loadLoopback(b *testing.B, addr string, conns int) {
+	b.Helper()
+	pool := make(chan *rawConn, conns)
+	for range conns {
+		c, err := dialRaw(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		pool <- c
+	}
+	b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c := <-pool
+		defer func() { pool <- c }()
+		for pb.Next() {
+			if err := c.get(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 var benchRequest = []byte("GET /baby-names/1881 HTTP/1.1\r\nHost: bench\r\n\r\n")

@@ -259,19 +259,26 @@ func TestServerTimeoutsApply(t *testing.T) {
 	}
 }
 
-func TestShutdown(t *testing.T) {
+// serveOnLoopback serves a server with b as its backend on a loopback
+// listener; served gets Serve's result.
+func serveOnLoopback(t *testing.T, b edge.Backend) (srv *edge.Server, l net.Listener, served chan error) {
+	t.Helper()
 	cfg := edge.DefaultConfig()
-	cfg.Backend = newFake()
+	cfg.Backend = b
 	srv, err := edge.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
+	served = make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
+	return srv, l, served
+}
+
+func TestShutdown(t *testing.T) {
+	srv, l, served := serveOnLoopback(t, newFake())
 	resp, err := http.Get("http://" + l.Addr().String() + "/livez")
 	if err != nil {
 		t.Fatal(err)
@@ -305,18 +312,7 @@ func TestShutdownDeadline(t *testing.T) {
 		close(ended)
 		return node.Result{}, ctx.Err()
 	}
-	cfg := edge.DefaultConfig()
-	cfg.Backend = b
-	srv, err := edge.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
+	srv, l, served := serveOnLoopback(t, b)
 	answered := make(chan error, 1)
 	go func() {
 		resp, err := http.Get("http://" + l.Addr().String() + "/db/key")

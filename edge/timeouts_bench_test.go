@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"testing"
 	"time"
 
@@ -40,27 +39,7 @@ func BenchmarkServerTimeouts(b *testing.B) {
 					go srv.Serve(l)
 					defer srv.Shutdown(b.Context())
 				}
-				pool := make(chan *rawConn, conns)
-				for range conns {
-					c, err := dialRaw(l.Addr().String())
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					pool <- c
-				}
-				b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					c := <-pool
-					defer func() { pool <- c }()
-					for pb.Next() {
-						if err := c.get(); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
+				loadLoopback(b, l.Addr().String(), conns)
 			})
 		}
 	}
