@@ -39,9 +39,11 @@ type clusterResult struct {
 	NumPartitions  int     `json:"num_partitions"`
 	ProxiedKeys    int     `json:"proxied_keys"` // in the proxied load's key list
 	LocalKeys      int     `json:"local_keys"`
-	// Proxied against local, both at the same connection count.
-	ThroughputRatio float64 `json:"proxied_vs_local"` // req/s
-	P99DiffMs       float64 `json:"proxied_p99_minus_local_ms"`
+	// Proxied against local, both at the same connection count: the
+	// median of the rounds' (--cluster-rounds), and each round's ratio.
+	ThroughputRatio float64   `json:"proxied_vs_local"` // req/s
+	P99DiffMs       float64   `json:"proxied_p99_minus_local_ms"`
+	Ratios          []float64 `json:"proxied_vs_local_rounds"`
 	// Upgrades under load (upgrades.go); nil if skipped.
 	Upgrades *upgradeResult `json:"upgrades,omitempty"`
 }
@@ -403,26 +405,49 @@ func runCluster(ctx context.Context, b *bench) (res scenarioResult, err error) {
 
 	url := "http://" + target.addr + "/"
 	prefix := "/" + p.DB + "/"
-	for _, l := range []struct {
-		name string
-		ids  []int64
-	}{{"cluster proxied", proxied}, {"cluster local", local}} {
-		lean := filepath.Join(b.cfg.Work, "cluster-keys.lua")
-		strict := filepath.Join(b.cfg.Work, "cluster-keys-check.lua")
-		if err := writeKeyListScript(lean, l.ids, p.KeySize, prefix, false); err != nil {
-			return res, err
+	// Rounds of a proxied load and a local one: the ratio is the median of
+	// the rounds' (the machine's noise moves one round's by a tenth); the
+	// first round's loads are the report's rows.
+	var ratios, p99Diffs []float64
+	for round := range b.cfg.ClusterRounds {
+		var loads scenarioResult
+		for _, l := range []struct {
+			name string
+			ids  []int64
+		}{{"cluster proxied", proxied}, {"cluster local", local}} {
+			lean := filepath.Join(b.cfg.Work, "cluster-keys.lua")
+			strict := filepath.Join(b.cfg.Work, "cluster-keys-check.lua")
+			if err := writeKeyListScript(lean, l.ids, p.KeySize, prefix, false); err != nil {
+				return res, err
+			}
+			if err := writeKeyListScript(strict, l.ids, p.KeySize, prefix, true); err != nil {
+				return res, err
+			}
+			if err := b.loadOnce(ctx, &loads, l.name, url, lean, strict, b.cfg.ClusterConns, nodes); err != nil {
+				return res, err
+			}
 		}
-		if err := writeKeyListScript(strict, l.ids, p.KeySize, prefix, true); err != nil {
-			return res, err
+		res.Problems = append(res.Problems, loads.Problems...)
+		if round == 0 {
+			res.Loads = loads.Loads
+		} else {
+			for _, l := range loads.Loads { // failed requests of any round fail the run
+				if n := l.Errors.Total(); n > 0 {
+					res.Problems = append(res.Problems, fmt.Sprintf("%s, round %d: %d failed requests (%s)", l.Scenario, round+1, n, l.Errors))
+				}
+			}
 		}
-		if err := b.loadOnce(ctx, &res, l.name, url, lean, strict, b.cfg.ClusterConns, nodes); err != nil {
-			return res, err
+		if len(loads.Loads) == 2 && loads.Loads[1].ReqPerSec > 0 {
+			px, lo := loads.Loads[0], loads.Loads[1]
+			ratios = append(ratios, px.ReqPerSec/lo.ReqPerSec)
+			p99Diffs = append(p99Diffs, float64(px.P99us-lo.P99us)/1000)
+			b.log.Info("cluster: round", "round", round+1, "proxied_vs_local", ratios[len(ratios)-1], "p99_diff_ms", p99Diffs[len(p99Diffs)-1])
 		}
 	}
-	if len(res.Loads) == 2 && res.Loads[1].ReqPerSec > 0 {
-		px, lo := res.Loads[0], res.Loads[1]
-		cr.ThroughputRatio = px.ReqPerSec / lo.ReqPerSec
-		cr.P99DiffMs = float64(px.P99us-lo.P99us) / 1000
+	if len(ratios) > 0 {
+		cr.Ratios = ratios
+		cr.ThroughputRatio = median(ratios)
+		cr.P99DiffMs = median(p99Diffs)
 	}
 	if b.cfg.ClusterUpgrades > 0 {
 		b.log.Info("cluster: upgrades under load", "upgrades", b.cfg.ClusterUpgrades, "records", b.cfg.UpgradeRecords)

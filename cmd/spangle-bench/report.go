@@ -346,7 +346,12 @@ func (r *report) printCluster(w io.Writer) {
 		fmt.Fprintf(w, "cluster: %d nodes, replication 2, %d records (--cluster-records); every node served the version %.2f s after _SUCCESS + SIGHUP\n",
 			clusterNodes, c.Records, c.ConvergeSecs)
 		if c.ThroughputRatio > 0 {
-			fmt.Fprintf(w, "  proxied/local: %.2fx req/s, p99 %+.2f ms (wrk against node 1 only; cpu µs/req is all nodes')\n", c.ThroughputRatio, c.P99DiffMs)
+			var rounds []string
+			for _, r := range c.Ratios {
+				rounds = append(rounds, fmt.Sprintf("%.2f", r))
+			}
+			fmt.Fprintf(w, "  proxied/local: %.2fx req/s, p99 %+.2f ms, medians of %d rounds (%s); wrk against node 1 only; the rows are round 1's, cpu µs/req is all nodes'\n",
+				c.ThroughputRatio, c.P99DiffMs, len(c.Ratios), strings.Join(rounds, ", "))
 		}
 		if u := c.Upgrades; u != nil {
 			fmt.Fprintf(w, "  upgrades under load: %d upgrades (%d records each), %d readers over the nodes: %d requests, %d failed, %d version regressions; "+

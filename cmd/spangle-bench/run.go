@@ -32,6 +32,7 @@ type runConfig struct {
 	ClusterRecords  int64         // its dataset's records; default 500,000
 	ClusterConns    int           // wrk connections to the one node; default 50
 	ClusterConverge time.Duration // the nodes' time_to_converge; default 2s
+	ClusterRounds   int           // rounds of a proxied and a local load; the ratio is their median; default 5
 	// Its upgrades under load (upgrades.go).
 	ClusterUpgrades int           // successive versions switched to under load; 0 skips; default 20
 	UpgradeRecords  int64         // records of each; default 20,000 (at most ClusterRecords)
@@ -65,6 +66,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.ClusterRecords, "cluster-records", 500_000, "records of the cluster scenario's dataset (smaller, to fit three nodes on a small machine)")
 	fs.IntVar(&c.ClusterConns, "cluster-conns", 50, "wrk connections in the cluster scenario's loads")
 	fs.DurationVar(&c.ClusterConverge, "cluster-converge", 2*time.Second, "the cluster nodes' time_to_converge")
+	fs.IntVar(&c.ClusterRounds, "cluster-rounds", 5, "rounds of a proxied and a local load in the cluster scenario; the proxied/local ratio is their median")
 	fs.IntVar(&c.ClusterUpgrades, "cluster-upgrades", 20, "versions the cluster scenario switches through under load (0 skips the step)")
 	fs.Int64Var(&c.UpgradeRecords, "upgrade-records", 20_000, "records of each upgrade's version")
 	fs.IntVar(&c.UpgradeReaders, "upgrade-readers", 2, "reading goroutines per node during the upgrades")
@@ -102,8 +104,8 @@ func (c *runConfig) Validate() error {
 		if err := g.Validate(); err != nil {
 			return fmt.Errorf("run: --cluster-records: %w", err)
 		}
-		if c.ClusterConns < 1 || c.ClusterConverge <= 0 {
-			return errors.New("run: --cluster-conns and --cluster-converge must be positive")
+		if c.ClusterConns < 1 || c.ClusterConverge <= 0 || c.ClusterRounds < 1 || c.ClusterRounds > 99 {
+			return errors.New("run: --cluster-conns and --cluster-converge must be positive, --cluster-rounds in [1, 99]")
 		}
 		if c.ClusterUpgrades < 0 || c.ClusterUpgrades > 99 {
 			return errors.New("run: --cluster-upgrades must be in [0, 99]")
