@@ -102,8 +102,8 @@ func (n *Node) clusterLoop() {
 
 // info describes v for the cluster.
 func (d *db) info(v *version) VersionInfo {
-	return VersionInfo{DB: d.name, Version: v.name, NumPartitions: v.n,
-		Partitioner: v.data.Manifest().Partitioner, Partitions: v.data.Manifest().Partitions}
+	m := v.data.Manifest()
+	return VersionInfo{DB: d.name, Version: v.name, NumPartitions: v.n, Partitioner: m.Partitioner, Partitions: m.Partitions}
 }
 
 // nudge asks the db's loop to re-check its pending version. It does not
