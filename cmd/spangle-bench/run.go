@@ -211,6 +211,9 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		if !slices.Contains(cfg.Scenarios, sc.name) {
 			continue
 		}
+		if err := settle(b.source); err != nil {
+			return err
+		}
 		variants := []string{""}
 		if sc.name == "spangle" {
 			variants = cfg.Compressions

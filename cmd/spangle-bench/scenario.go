@@ -319,3 +319,23 @@ func servingRSS(pid int, res *scenarioResult) {
 		res.ServingFileMiB = mib(file)
 	}
 }
+
+// settle puts the dataset in the same state for every scenario: written
+// back (a dataset generated just before would otherwise be flushed during
+// the first scenario's build) and read once (in the page cache, as a
+// source a node reads at start usually is).
+func settle(root string) error {
+	syncDisks()
+	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(io.Discard, f)
+		return err
+	})
+}
