@@ -45,6 +45,9 @@ func TestHeartbeatWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The snapshot follows the bucket through a watcher: the window starts
+	// once it holds the entries.
+	waitFor(t, 10*time.Second, "the entries in the snapshot", hasValue(k, Partitions, PartitionKey("db", fmt.Sprint("v", parts-1), "n1"), "0,1"))
 	nodes0, parts0 := lastSeq(t, k, Nodes), lastSeq(t, k, Partitions)
 	start := time.Now()
 	window := 3 * c.EntryTTL
@@ -75,6 +78,9 @@ func TestPartitionsRefreshedWhenDue(t *testing.T) {
 	if err := k.Publish(ctx, Partitions, PartitionKey("db", "v1", "n1"), []byte("0")); err != nil {
 		t.Fatal(err)
 	}
+	// The snapshot follows the bucket through a watcher: the window starts
+	// once it holds the entry.
+	waitFor(t, 10*time.Second, "the entry in the snapshot", hasValue(k, Partitions, "db.v1.n1", "0"))
 	p0 := lastSeq(t, k, Partitions)
 	end := time.Now().Add(2 * c.PartitionsTTL)
 	for time.Now().Before(end) {
