@@ -201,6 +201,7 @@ func TestUncleanStopExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Second, "b's entries seen by a", hasValue(a, Partitions, "db.v1.nb", "0"))
+	waitFor(t, 3*time.Second, "b's node entry seen by a", hasValue(a, Nodes, "nb", "b"))
 
 	b.Conn().Close() // the process is gone: no delete, no more heartbeats
 	cut := time.Now()
