@@ -32,10 +32,13 @@ func TestCLIHelp(t *testing.T) {
 		t.Errorf("serve with a positional: %v\n%s", err, out)
 	}
 
-	// sequins' command line (flags, no command) is serve's.
-	out, err = exec.Command(bin, "--local-store", "x", "other.toml").CombinedOutput()
-	if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), "serve takes no arguments") {
-		t.Errorf("flags without a command: %v\n%s", err, out)
+	// sequins' command line (flags, no command, short ones too) is
+	// serve's: the flags parse, and the positional is refused.
+	for _, args := range [][]string{{"--local-store", "x", "other.toml"}, {"-l", "x", "-b=127.0.0.1:1", "-r", "y", "other.toml"}} {
+		out, err = exec.Command(bin, args...).CombinedOutput()
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), "serve takes no arguments") {
+			t.Errorf("flags without a command %q: %v\n%s", args, err, out)
+		}
 	}
 
 	out, err = exec.Command(bin, "version").CombinedOutput()

@@ -70,8 +70,8 @@ func main() {
 	default:
 		if strings.HasPrefix(cmd, "-") {
 			// sequins' command line, flags only (sequins --config
-			// sequins.conf --bind …): serve.
-			err = serve(os.Args[1:])
+			// sequins.conf -b … -r … -l …): serve.
+			err = serve(sequinsFlags(os.Args[1:]))
 			break
 		}
 		fmt.Fprintf(os.Stderr, "spangle: unknown command %q\n\n%s", cmd, usage)
@@ -124,4 +124,22 @@ func versionString() string {
 		v += fmt.Sprintf(" (rev %s%s, %s)", rev, dirty, at)
 	}
 	return v + " " + bi.GoVersion
+}
+
+// sequinsFlags spells sequins' short flags (-b, -r, -l, as "-b ADDR" or
+// "-b=ADDR") as serve's long ones.
+func sequinsFlags(args []string) []string {
+	long := map[string]string{"-b": "--bind", "-r": "--source", "-l": "--local-store"}
+	out := make([]string, len(args))
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(a, "=")
+		if l, ok := long[name]; ok {
+			a = l
+			if hasValue {
+				a += "=" + value
+			}
+		}
+		out[i] = a
+	}
+	return out
 }
