@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -28,10 +29,16 @@ func TestRun(t *testing.T) {
 	cfg.NATS.EmbeddedListen = "127.0.0.1:-1"
 	cfg.Logger = nodetest.Logger()
 	cfg.ShutdownTimeout = 30 * time.Second
+	// A zero GCPercent leaves the process's setting alone (an embedder's).
+	cfg.GCPercent = 0
+	defer debug.SetGCPercent(debug.SetGCPercent(123))
 
 	s, err := spangle.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(123); got != 123 {
+		t.Errorf("Start with GCPercent 0 set the GC percent to %d", got)
 	}
 	url := "http://" + s.Addr().String() + "/d/key-7"
 	nodetest.WaitFor(t, 30*time.Second, "key-7 served", func() error {
