@@ -250,7 +250,7 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 	// the budget, within [4 KiB, 1 MiB].
 	loads := max(min(s.opts.MaxParallelLoads, n), 1)
 	b.chunkSize = int(min(max(s.opts.MemoryBudget/int64(4*loads*max(len(held), 1)), 4<<10), 1<<20))
-	if comp != CompressionNone {
+	if comp == CompressionS2 || comp == CompressionZstd { // they train a dictionary
 		b.sampleWant = dictMaxSamples
 		b.sampleBytes = int(min(max(s.opts.MemoryBudget/int64(16*max(len(held), 1)), 16<<10), 256<<10))
 	}

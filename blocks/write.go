@@ -205,11 +205,11 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 			}
 		}
 		sum.add(k, v)
-		sk, sv := k, []byte(nil)
+		var sk, sv []byte // what to store now: nil while a block fills
 		if blocks != nil {
 			sk, sv = blocks.add(k, v)
 		} else {
-			sv = enc.encode(v)
+			sk, sv = k, enc.encode(v)
 		}
 		if sk != nil {
 			if err := w.put(sk, sv); err != nil {
