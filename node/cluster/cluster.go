@@ -31,6 +31,9 @@ type Cluster struct {
 	// healDone is closed when the heal loop returns, or by Join when
 	// healing is off.
 	healDone chan struct{}
+	// jobDone wakes the heal loop when a load ends; buffered 1, signals
+	// merge.
+	jobDone chan struct{}
 
 	joinOnce, shutdownOnce sync.Once
 	shutdownDone           chan struct{} // closed once Shutdown has released everything
@@ -63,7 +66,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cluster{cfg: cfg, log: log, proxy: p, slots: newHealSlots(cfg.HealMaxParallel), ctx: ctx, cancel: cancel,
-		healDone: make(chan struct{}), shutdownDone: make(chan struct{})}, nil
+		healDone: make(chan struct{}), jobDone: make(chan struct{}, 1), shutdownDone: make(chan struct{})}, nil
 }
 
 // Join starts, for n, the heal loop (unless DisableHeal) and the loop

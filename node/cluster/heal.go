@@ -85,11 +85,11 @@ func (s *healSlots) give(k int) {
 
 // healJob is a load under way.
 type healJob struct {
-	db, version string
-	parts       []int // increasing
-	cancel      context.CancelFunc
-	done        chan struct{} // closed when the load has ended
-	err         error         // the load's error; read after done
+	version string
+	parts   []int // increasing
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the load has ended
+	err     error         // the load's error; read after done
 }
 
 // healer is the heal state of one db: the active version it watches and
@@ -109,7 +109,6 @@ func (c *Cluster) healLoop() {
 		return
 	}
 	healers := map[string]*healer{}
-	jobDone := make(chan struct{}, 1) // a job ended; buffered, merged
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -121,7 +120,7 @@ func (c *Cluster) healLoop() {
 		held, heldChanged := c.n.Held()
 		_, freed := c.slots.available()
 		var wake <-chan time.Time
-		if wait := c.healStep(healers, snap, held, jobDone, time.Now()); wait >= 0 {
+		if wait := c.healStep(healers, snap, held, time.Now()); wait >= 0 {
 			timer.Reset(wait)
 			wake = timer.C
 		}
@@ -137,7 +136,7 @@ func (c *Cluster) healLoop() {
 		case <-viewChanged:
 		case <-heldChanged:
 		case <-freed:
-		case <-jobDone:
+		case <-c.jobDone:
 		case <-wake:
 		}
 		timer.Stop()
@@ -146,7 +145,7 @@ func (c *Cluster) healLoop() {
 
 // healStep runs one step for every db with an active version, and returns
 // how long until the next HealAfter deadline (negative: none).
-func (c *Cluster) healStep(healers map[string]*healer, s *Snapshot, held []node.HeldVersion, jobDone chan struct{}, now time.Time) time.Duration {
+func (c *Cluster) healStep(healers map[string]*healer, s *Snapshot, held []node.HeldVersion, now time.Time) time.Duration {
 	active := map[string]node.HeldVersion{}
 	for _, h := range held {
 		if h.Active {
@@ -170,7 +169,7 @@ func (c *Cluster) healStep(healers map[string]*healer, s *Snapshot, held []node.
 			h = &healer{under: map[int]time.Time{}}
 			healers[db] = h
 		}
-		if wait := c.heal(h, s, v, jobDone, now); wait >= 0 && (next < 0 || wait < next) {
+		if wait := c.heal(h, s, v, now); wait >= 0 && (next < 0 || wait < next) {
 			next = wait
 		}
 	}
@@ -180,7 +179,7 @@ func (c *Cluster) healStep(healers map[string]*healer, s *Snapshot, held []node.
 // heal steps db's healer: it counts the replicas of the active version v
 // in s, starts a load of the partitions this node must heal, and returns
 // how long until the next HealAfter deadline (negative: none).
-func (c *Cluster) heal(h *healer, s *Snapshot, v node.HeldVersion, jobDone chan struct{}, now time.Time) time.Duration {
+func (c *Cluster) heal(h *healer, s *Snapshot, v node.HeldVersion, now time.Time) time.Duration {
 	cfg := c.cfg
 	h.reap(now)
 	if h.job != nil && h.job.version != v.Version {
@@ -232,7 +231,7 @@ func (c *Cluster) heal(h *healer, s *Snapshot, v node.HeldVersion, jobDone chan 
 		if k := c.slots.take(len(picks)); k > 0 {
 			picks = picks[:k]
 			slices.Sort(picks)
-			h.job = c.startHeal(v, picks, jobDone)
+			h.job = c.startHeal(v, picks)
 		}
 	}
 	next := time.Duration(-1)
@@ -267,11 +266,11 @@ func (c *Cluster) replicas(s *Snapshot, v node.HeldVersion) (live []string, hold
 	return live, holders
 }
 
-// startHeal starts loading parts of v, whose slots are taken; jobDone
+// startHeal starts loading parts of v, whose slots are taken; c.jobDone
 // gets a signal when it ends.
-func (c *Cluster) startHeal(v node.HeldVersion, parts []int, jobDone chan struct{}) *healJob {
+func (c *Cluster) startHeal(v node.HeldVersion, parts []int) *healJob {
 	ctx, cancel := context.WithCancel(c.ctx)
-	job := &healJob{db: v.DB, version: v.Version, parts: parts, cancel: cancel, done: make(chan struct{})}
+	job := &healJob{version: v.Version, parts: parts, cancel: cancel, done: make(chan struct{})}
 	c.log.Info("healing partitions", "db", v.DB, "version", v.Version, "partitions", parts,
 		"heal_after", c.cfg.HealAfter)
 	c.wg.Add(1)
@@ -279,7 +278,7 @@ func (c *Cluster) startHeal(v node.HeldVersion, parts []int, jobDone chan struct
 		defer c.wg.Done()
 		defer func() {
 			select {
-			case jobDone <- struct{}{}:
+			case c.jobDone <- struct{}{}:
 			default:
 			}
 		}()
