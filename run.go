@@ -42,8 +42,9 @@ type Server struct {
 	// listener failed, the embedded NATS server cannot start); buffered 1,
 	// never blocks a sender.
 	fatal   chan error
-	closer  []func() // feeds, views, purger: stopped last in, first out
-	serving bool     // the HTTP listener is served (and closed by Shutdown)
+	closer  []func()       // feeds, views, purger: stopped last in, first out
+	serving bool           // the HTTP listener is served (and closed by Shutdown)
+	wg      sync.WaitGroup // the listeners' goroutines, waited for by Shutdown
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -165,10 +166,10 @@ func Start(cfg Config) (_ *Server, err error) {
 		"data_dir", cfg.Node.DataDir)
 
 	s.serving = true
-	go func() { s.fail(s.http.Serve(s.ln)) }()
+	s.wg.Go(func() { s.fail(s.http.Serve(s.ln)) })
 	if cfg.DebugBind != "" {
 		s.debug = debugServer(cfg, s.node)
-		go func() { s.fail(s.debug.ListenAndServe()) }()
+		s.wg.Go(func() { s.fail(s.debug.ListenAndServe()) })
 		log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins")
 	}
 	return s, nil
@@ -251,6 +252,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			errs = append(errs, err)
 		}
+		s.wg.Wait() // the listeners are closed: their Serve calls have returned
 		errs = append(errs, s.node.Shutdown(ctx))
 		s.release()
 		errs = append(errs, s.nats.stopKV(ctx))
