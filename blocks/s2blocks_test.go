@@ -2,11 +2,14 @@ package blocks
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // TestS2Blocks: with CompressionS2Blocks every key reads back — the first
@@ -67,7 +70,10 @@ func TestFindInBlockCorrupt(t *testing.T) {
 		p.add([]byte(fmt.Sprintf("k%03d", i)), []byte("value"))
 	}
 	_, block := p.flush()
-	for _, bad := range [][]byte{nil, {tagRaw, 1, 2}, append([]byte{tagRecords}, block[1:len(block)/2]...), {tagRecords, 0xff, 0xff, 0xff}} {
+	// The first record claims a prefix shared with a key before it.
+	badShared := append([]byte{tagPrefixRecords}, s2.Encode(nil, []byte("\x03\x01k\x01v"))...)
+	for _, bad := range [][]byte{nil, {tagRaw, 1, 2}, append([]byte{tagPrefixRecords}, block[1:len(block)/2]...),
+		{tagPrefixRecords, 0xff, 0xff, 0xff}, {tagRecords, 0xff, 0xff, 0xff}, badShared} {
 		if _, err := findInBlock(nil, bad, []byte("k010"), p.max); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("findInBlock(%.10x…) = %v, want ErrCorrupt", bad, err)
 		}
@@ -80,4 +86,52 @@ func TestFindInBlockCorrupt(t *testing.T) {
 	if _, err := findInBlock(nil, block, []byte("k049"), p.max-1); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("findInBlock over the limit = %v, want ErrCorrupt", err)
 	}
+}
+
+// TestFindInBlockFormat2: blocks of partition format 2 (tagRecords, whole
+// keys, S2's fastest encoding) still read.
+func TestFindInBlockFormat2(t *testing.T) {
+	var raw []byte
+	for i := range 50 {
+		k, v := fmt.Sprintf("k%03d", 2*i), fmt.Sprintf("value %d", i)
+		raw = binary.AppendUvarint(raw, uint64(len(k)))
+		raw = append(raw, k...)
+		raw = binary.AppendUvarint(raw, uint64(len(v)))
+		raw = append(raw, v...)
+	}
+	block := append([]byte{tagRecords}, s2.Encode(nil, raw)...)
+	for _, tc := range []struct {
+		key, want string
+		err       error
+	}{{"k000", "value 0", nil}, {"k050", "value 25", nil}, {"k098", "value 49", nil}, {"k001", "", ErrNotFound}, {"k099", "", ErrNotFound}} {
+		got, err := findInBlock(nil, block, []byte(tc.key), len(raw))
+		if string(got) != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("findInBlock(%s) = %q, %v; want %q, %v", tc.key, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// FuzzFindInBlock: whatever the stored block holds, a lookup returns a
+// value, ErrNotFound or ErrCorrupt, and never panics or allocates past
+// the partition's bound.
+func FuzzFindInBlock(f *testing.F) {
+	var p blockPacker
+	for i := range 20 {
+		p.add([]byte(fmt.Sprintf("key-%03d", i)), bytes.Repeat([]byte{byte(i)}, i))
+	}
+	_, block := p.flush()
+	f.Add(block, []byte("key-007"))
+	f.Add([]byte{tagRecords, 0x10, 0x00}, []byte("k"))
+	f.Fuzz(func(t *testing.T, block, key []byte) {
+		got, err := findInBlock(nil, block, key, 4*BlockSize)
+		switch {
+		case err == nil:
+			if len(got) > 4*BlockSize {
+				t.Fatalf("a value of %d bytes from a block of at most %d", len(got), 4*BlockSize)
+			}
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrCorrupt):
+		default:
+			t.Fatalf("findInBlock = %v, want ErrNotFound or ErrCorrupt", err)
+		}
+	})
 }

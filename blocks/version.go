@@ -33,11 +33,14 @@ const (
 
 // partitionFormat is the layout of a partition file described in doc.go:
 // a record per key. blocksFormat is that of CompressionS2Blocks, records
-// in blocks keyed by their first key (metaLayout says so too); readers
-// before it refuse it rather than misread it.
+// in blocks keyed by their first key (metaLayout says so too), whose keys
+// share their prefixes (tagPrefixRecords); readers before it refuse it
+// rather than misread it. oldBlocksFormat, whose blocks store whole keys
+// (tagRecords), is still read.
 const (
 	partitionFormat = 1
-	blocksFormat    = 2
+	oldBlocksFormat = 2
+	blocksFormat    = 3
 	layoutBlocks    = "blocks"
 )
 
@@ -161,7 +164,8 @@ func openPartition(path string, p int) (part *partition, err error) {
 			}
 			part.blockMax = n
 		}
-		if f := string(meta.Get([]byte(metaFormat))); f != strconv.Itoa(want) {
+		f := string(meta.Get([]byte(metaFormat)))
+		if f != strconv.Itoa(want) && !(part.blocks && f == strconv.Itoa(oldBlocksFormat)) {
 			return fmt.Errorf("%w: %s: partition format %q", ErrCorrupt, path, f)
 		}
 		if got := string(meta.Get([]byte(metaPartition))); got != strconv.Itoa(p) {
