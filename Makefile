@@ -64,7 +64,8 @@ tools:
 
 # Benchmarks: the packages' go test -bench figures, then the end-to-end run
 # (2,000,000 records, real binary, wrk at 1 and 50 connections vs a trivial
-# net/http baseline measured in the same run; a 3-node cluster with proxied
+# net/http baseline loaded just before each load, median of 3 such pairs;
+# a 3-node cluster with proxied
 # lookups and 20 upgrades under load; spangle publish to NATS vs a raw
 # Object Store Put). SCENARIOS=cluster,publish runs only those of the
 # end-to-end run (default: all); COMPRESSIONS=none,s2 the value compressions

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,6 +241,55 @@ func TestReportFinish(t *testing.T) {
 	}
 	if len(r.Failures) != 2 {
 		t.Errorf("failures = %q, want the status errors and the problem", r.Failures)
+	}
+}
+
+// TestMedianLoad: a scenario's row is its median round, by the ratio to
+// the paired baseline load when there is one (else by req/s), with every
+// round's figure and all rounds' errors.
+func TestMedianLoad(t *testing.T) {
+	paired := []loadResult{
+		{ReqPerSec: 900, VsBaseline: 0.95, P99us: 1},
+		{ReqPerSec: 700, VsBaseline: 0.80, P99us: 2, Errors: loadErrors{Status: 1}},
+		{ReqPerSec: 800, VsBaseline: 0.90, P99us: 3, Errors: loadErrors{Read: 2}},
+	}
+	m := medianLoad(paired)
+	if m.VsBaseline != 0.90 || m.ReqPerSec != 800 || m.P99us != 3 {
+		t.Errorf("median of paired rounds %+v, want the 0.90 round", m)
+	}
+	if !slices.Equal(m.Rounds, []float64{0.95, 0.80, 0.90}) || m.Errors != (loadErrors{Status: 1, Read: 2}) {
+		t.Errorf("rounds %v errors %+v, want every round's ratio in order and the errors summed", m.Rounds, m.Errors)
+	}
+	// Without a baseline the req/s decide: 0.80's round is the fastest.
+	for i := range paired {
+		paired[i].VsBaseline = 0
+	}
+	if m := medianLoad(paired); m.ReqPerSec != 800 || !slices.Equal(m.Rounds, []float64{900, 700, 800}) {
+		t.Errorf("median by req/s %+v, want the 800 round", m)
+	}
+	if m := medianLoad(paired[:1]); m.Rounds != nil || m.ReqPerSec != 900 {
+		t.Errorf("one round %+v, want it without rounds", m)
+	}
+	// An even count takes the lower middle.
+	if m := medianLoad(paired[:2]); m.ReqPerSec != 700 {
+		t.Errorf("median of two %+v, want the slower", m)
+	}
+}
+
+// TestVersusSequinsPaired: when both were paired with baseline loads, the
+// GET ratio is the ratio of their ratios, so that the machine's drift
+// between the two scenarios cancels.
+func TestVersusSequinsPaired(t *testing.T) {
+	r := &report{Scenarios: []scenarioResult{
+		{Name: "spangle", Build: &buildResult{ServingSeconds: 1}, Loads: []loadResult{{Conns: 1, ReqPerSec: 60, VsBaseline: 0.9}}},
+		{Name: sequinsName, Build: &buildResult{ServingSeconds: 1}, Loads: []loadResult{{Conns: 1, ReqPerSec: 30, VsBaseline: 0.6}}},
+	}}
+	r.finish()
+	if got := r.VsSequins["spangle"].GET[1]; got < 1.499 || got > 1.501 {
+		t.Errorf("paired GET ratio %v, want 0.9/0.6 = 1.5 (not 60/30)", got)
+	}
+	if r.Scenarios[0].Loads[0].VsBaseline != 0.9 {
+		t.Errorf("finish replaced the paired ratio: %v", r.Scenarios[0].Loads[0].VsBaseline)
 	}
 }
 

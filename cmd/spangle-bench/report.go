@@ -66,17 +66,23 @@ type buildResult struct {
 // loadResult is one load at one connection count, the unit every scenario
 // reports in.
 type loadResult struct {
-	Scenario   string     `json:"scenario"`
-	Conns      int        `json:"conns"`
-	Threads    int        `json:"threads"`
-	Seconds    float64    `json:"seconds"`
-	Requests   int64      `json:"requests"`
-	ReqPerSec  float64    `json:"req_per_second"`
-	P50us      int64      `json:"p50_us"`
-	P99us      int64      `json:"p99_us"`
-	MaxUs      int64      `json:"max_us"`
-	Errors     loadErrors `json:"errors"`
-	VsBaseline float64    `json:"vs_baseline,omitempty"` // ReqPerSec / the baseline's at the same Conns
+	Scenario  string     `json:"scenario"`
+	Conns     int        `json:"conns"`
+	Threads   int        `json:"threads"`
+	Seconds   float64    `json:"seconds"`
+	Requests  int64      `json:"requests"`
+	ReqPerSec float64    `json:"req_per_second"`
+	P50us     int64      `json:"p50_us"`
+	P99us     int64      `json:"p99_us"`
+	MaxUs     int64      `json:"max_us"`
+	Errors    loadErrors `json:"errors"` // of every round
+	// VsBaseline is ReqPerSec over the baseline's at the same Conns: in
+	// the load just before this one when the baseline ran alongside.
+	VsBaseline float64 `json:"vs_baseline,omitempty"`
+	// Rounds are every round's VsBaseline (or req/s, without a baseline),
+	// in the order run, when there were several: the row is the median
+	// round's.
+	Rounds []float64 `json:"rounds,omitempty"`
 
 	// ServerCPUus is the server's CPU time per request, in microseconds:
 	// steadier than ReqPerSec on a busy machine. OtherCPUPct is the share
@@ -168,7 +174,7 @@ func (r *report) finish() {
 		s := &r.Scenarios[i]
 		for j := range s.Loads {
 			l := &s.Loads[j]
-			if b := base[l.Conns]; b > 0 && s.Name != baselineName {
+			if b := base[l.Conns]; b > 0 && s.Name != baselineName && l.VsBaseline == 0 {
 				l.VsBaseline = l.ReqPerSec / b
 			}
 			if n := l.Errors.Total(); n > 0 {
@@ -251,7 +257,7 @@ func (r *report) printLoads(w io.Writer, width int) (busy bool) {
 		return false
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\terrors\tvs baseline\tcpu µs/req\tother cpu\t\n", width, "scenario")
+	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\terrors\tvs baseline\tcpu µs/req\tother cpu\t  rounds\n", width, "scenario")
 	for _, s := range r.Scenarios {
 		for _, l := range s.Loads {
 			ratio := "-"
@@ -262,14 +268,28 @@ func (r *report) printLoads(w io.Writer, width int) (busy bool) {
 			if l.Scenario != "" {
 				name = l.Scenario
 			}
-			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t\n", width, name, l.Conns, l.ReqPerSec,
-				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct)
+			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t  %s\n", width, name, l.Conns, l.ReqPerSec,
+				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct, roundsText(l.Rounds))
 			busy = busy || l.OtherCPUPct > busyThreshold
 		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	return busy
+}
+
+// roundsText is rounds as a person reads them: ratios with two decimals,
+// req/s whole.
+func roundsText(rounds []float64) string {
+	var out []string
+	for _, x := range rounds {
+		if x < 10 {
+			out = append(out, fmt.Sprintf("%.2f", x))
+		} else {
+			out = append(out, fmt.Sprintf("%.0f", x))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // versusSequins compares each spangle scenario with the sequins one, if
@@ -295,7 +315,13 @@ func (r *report) versusSequins() map[string]*sequinsRatios {
 		v := &sequinsRatios{GET: map[int]float64{}}
 		for _, a := range sp.Loads {
 			for _, b := range sq.Loads {
-				if a.Conns == b.Conns && b.ReqPerSec > 0 {
+				switch {
+				case a.Conns != b.Conns:
+				case a.VsBaseline > 0 && b.VsBaseline > 0:
+					// Each against the baseline load just before it: the
+					// machine's drift between the two scenarios cancels.
+					v.GET[a.Conns] = a.VsBaseline / b.VsBaseline
+				case b.ReqPerSec > 0:
 					v.GET[a.Conns] = a.ReqPerSec / b.ReqPerSec
 				}
 			}

@@ -21,7 +21,8 @@ type runConfig struct {
 	Compressions []string      // the spangle scenario runs once per value compression; default none,s2,zstd
 	Work         string        // dataset cache, logs, data dirs; default <user cache dir>/spangle-bench
 	Gen          genParams     // the dataset; default defaultGenParams()
-	Duration     time.Duration // each measured load; default 10s
+	Duration     time.Duration // each measured load; default 5s
+	Rounds       int           // measured loads per scenario and connection count, each after a baseline load; the median counts; default 3
 	Warmup       time.Duration // one load before each scenario's, at the most connections, not measured; 0 skips; default 2s
 	Conns        []int         // connection counts; default 1,50
 	BuildTimeout time.Duration // from start to ACTIVE; default 10m
@@ -56,7 +57,8 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Sequins, "sequins", "", "`path` of a stripe/sequins binary to run on the same data, for the ratios against it (none: skipped)")
 	fs.StringVar(&c.Work, "work", filepath.Join(cache, "spangle-bench"), "work `dir`: cached dataset, logs, wrk script, data dirs")
 	c.Gen.register(fs)
-	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each measured load (whole seconds)")
+	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each measured load (whole seconds)")
+	fs.IntVar(&c.Rounds, "rounds", 3, "measured loads per scenario and connection count, each just after a baseline load at the same connections (when the baseline runs); the report gives the median round")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario's loads; 0 skips it")
 	fs.Var((*intList)(&c.Conns), "conns", "comma-separated connection `counts`")
 	fs.DurationVar(&c.BuildTimeout, "build-timeout", 10*time.Minute, "how long spangle may take to make the version ACTIVE")
@@ -78,6 +80,9 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 func (c *runConfig) Validate() error {
 	if c.Duration < time.Second || (c.Warmup != 0 && c.Warmup < time.Second) {
 		return errors.New("run: --duration and --warmup are whole seconds, at least 1s (--warmup 0 skips)")
+	}
+	if c.Rounds < 1 || c.Rounds > 99 {
+		return errors.New("run: --rounds must be in [1, 99]")
 	}
 	if len(c.Conns) == 0 || c.BuildTimeout <= 0 {
 		return errors.New("run: --conns and --build-timeout must be set")
@@ -207,6 +212,16 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 	}
 
+	if slices.Contains(cfg.Scenarios, baselineName) {
+		if b.base, err = startBaseline(ctx, b); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		defer func() {
+			if serr := b.base.c.stop(); serr != nil {
+				log.Error("stopping the baseline", "err", serr)
+			}
+		}()
+	}
 	for _, sc := range scenarios() {
 		if !slices.Contains(cfg.Scenarios, sc.name) {
 			continue

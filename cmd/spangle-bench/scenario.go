@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,9 @@ type bench struct {
 	// compression is the spangle scenario's value compression ("": the
 	// default, none).
 	compression string
+	// base is the baseline, if it runs: every other scenario's loads are
+	// paired with its.
+	base *baselineServer
 }
 
 // A scenario starts what it measures, loads it, stops it, and returns its
@@ -153,28 +157,31 @@ func (s *benchServer) stop(res *scenarioResult) {
 	os.RemoveAll(s.dir)
 }
 
-// runBaseline runs this program's baseline subcommand and loads it exactly
-// as runSpangle loads spangle, same script and paths included, so that the
-// two differ only in the server.
-func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) {
-	res.Name = baselineName
+// baselineServer is the baseline (this program's baseline subcommand),
+// started before the first scenario and kept until the last, so that every
+// measured load is paired with a baseline load at the same connections,
+// just before it.
+type baselineServer struct {
+	c   *child
+	url string
+	// loads are the baseline's loads by connections, in the order run.
+	loads map[int][]loadResult
+}
+
+// startBaseline starts the baseline and waits for it to answer.
+func startBaseline(ctx context.Context, b *bench) (*baselineServer, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	c, err := startChild(baselineName, b.cfg.Work, filepath.Join(b.cfg.Work, "baseline.log"), self, "baseline", "--bind", addr)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer func() {
-		if serr := c.stop(); serr != nil {
-			res.Problems = append(res.Problems, serr.Error())
-		}
-	}()
 	url := "http://" + addr + "/"
 	client := &http.Client{Timeout: 2 * time.Second}
 	err = pollUntil(ctx, c, 10*time.Second, pollInterval, "baseline to listen", func() error {
@@ -186,17 +193,38 @@ func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) 
 		return nil
 	})
 	if err != nil {
-		return res, err
+		return nil, errors.Join(err, c.stop())
 	}
-	if err := b.load(ctx, &res, url, c); err != nil {
-		return res, err
+	return &baselineServer{c: c, url: url, loads: map[int][]loadResult{}}, nil
+}
+
+// runBaseline reports the baseline's loads: those paired with the other
+// scenarios' (the median round at each connection count), or, when no
+// other scenario loaded anything, its own.
+func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = baselineName
+	if b.base == nil {
+		return res, errors.New("baseline: not started")
 	}
-	servingRSS(c.pid(), &res)
+	if len(b.base.loads) == 0 {
+		if err := b.load(ctx, &res, b.base.url, b.base.c); err != nil {
+			return res, err
+		}
+	} else {
+		for _, n := range b.cfg.Conns {
+			if rounds := b.base.loads[n]; len(rounds) > 0 {
+				res.Loads = append(res.Loads, medianLoad(rounds))
+			}
+		}
+	}
+	servingRSS(b.base.c.pid(), &res)
 	return res, nil
 }
 
-// load warms url up with the strict script, then runs the lean one at
-// each of cfg.Conns, adding to res. It fails if c exits meanwhile.
+// load warms url up with the strict script, then runs the lean one
+// cfg.Rounds times at each of cfg.Conns, each round after a baseline load
+// at the same connections (if the baseline runs), and adds the median
+// round to res. It fails if c exits meanwhile.
 func (b *bench) load(ctx context.Context, res *scenarioResult, url string, c *child) error {
 	if b.cfg.Warmup > 0 {
 		r := wrkRun{Script: b.checkScript, URL: url, Conns: slices.Max(b.cfg.Conns), Duration: b.cfg.Warmup}
@@ -208,28 +236,78 @@ func (b *bench) load(ctx context.Context, res *scenarioResult, url string, c *ch
 			res.Problems = append(res.Problems, fmt.Sprintf("warm-up at %d connections: %d failed requests (%s; status counts any but 200)", r.Conns, n, s.Errors))
 		}
 	}
+	paired := b.base != nil && b.base.c != c
 	for _, n := range b.cfg.Conns {
-		r := wrkRun{Script: b.script, URL: url, Conns: n, Duration: b.cfg.Duration}
-		before, cpuErr := sampleCPU(c.pid())
-		start := time.Now()
-		s, err := runWrk(ctx, b.wrk, r)
-		if err != nil {
-			return fmt.Errorf("at %d connections: %w", n, err)
+		var rounds []loadResult
+		for range b.cfg.Rounds {
+			var base loadResult
+			if paired {
+				var err error
+				if base, err = b.measure(ctx, baselineName, b.base.url, b.base.c, n); err != nil {
+					return fmt.Errorf("baseline at %d connections: %w", n, err)
+				}
+				b.base.loads[n] = append(b.base.loads[n], base)
+			}
+			lr, err := b.measure(ctx, res.Name, url, c, n)
+			if err != nil {
+				return fmt.Errorf("at %d connections: %w", n, err)
+			}
+			if base.ReqPerSec > 0 {
+				lr.VsBaseline = lr.ReqPerSec / base.ReqPerSec
+			}
+			rounds = append(rounds, lr)
 		}
-		wall := time.Since(start)
-		if err := c.exited(); err != nil {
-			return err
-		}
-		lr := newLoadResult(res.Name, r, s)
-		if after, err := sampleCPU(c.pid()); err == nil && cpuErr == nil {
-			lr.setCPU(after.proc-before.proc, after.busy-before.busy-(after.proc-before.proc)-s.CPU, wall)
-		}
-		b.log.Info("load", "scenario", res.Name, "conns", n, "req_per_s", int64(lr.ReqPerSec),
-			"p50", s.P50, "p99", s.P99, "errors", s.Errors,
-			"server_cpu_us_per_req", int64(lr.ServerCPUus), "other_cpu_pct", int64(lr.OtherCPUPct))
-		res.Loads = append(res.Loads, lr)
+		res.Loads = append(res.Loads, medianLoad(rounds))
 	}
 	return nil
+}
+
+// measure runs one measured load of url at n connections.
+func (b *bench) measure(ctx context.Context, scenario, url string, c *child, n int) (loadResult, error) {
+	r := wrkRun{Script: b.script, URL: url, Conns: n, Duration: b.cfg.Duration}
+	before, cpuErr := sampleCPU(c.pid())
+	start := time.Now()
+	s, err := runWrk(ctx, b.wrk, r)
+	if err != nil {
+		return loadResult{}, err
+	}
+	wall := time.Since(start)
+	if err := c.exited(); err != nil {
+		return loadResult{}, err
+	}
+	lr := newLoadResult(scenario, r, s)
+	if after, err := sampleCPU(c.pid()); err == nil && cpuErr == nil {
+		lr.setCPU(after.proc-before.proc, after.busy-before.busy-(after.proc-before.proc)-s.CPU, wall)
+	}
+	b.log.Info("load", "scenario", scenario, "conns", n, "req_per_s", int64(lr.ReqPerSec),
+		"p50", s.P50, "p99", s.P99, "errors", s.Errors,
+		"server_cpu_us_per_req", int64(lr.ServerCPUus), "other_cpu_pct", int64(lr.OtherCPUPct))
+	return lr, nil
+}
+
+// medianLoad returns the median of rounds, loads at the same connections:
+// by the ratio to their paired baseline if they have one, else by req/s.
+// It carries every round's figure in Rounds, in the order run, and the
+// sum of their errors.
+func medianLoad(rounds []loadResult) loadResult {
+	key := func(l loadResult) float64 { return l.ReqPerSec }
+	if rounds[0].VsBaseline > 0 {
+		key = func(l loadResult) float64 { return l.VsBaseline }
+	}
+	var figures []float64
+	var errs loadErrors
+	for _, l := range rounds {
+		figures = append(figures, key(l))
+		errs = errs.add(l.Errors)
+	}
+	sorted := slices.Clone(rounds)
+	slices.SortStableFunc(sorted, func(a, b loadResult) int { return cmp.Compare(key(a), key(b)) })
+	m := sorted[(len(sorted)-1)/2]
+	m.Errors = errs
+	if len(rounds) > 1 {
+		m.Rounds = figures
+	}
+	return m
 }
 
 // versionState is the part of spangle's "/<db>/" status (node.DBStatus)

@@ -110,6 +110,12 @@ type loadErrors struct {
 // Total is the number of failed requests of any kind.
 func (e loadErrors) Total() int64 { return e.Connect + e.Read + e.Write + e.Timeout + e.Status }
 
+// add returns the sum of e and f.
+func (e loadErrors) add(f loadErrors) loadErrors {
+	return loadErrors{Connect: e.Connect + f.Connect, Read: e.Read + f.Read, Write: e.Write + f.Write,
+		Timeout: e.Timeout + f.Timeout, Status: e.Status + f.Status}
+}
+
 func (e loadErrors) String() string {
 	if e.Total() == 0 {
 		return "0"
