@@ -269,7 +269,10 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) (_ []byte, err error)
 	return out, err
 }
 
-func (part *partition) acquire() (*readTx, error) {
+// acquire returns an idle read transaction of the partition, or begins
+// one. A damaged page on the way to the data bucket (bbolt panics on it)
+// is ErrCorrupt.
+func (part *partition) acquire() (_ *readTx, err error) {
 	select {
 	case rt := <-part.idle:
 		return rt, nil
@@ -279,6 +282,12 @@ func (part *partition) acquire() (*readTx, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			_ = tx.Rollback()
+			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
 	data := tx.Bucket(dataBucket)
 	if data == nil {
 		_ = tx.Rollback()
