@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"runtime"
 	"strings"
 	"sync"
@@ -85,10 +86,13 @@ const (
 	// uvarint(len(value)) value, in key order (CompressionS2Blocks in
 	// partition format 2; read, no longer written).
 	tagRecords byte = 4
-	// tagPrefixRecords: an S2 block of records in key order, each
+	// tagPrefixRecords: the CRC-32C of the records (4 bytes, little
+	// endian), then an S2 block of the records, in key order, each
 	// uvarint(shared) uvarint(len(rest)) rest uvarint(len(value)) value,
 	// where the key is the previous record's first shared bytes then rest
-	// (the first record's shared is 0): CompressionS2Blocks.
+	// (the first record's shared is 0): CompressionS2Blocks. Every lookup
+	// checks the CRC of the block it decodes, so that damage inside a
+	// block's bytes is ErrCorrupt, never a wrong value.
 	tagPrefixRecords byte = 5
 )
 
@@ -141,15 +145,22 @@ func (b *blockPacker) flush() (key, block []byte) {
 	}
 	b.max = max(b.max, len(b.raw))
 	n := s2.MaxEncodedLen(len(b.raw))
-	if cap(b.out) < n+1 {
-		b.out = make([]byte, n+1)
+	if cap(b.out) < blockHeader+n {
+		b.out = make([]byte, blockHeader+n)
 	}
-	b.out = b.out[:n+1]
+	b.out = b.out[:blockHeader+n]
 	b.out[0] = tagPrefixRecords
-	enc := s2.EncodeBetter(b.out[1:], b.raw) // fits: n bytes were set aside
+	binary.LittleEndian.PutUint32(b.out[1:], crc32.Checksum(b.raw, castagnoli))
+	enc := s2.EncodeBetter(b.out[blockHeader:], b.raw) // fits: n bytes were set aside
 	b.raw = b.raw[:0]
-	return b.first, b.out[:1+len(enc)]
+	return b.first, b.out[:blockHeader+len(enc)]
 }
+
+// blockHeader is the size of a tagPrefixRecords block's tag and CRC.
+const blockHeader = 1 + 4
+
+// castagnoli is the CRC-32C table (computed by the CPU where it can).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // blockScratch is a lookup's decoded block and the key it rebuilds.
 type blockScratch struct{ raw, key []byte }
@@ -166,7 +177,14 @@ func findInBlock(dst, v, key []byte, limit int) ([]byte, error) {
 		return dst, fmt.Errorf("%w: %w: not a block of records", ErrCorrupt, errBadValue)
 	}
 	prefixed := v[0] == tagPrefixRecords
-	n, err := s2.DecodedLen(v[1:])
+	var sum uint32
+	if v = v[1:]; prefixed {
+		if len(v) < blockHeader-1 {
+			return dst, fmt.Errorf("%w: %w: a block of %d bytes", ErrCorrupt, errBadValue, len(v))
+		}
+		sum, v = binary.LittleEndian.Uint32(v), v[blockHeader-1:]
+	}
+	n, err := s2.DecodedLen(v)
 	if err != nil {
 		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
 	}
@@ -182,9 +200,12 @@ func findInBlock(dst, v, key []byte, limit int) ([]byte, error) {
 	if cap(sc.raw) < n {
 		sc.raw = make([]byte, n)
 	}
-	raw, err := s2.Decode(sc.raw[:n], v[1:])
+	raw, err := s2.Decode(sc.raw[:n], v)
 	if err != nil {
 		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
+	}
+	if prefixed && crc32.Checksum(raw, castagnoli) != sum {
+		return dst, fmt.Errorf("%w: %w: a block's CRC does not match its records", ErrCorrupt, errBadValue)
 	}
 	k := sc.key[:0]
 	for len(raw) > 0 {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,7 +73,7 @@ func TestFindInBlockCorrupt(t *testing.T) {
 	}
 	_, block := p.flush()
 	// The first record claims a prefix shared with a key before it.
-	badShared := append([]byte{tagPrefixRecords}, s2.Encode(nil, []byte("\x03\x01k\x01v"))...)
+	badShared := prefixBlock([]byte("\x03\x01k\x01v"))
 	for _, bad := range [][]byte{nil, {tagRaw, 1, 2}, append([]byte{tagPrefixRecords}, block[1:len(block)/2]...),
 		{tagPrefixRecords, 0xff, 0xff, 0xff}, {tagRecords, 0xff, 0xff, 0xff}, badShared} {
 		if _, err := findInBlock(nil, bad, []byte("k010"), p.max); !errors.Is(err, ErrCorrupt) {
@@ -134,4 +136,38 @@ func FuzzFindInBlock(f *testing.F) {
 			t.Fatalf("findInBlock = %v, want ErrNotFound or ErrCorrupt", err)
 		}
 	})
+}
+
+// prefixBlock stores raw records as a tagPrefixRecords block.
+func prefixBlock(raw []byte) []byte {
+	b := binary.LittleEndian.AppendUint32([]byte{tagPrefixRecords}, crc32.Checksum(raw, castagnoli))
+	return append(b, s2.Encode(nil, raw)...)
+}
+
+// TestFindInBlockCRC: a byte changed inside a block's S2 data where it
+// still decodes (in a literal: values S2 cannot shrink) is ErrCorrupt, not
+// a wrong value: every lookup checks the CRC of the block it decoded.
+func TestFindInBlockCRC(t *testing.T) {
+	var p blockPacker
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 20 {
+		v := make([]byte, 100)
+		for j := range v {
+			v[j] = byte(r.Uint32())
+		}
+		p.add([]byte(fmt.Sprintf("k%03d", i)), v)
+	}
+	_, stored := p.flush()
+	block := bytes.Clone(stored)
+	if _, err := findInBlock(nil, block, []byte("k019"), p.max); err != nil {
+		t.Fatal(err)
+	}
+	block[len(block)-50] ^= 0x01 // inside k019's value, stored as a literal
+	raw, err := s2.Decode(nil, block[blockHeader:])
+	if err != nil {
+		t.Fatalf("the changed block no longer decodes (%v): the test needs a byte in a literal", err)
+	}
+	if got, err := findInBlock(nil, block, []byte("k019"), p.max); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("findInBlock of a changed block = %x…, %v; want ErrCorrupt (it decodes to %d bytes)", got[:min(8, len(got))], err, len(raw))
+	}
 }
