@@ -62,10 +62,10 @@ type Config struct {
 	// MemoryBudget bounds the record bytes a build keeps in memory before it
 	// spills sorted runs to disk. Default 256 MiB.
 	MemoryBudget int64
-	// Compression is how values are stored: "none" (default), "s2" or
-	// "zstd" (each value, with a dictionary per partition) or "s2-blocks"
-	// (records in compressed blocks of 4 KiB; "snappy" means it). A db may
-	// override it.
+	// Compression is how values are stored: "s2-blocks" (default: records
+	// in S2-compressed blocks of 4 KiB, as sequins' default "snappy", which
+	// means it), "none", or "s2" or "zstd" (each value, with a dictionary
+	// per partition). A db may override it.
 	Compression string
 
 	// ContentType is sent with the values of dbs that set none. Default
@@ -168,7 +168,7 @@ func DefaultConfig() Config {
 		DownloadBackoff:      time.Second,
 		DownloadBackoffMax:   30 * time.Second,
 		RetryFailedAfter:     time.Minute,
-		Compression:          string(blocks.CompressionNone),
+		Compression:          string(blocks.CompressionS2Blocks),
 		CacheControl:         "public, max-age=60",
 		NegativeCacheControl: "public, max-age=10",
 		AdvertiseRetry:       time.Second,

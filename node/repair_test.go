@@ -14,9 +14,12 @@ import (
 	"github.com/spangledb/spangle/blocks"
 )
 
-// damagePartitions overwrites three 4 KiB pages in the middle of every
-// partition file of db's version in dataDir with random bytes, in place
-// (the node's mappings see the change), and returns how many files.
+// damagePartitions overwrites with random bytes, in place (the node's
+// mappings see the change), the first 12 KiB of every 32 KiB of every
+// partition file of db's version in dataDir past the first 64 KiB (the
+// meta pages), and returns how many files. 32 KiB is a multiple of every
+// layout's page size (4 KiB, or 32 KiB for s2-blocks), so that each
+// damage takes a page's header.
 func damagePartitions(t *testing.T, dataDir, db, version string) int {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dataDir, "dbs", db, version, "p-*.bolt"))
@@ -24,18 +27,23 @@ func damagePartitions(t *testing.T, dataDir, db, version string) int {
 		t.Fatalf("partition files of %s/%s: %v %v", db, version, files, err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
+	junk := make([]byte, 12<<10)
 	for _, path := range files {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, _ := f.Stat()
-		junk := make([]byte, 3*4096)
-		for i := range junk {
-			junk[i] = byte(r.Uint32())
-		}
-		if _, err := f.WriteAt(junk, (st.Size()/4096/2)*4096); err != nil {
+		st, err := f.Stat()
+		if err != nil {
 			t.Fatal(err)
+		}
+		for off := int64(64 << 10); off+int64(len(junk)) <= st.Size(); off += 32 << 10 {
+			for i := range junk {
+				junk[i] = byte(r.Uint32())
+			}
+			if _, err := f.WriteAt(junk, off); err != nil {
+				t.Fatal(err)
+			}
 		}
 		f.Close()
 	}
