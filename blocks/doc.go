@@ -107,17 +107,21 @@
 // values (about 2× on JSON-like values), and a value that does not shrink
 // is stored raw.
 //
-// CompressionS2Blocks lays a partition out as sequins' sparkey files do:
-// its records, in key order, go in blocks of about BlockSize (4 KiB)
-// uncompressed, each stored under its first key as tag 4 and the S2 of
-// uvarint(len(key)) key uvarint(len(value)) value…; meta says "format"
-// (2), "layout" ("blocks") and "block-max" (the largest block, which
-// bounds what a reader decodes). A lookup seeks the last block whose
-// first key is not after the key, decodes it and scans it. Its pages are
-// 32 KiB: a leaf page holds whole entries only, and a compressed block
-// takes over half of a 4 KiB page. On the bench's text values the files
-// are half as large (keys and bbolt's per-entry overhead shrink too),
-// for a block's decoding per lookup.
+// CompressionS2Blocks (spangle's default) lays a partition out as
+// sequins' sparkey files do: its records, in key order, go in blocks of
+// about BlockSize (4 KiB) uncompressed, each stored under its first key as
+// tag 5, the CRC-32C of the records, and the S2 ("better" encoding) of
+// uvarint(shared) uvarint(len(rest)) rest uvarint(len(value)) value…,
+// each key being the first shared bytes of the one before it then rest;
+// meta says "format" (3), "layout" ("blocks") and "block-max" (the
+// largest block, which bounds what a reader decodes). A lookup seeks the
+// last block whose first key is not after the key, decodes it, checks its
+// CRC and scans it: damage inside a block is ErrCorrupt, never a wrong
+// value. Its pages are 32 KiB: a leaf page holds whole entries only, and a
+// compressed block takes over half of a 4 KiB page. On the bench's text
+// values the files are less than half as large (keys and bbolt's
+// per-entry overhead shrink too), for a block's decoding per lookup.
+// Format 2 files (tag 4: whole keys, no CRC) are still read.
 //
 // The files are written by laying out the pages of the finished B+tree
 // directly (package blocks/internal/boltpack): leaves filled completely in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,14 +21,39 @@ func baselineHandler(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(baselineBody)
 }
 
-// serveBaseline serves baselineHandler on bind until ctx ends, then shuts
-// down within 5 s.
-func serveBaseline(ctx context.Context, bind string) error {
+// headersValue is what headersHandler answers with: the headers spangle
+// sends with a value of the bench's db, precomputed, and the same 100
+// bytes.
+var headersValue = http.Header{
+	"X-Spangle-Version": {"1"}, "X-Spangle-Db": {"bench"}, "Etag": {`"0123456789abcdef"`},
+	"Cache-Control": {"public, max-age=60"}, "Last-Modified": {"Thu, 26 Nov 2026 10:00:00 GMT"},
+	"Content-Type": {"application/octet-stream"}, "X-Content-Type-Options": {"nosniff"},
+	"Content-Length": {strconv.Itoa(len(baselineBody))},
+}
+
+// headersHandler answers every request as spangle answers a GET of a
+// value, without finding one: what net/http costs with the headers a
+// cache needs, spangle's floor on it.
+func headersHandler(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	for k, v := range headersValue {
+		h[k] = v
+	}
+	_, _ = w.Write(baselineBody)
+}
+
+// serveBaseline serves baselineHandler (headersHandler with headers) on
+// bind until ctx ends, then shuts down within 5 s.
+func serveBaseline(ctx context.Context, bind string, headers bool) error {
 	l, err := net.Listen("tcp", bind)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(baselineHandler), ReadHeaderTimeout: 10 * time.Second}
+	h := http.HandlerFunc(baselineHandler)
+	if headers {
+		h = headersHandler
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -4,7 +4,7 @@
 // because the machines it runs on are small and noisy.
 //
 //	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--conns 1,50]
-//	                  [--scenarios spangle,cluster,publish,baseline] [--json FILE]
+//	                  [--scenarios spangle,sequins,cluster,publish,headers,baseline] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
 //
@@ -30,8 +30,10 @@
 // failed requests and per-node version regressions must be zero);
 // publish (the dataset uploaded by `spangle publish` to a three-node
 // cluster's NATS Object Store: MB/s against a raw Object Store Put of the
-// same bytes, and the time until every node serves it); baseline (a
-// trivial Go HTTP server, loaded as spangle is). --scenarios picks some.
+// same bytes, and the time until every node serves it); headers (the
+// baseline answering with spangle's headers, precomputed: what net/http's
+// header work costs); baseline (a trivial Go HTTP server, loaded as
+// spangle is). --scenarios picks some.
 //
 // The pieces, a file each: run.go is the run subcommand; gen.go writes the
 // dataset; scenario.go holds the list of scenarios (start something, load

@@ -32,7 +32,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   spangle-bench run [flags]        build, load and compare; see run -h
   spangle-bench gen --out DIR      write a dataset; see gen -h
-  spangle-bench baseline --bind A  serve a fixed 100-byte body
+  spangle-bench baseline --bind A  serve a fixed 100-byte body (--headers: with spangle's headers)
   spangle-bench scale [flags]      N nodes on a 3-server NATS cluster: coordination cost; see scale -h`)
 }
 
@@ -78,8 +78,9 @@ func genCmd(log *slog.Logger, args []string) error {
 func baselineCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 	bind := fs.String("bind", "127.0.0.1:8080", "`address` to listen on")
+	headers := fs.Bool("headers", false, "answer with the headers spangle sends with a value, precomputed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return serveBaseline(ctx, *bind)
+	return serveBaseline(ctx, *bind, *headers)
 }

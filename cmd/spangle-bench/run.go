@@ -213,7 +213,7 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 
 	if slices.Contains(cfg.Scenarios, baselineName) {
-		if b.base, err = startBaseline(ctx, b); err != nil {
+		if b.base, err = startBaseline(ctx, b, baselineName); err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
 		defer func() {

@@ -48,8 +48,12 @@ type scenario struct {
 // dataDirPrefix names the data dirs made in the work dir.
 const dataDirPrefix = "data-"
 
-// baselineName is the scenario every other one is compared with.
-const baselineName = "baseline"
+// baselineName is the scenario every other one is compared with;
+// headersName the baseline answering with spangle's headers.
+const (
+	baselineName = "baseline"
+	headersName  = "headers"
+)
 
 // scenarios lists the scenarios in the order they run.
 func scenarios() []scenario {
@@ -58,6 +62,7 @@ func scenarios() []scenario {
 		{name: sequinsName, run: runSequins},
 		{name: "cluster", run: runCluster},
 		{name: "publish", run: runPublish},
+		{name: headersName, run: runHeaders},
 		{name: baselineName, run: runBaseline},
 	}
 }
@@ -105,6 +110,9 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	case build.Records != b.cfg.Gen.Records:
 		res.Problems = append(res.Problems, fmt.Sprintf("build reported %d records; the dataset has %d", build.Records, b.cfg.Gen.Records))
 	}
+	if note := headersDiffer(addr, b.cfg.Gen); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	b.log.Info("spangle active", "serving", time.Duration(serving*float64(time.Second)).Round(time.Millisecond),
 		"records_per_s", int64(build.RecordsPerSec), "peak_rss_mib", build.PeakRSSMiB)
 
@@ -113,6 +121,35 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	}
 	servingRSS(c.pid(), &res)
 	return res, nil
+}
+
+// headersDiffer GETs a key of spangle at addr and says how the names of
+// the headers it answers with differ from headersValue's (the headers
+// scenario's), or "" if they do not.
+func headersDiffer(addr string, p genParams) string {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + "/" + p.DB + "/" + key(0, p.KeySize))
+	if err != nil {
+		return "comparing headers with the headers scenario's: " + err.Error()
+	}
+	resp.Body.Close()
+	var missing, extra []string
+	for k := range resp.Header {
+		if _, ok := headersValue[k]; !ok && k != "Date" {
+			missing = append(missing, k)
+		}
+	}
+	for k := range headersValue {
+		if _, ok := resp.Header[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	if len(missing)+len(extra) == 0 {
+		return ""
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	return fmt.Sprintf("the headers scenario answers without %v and with %v that spangle does not send: update headersValue", missing, extra)
 }
 
 // benchServer is a server process started by startServer on a fresh data dir.
@@ -168,8 +205,9 @@ type baselineServer struct {
 	loads map[int][]loadResult
 }
 
-// startBaseline starts the baseline and waits for it to answer.
-func startBaseline(ctx context.Context, b *bench) (*baselineServer, error) {
+// startBaseline starts the baseline subcommand as name, with args, and
+// waits for it to answer.
+func startBaseline(ctx context.Context, b *bench, name string, args ...string) (*baselineServer, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -178,7 +216,8 @@ func startBaseline(ctx context.Context, b *bench) (*baselineServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := startChild(baselineName, b.cfg.Work, filepath.Join(b.cfg.Work, "baseline.log"), self, "baseline", "--bind", addr)
+	args = append([]string{"baseline", "--bind", addr}, args...)
+	c, err := startChild(name, b.cfg.Work, filepath.Join(b.cfg.Work, name+".log"), self, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +235,27 @@ func startBaseline(ctx context.Context, b *bench) (*baselineServer, error) {
 		return nil, errors.Join(err, c.stop())
 	}
 	return &baselineServer{c: c, url: url, loads: map[int][]loadResult{}}, nil
+}
+
+// runHeaders loads the baseline subcommand answering with spangle's
+// headers, precomputed, as spangle is loaded: the share of net/http's
+// header work in spangle's distance to the baseline.
+func runHeaders(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = headersName
+	h, err := startBaseline(ctx, b, headersName, "--headers")
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := h.c.stop(); serr != nil {
+			res.Problems = append(res.Problems, serr.Error())
+		}
+	}()
+	if err := b.load(ctx, &res, h.url, h.c); err != nil {
+		return res, err
+	}
+	servingRSS(h.c.pid(), &res)
+	return res, nil
 }
 
 // runBaseline reports the baseline's loads: those paired with the other
