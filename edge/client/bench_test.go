@@ -56,7 +56,7 @@ type benchOp struct {
 //	mget100  client.GetMany of 100 keys through spangle.<c>.mget.<db>
 func setupBench(b *testing.B) []benchOp {
 	b.Helper()
-	old := debug.SetGCPercent(400)
+	old := debug.SetGCPercent(200) // spangle serve's default
 	b.Cleanup(func() { debug.SetGCPercent(old) })
 	root := b.TempDir()
 	recs := make([]nodetest.Record, benchKeys)
