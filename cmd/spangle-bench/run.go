@@ -236,7 +236,7 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		for _, v := range variants {
 			b.compression = v
 			name := sc.name
-			if v != "" && v != "none" {
+			if v != "" {
 				name += "-" + v
 			}
 			log.Info("scenario", "name", name)
