@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/s2"
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestS2Blocks: with CompressionS2Blocks every key reads back — the first
@@ -169,5 +170,52 @@ func TestFindInBlockCRC(t *testing.T) {
 	}
 	if got, err := findInBlock(nil, block, []byte("k019"), p.max); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("findInBlock of a changed block = %x…, %v; want ErrCorrupt (it decodes to %d bytes)", got[:min(8, len(got))], err, len(raw))
+	}
+}
+
+// TestOpenBlocksFormats: a blocks partition that says format 2 (written
+// before format 3) still opens and reads; one that says a format this
+// reader does not know is refused as ErrCorrupt when the version opens.
+func TestOpenBlocksFormats(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 1, perFile: 500, seed: 7})
+	for _, tc := range []struct {
+		format string
+		ok     bool
+	}{{"2", true}, {"3", true}, {"4", false}, {"1", false}} {
+		t.Run("format="+tc.format, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTestStore(t, dir, Options{SkipVerify: true}) // the file changes below
+			build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: CompressionS2Blocks}).Close()
+			path := filepath.Join(dir, "dbs", "db", "v1", partitionFile(0))
+			db, err := bolt.Open(path, 0o644, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(metaBucket).Put([]byte(metaFormat), []byte(tc.format))
+			})
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := s.Open("db", "v1")
+			if !tc.ok {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Open of format %s = %v, want ErrCorrupt", tc.format, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open of format %s: %v", tc.format, err)
+			}
+			defer v.Close()
+			for k, want := range d.want {
+				if got, err := v.Get(0, []byte(k)); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("Get(%s) = %q, %v; want %q", k, got, err, want)
+				}
+			}
+		})
 	}
 }
