@@ -276,6 +276,21 @@ func TestMedianLoad(t *testing.T) {
 	}
 }
 
+// TestSetServing: start to serving is the median of the starts, which
+// are kept when there are several.
+func TestSetServing(t *testing.T) {
+	var b buildResult
+	b.setServing([]float64{1.3, 1.1, 1.2})
+	if b.ServingSeconds != 1.2 || !slices.Equal(b.ServingRounds, []float64{1.3, 1.1, 1.2}) {
+		t.Errorf("three starts: %v %v, want 1.2 and all three", b.ServingSeconds, b.ServingRounds)
+	}
+	b = buildResult{}
+	b.setServing([]float64{0.9})
+	if b.ServingSeconds != 0.9 || b.ServingRounds != nil {
+		t.Errorf("one start: %v %v, want 0.9 and no rounds", b.ServingSeconds, b.ServingRounds)
+	}
+}
+
 // TestVersusSequinsPaired: when both were paired with baseline loads, the
 // GET ratio is the ratio of their ratios, so that the machine's drift
 // between the two scenarios cancels.

@@ -3,7 +3,7 @@
 // given as a ratio against a trivial Go HTTP server measured in the same run,
 // because the machines it runs on are small and noisy.
 //
-//	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--conns 1,50]
+//	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--start-rounds 3] [--conns 1,50]
 //	                  [--scenarios spangle,sequins,cluster,publish,headers,baseline] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
@@ -15,7 +15,8 @@
 // after a baseline load at the same connections, its ratio is taken
 // against that one, and each row is the median of --rounds such pairs
 // (every round's ratio is printed too), so that the machine's drift in
-// the meantime cancels. It exits 1 if anything failed: a scenario
+// the meantime cancels. Start to serving is the median of --start-rounds
+// starts on a fresh data dir, the dataset read back before each. It exits 1 if anything failed: a scenario
 // that could not run, a child that did not stop cleanly, or any failed
 // request (see wrkScript for which statuses count in which load).
 //

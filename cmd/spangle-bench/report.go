@@ -60,7 +60,20 @@ type buildResult struct {
 	// answered with its value: start-to-serving, the same measure for
 	// every server.
 	ServingSeconds float64 `json:"serving_seconds,omitempty"`
-	PeakRSSMiB     float64 `json:"peak_rss_mib"` // VmHWM read right after ACTIVE
+	// ServingRounds are every start's ServingSeconds, in the order run,
+	// when there were several (--start-rounds): ServingSeconds is their
+	// median, the other figures are the last start's.
+	ServingRounds []float64 `json:"serving_rounds,omitempty"`
+	PeakRSSMiB    float64   `json:"peak_rss_mib"` // VmHWM read right after ACTIVE
+}
+
+// setServing sets ServingSeconds to the median of secs, and ServingRounds
+// to secs if there are several.
+func (b *buildResult) setServing(secs []float64) {
+	b.ServingSeconds = median(secs)
+	if len(secs) > 1 {
+		b.ServingRounds = secs
+	}
 }
 
 // loadResult is one load at one connection count, the unit every scenario
@@ -240,10 +253,10 @@ func (r *report) printBuilds(w io.Writer, width int) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\tstart to serving s\tpeak RSS MiB\tserving RSS MiB\tanon\tfile\t\n", width, "build")
+	fmt.Fprintf(tw, "%-*s\trecords\tseconds\trecords/s\tstart to serving s\tpeak RSS MiB\tserving RSS MiB\tanon\tfile\t  start rounds\n", width, "build")
 	for _, s := range r.Scenarios {
 		if b := s.Build; b != nil {
-			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.ServingSeconds, b.PeakRSSMiB, s.ServingRSSMiB, s.ServingAnonMiB, s.ServingFileMiB)
+			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t  %s\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.ServingSeconds, b.PeakRSSMiB, s.ServingRSSMiB, s.ServingAnonMiB, s.ServingFileMiB, roundsText(b.ServingRounds))
 		}
 	}
 	tw.Flush()

@@ -23,6 +23,7 @@ type runConfig struct {
 	Gen          genParams     // the dataset; default defaultGenParams()
 	Duration     time.Duration // each measured load; default 5s
 	Rounds       int           // measured loads per scenario and connection count, each after a baseline load; the median counts; default 3
+	StartRounds  int           // starts of spangle and sequins on a fresh data dir; start to serving is their median; default 3
 	Warmup       time.Duration // one load before each scenario's, at the most connections, not measured; 0 skips; default 2s
 	Conns        []int         // connection counts; default 1,50
 	BuildTimeout time.Duration // from start to ACTIVE; default 10m
@@ -58,6 +59,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Work, "work", filepath.Join(cache, "spangle-bench"), "work `dir`: cached dataset, logs, wrk script, data dirs")
 	c.Gen.register(fs)
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each measured load (whole seconds)")
+	fs.IntVar(&c.StartRounds, "start-rounds", 3, "starts of spangle and sequins, each on a fresh data dir after the dataset is read back; start to serving is their median")
 	fs.IntVar(&c.Rounds, "rounds", 3, "measured loads per scenario and connection count, each just after a baseline load at the same connections (when the baseline runs); the report gives the median round")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario's loads; 0 skips it")
 	fs.Var((*intList)(&c.Conns), "conns", "comma-separated connection `counts`")
@@ -81,8 +83,8 @@ func (c *runConfig) Validate() error {
 	if c.Duration < time.Second || (c.Warmup != 0 && c.Warmup < time.Second) {
 		return errors.New("run: --duration and --warmup are whole seconds, at least 1s (--warmup 0 skips)")
 	}
-	if c.Rounds < 1 || c.Rounds > 99 {
-		return errors.New("run: --rounds must be in [1, 99]")
+	if c.Rounds < 1 || c.Rounds > 99 || c.StartRounds < 1 || c.StartRounds > 99 {
+		return errors.New("run: --rounds and --start-rounds must be in [1, 99]")
 	}
 	if len(c.Conns) == 0 || c.BuildTimeout <= 0 {
 		return errors.New("run: --conns and --build-timeout must be set")

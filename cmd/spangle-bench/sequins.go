@@ -28,9 +28,16 @@ func runSequins(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		res.Notes = append(res.Notes, "skipped: no --sequins binary given")
 		return res, nil
 	}
-	srv, err := b.startServer(sequinsName, b.cfg.Sequins, "sequins.conf", sequinsConf, func(dir, conf, addr string) []string {
-		return []string{"--config", conf, "--source", b.source, "--local-store", filepath.Join(dir, "store"), "--bind", addr}
-	})
+	start := func() (*benchServer, error) {
+		return b.startServer(sequinsName, b.cfg.Sequins, "sequins.conf", sequinsConf, func(dir, conf, addr string) []string {
+			return []string{"--config", conf, "--source", b.source, "--local-store", filepath.Join(dir, "store"), "--bind", addr}
+		})
+	}
+	starts, err := b.extraStarts(ctx, start)
+	if err != nil {
+		return res, err
+	}
+	srv, err := start()
 	if err != nil {
 		return res, err
 	}
@@ -40,7 +47,8 @@ func runSequins(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	build := buildResult{WallSeconds: serving, ServingSeconds: serving}
+	build := buildResult{WallSeconds: serving}
+	build.setServing(append(starts, serving))
 	if hwm, err := memKiB(c.pid(), "VmHWM"); err == nil {
 		build.PeakRSSMiB = mib(hwm)
 	}
