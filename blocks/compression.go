@@ -2,11 +2,13 @@ package blocks
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -169,10 +171,11 @@ type blockScratch struct{ raw, key []byte }
 var blockScratches = sync.Pool{New: func() any { return &blockScratch{raw: make([]byte, 0, 2*BlockSize)} }}
 
 // findInBlock appends to dst the value of key in the stored block v, or
-// returns ErrNotFound. limit bounds the block's uncompressed size (the
+// returns ErrNotFound. blockMax bounds the block's uncompressed size (the
 // partition's largest, recorded at build): a damaged size allocates
-// nothing.
-func findInBlock(dst, v, key []byte, limit int) ([]byte, error) {
+// nothing. A limit of 0 or more bounds the value's size: a larger one is
+// ErrTooLarge, known before anything is allocated for it.
+func findInBlock(dst, v, key []byte, blockMax, limit int) ([]byte, error) {
 	if len(v) == 0 || (v[0] != tagPrefixRecords && v[0] != tagRecords) {
 		return dst, fmt.Errorf("%w: %w: not a block of records", ErrCorrupt, errBadValue)
 	}
@@ -188,26 +191,53 @@ func findInBlock(dst, v, key []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
 	}
-	if n > limit {
-		return dst, fmt.Errorf("%w: %w: a block of %d bytes, over the partition's %d", ErrCorrupt, errBadValue, n, limit)
+	if n > blockMax {
+		return dst, fmt.Errorf("%w: %w: a block of %d bytes, over the partition's %d", ErrCorrupt, errBadValue, n, blockMax)
 	}
 	sc := blockScratches.Get().(*blockScratch)
 	defer func() {
-		if cap(sc.raw) <= 4*BlockSize && cap(sc.key) <= 4*BlockSize { // a large record's buffers are not kept
+		if cap(sc.key) <= 4*BlockSize { // a large record's key is not kept
 			blockScratches.Put(sc)
 		}
 	}()
-	if cap(sc.raw) < n {
-		sc.raw = make([]byte, n)
+	// A block larger than the scratch buffer (a large record's, in a block
+	// of its own) is decoded in dst's room and its value moved to where it
+	// belongs: one allocation, the value's, as for a record stored alone.
+	orig, buf := len(dst), sc.raw
+	large := n > cap(buf)
+	if large && limit >= 0 && n-len(key)-3*binary.MaxVarintLen64 > limit {
+		// A large record is alone in its block: its value is the block
+		// but for its key and three lengths.
+		return dst, fmt.Errorf("%w: a value of about %d bytes", ErrTooLarge, n)
 	}
-	raw, err := s2.Decode(sc.raw[:n], v)
+	if large {
+		dst = slices.Grow(dst, n)
+		buf = dst[orig : orig+n]
+	}
+	raw, err := s2.Decode(buf[:n], v)
 	if err != nil {
-		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
+		return dst[:orig], fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
 	}
 	if prefixed && crc32.Checksum(raw, castagnoli) != sum {
-		return dst, fmt.Errorf("%w: %w: a block's CRC does not match its records", ErrCorrupt, errBadValue)
+		return dst[:orig], fmt.Errorf("%w: %w: a block's CRC does not match its records", ErrCorrupt, errBadValue)
 	}
+	val, found, err := scanBlock(raw, key, prefixed, sc)
+	switch {
+	case err != nil || !found:
+		return dst[:orig], cmp.Or(err, ErrNotFound)
+	case limit >= 0 && len(val) > limit:
+		return dst[:orig], fmt.Errorf("%w: a value of %d bytes", ErrTooLarge, len(val))
+	case large:
+		return dst[:orig+copy(dst[orig:orig+len(val)], val)], nil
+	}
+	return append(dst, val...), nil
+}
+
+// scanBlock returns the value of key among the decoded records raw
+// (prefix-coded keys if prefixed), rebuilding keys in sc.key.
+func scanBlock(raw, key []byte, prefixed bool, sc *blockScratch) (val []byte, found bool, err error) {
 	k := sc.key[:0]
+	defer func() { sc.key = k }()
 	for len(raw) > 0 {
 		var shared uint64
 		if prefixed {
@@ -231,18 +261,15 @@ func findInBlock(dst, v, key []byte, limit int) ([]byte, error) {
 		raw = raw[m+int(vlen):]
 		switch c := bytes.Compare(k, key); {
 		case c == 0:
-			sc.key = k
-			return append(dst, val...), nil
+			return val, true, nil
 		case c > 0:
-			sc.key = k
-			return dst, ErrNotFound
+			return nil, false, nil
 		}
 	}
-	sc.key = k
 	if len(raw) > 0 {
-		return dst, fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
+		return nil, false, fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
 	}
-	return dst, ErrNotFound
+	return nil, false, nil
 }
 
 // Keys of a partition file's meta bucket holding dictionaries.
@@ -404,18 +431,24 @@ func newValueDecoder(zstdDicts [][]byte) (*valueDecoder, error) {
 
 // decode appends the value stored as v to dst. sdict is the partition's S2
 // dictionary, nil if it has none.
-func (d *valueDecoder) decode(dst, v []byte, sdict *s2.Dict) ([]byte, error) {
+func (d *valueDecoder) decode(dst, v []byte, sdict *s2.Dict, limit int) ([]byte, error) {
 	if len(v) == 0 {
 		return dst, fmt.Errorf("%w: %w: empty", ErrCorrupt, errBadValue)
 	}
 	src := v[1:]
 	switch v[0] {
 	case tagRaw:
+		if limit >= 0 && len(src) > limit {
+			return dst, fmt.Errorf("%w: a value of %d bytes", ErrTooLarge, len(src))
+		}
 		return append(dst, src...), nil
 	case tagS2, tagS2Dict:
 		n, err := s2.DecodedLen(src)
 		if err != nil {
 			return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
+		}
+		if limit >= 0 && n > limit {
+			return dst, fmt.Errorf("%w: a value of %d bytes", ErrTooLarge, n)
 		}
 		start := len(dst)
 		if cap(dst)-start < n {
@@ -446,6 +479,9 @@ func (d *valueDecoder) decode(dst, v []byte, sdict *s2.Dict) ([]byte, error) {
 		out, err := d.zdec.DecodeAll(src, dst)
 		if err != nil {
 			return dst, fmt.Errorf("%w: %w: zstd: %v", ErrCorrupt, errBadValue, err)
+		}
+		if limit >= 0 && len(out)-len(dst) > limit {
+			return dst, fmt.Errorf("%w: a value of %d bytes", ErrTooLarge, len(out)-len(dst))
 		}
 		return out, nil
 	}

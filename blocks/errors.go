@@ -31,6 +31,9 @@ var (
 	// (see MisplacedKeyError). Corrupt SequenceFiles are reported with the
 	// seqfile package's *seqfile.Error instead.
 	ErrBadInput = errors.New("blocks: bad input")
+	// ErrTooLarge: the value is larger than GetLimit's limit; found
+	// before the value is copied or decoded.
+	ErrTooLarge = errors.New("blocks: value larger than the limit")
 	// ErrCorrupt: a stored partition or manifest is not what blocks wrote.
 	ErrCorrupt = errors.New("blocks: corrupt store")
 	// ErrNoSpace: a build ran out of disk space (ENOSPC); its partial

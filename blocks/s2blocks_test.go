@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -77,16 +78,16 @@ func TestFindInBlockCorrupt(t *testing.T) {
 	badShared := prefixBlock([]byte("\x03\x01k\x01v"))
 	for _, bad := range [][]byte{nil, {tagRaw, 1, 2}, append([]byte{tagPrefixRecords}, block[1:len(block)/2]...),
 		{tagPrefixRecords, 0xff, 0xff, 0xff}, {tagRecords, 0xff, 0xff, 0xff}, badShared} {
-		if _, err := findInBlock(nil, bad, []byte("k010"), p.max); !errors.Is(err, ErrCorrupt) {
+		if _, err := findInBlock(nil, bad, []byte("k010"), p.max, -1); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("findInBlock(%.10x…) = %v, want ErrCorrupt", bad, err)
 		}
 	}
-	if got, err := findInBlock(nil, block, []byte("k049"), p.max); err != nil || string(got) != "value" {
+	if got, err := findInBlock(nil, block, []byte("k049"), p.max, -1); err != nil || string(got) != "value" {
 		t.Errorf("findInBlock(k049) = %q, %v", got, err)
 	}
 	// A block larger than the partition says its largest is: refused
 	// before anything is allocated for it.
-	if _, err := findInBlock(nil, block, []byte("k049"), p.max-1); !errors.Is(err, ErrCorrupt) {
+	if _, err := findInBlock(nil, block, []byte("k049"), p.max-1, -1); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("findInBlock over the limit = %v, want ErrCorrupt", err)
 	}
 }
@@ -107,7 +108,7 @@ func TestFindInBlockFormat2(t *testing.T) {
 		key, want string
 		err       error
 	}{{"k000", "value 0", nil}, {"k050", "value 25", nil}, {"k098", "value 49", nil}, {"k001", "", ErrNotFound}, {"k099", "", ErrNotFound}} {
-		got, err := findInBlock(nil, block, []byte(tc.key), len(raw))
+		got, err := findInBlock(nil, block, []byte(tc.key), len(raw), -1)
 		if string(got) != tc.want || !errors.Is(err, tc.err) {
 			t.Errorf("findInBlock(%s) = %q, %v; want %q, %v", tc.key, got, err, tc.want, tc.err)
 		}
@@ -126,7 +127,7 @@ func FuzzFindInBlock(f *testing.F) {
 	f.Add(block, []byte("key-007"))
 	f.Add([]byte{tagRecords, 0x10, 0x00}, []byte("k"))
 	f.Fuzz(func(t *testing.T, block, key []byte) {
-		got, err := findInBlock(nil, block, key, 4*BlockSize)
+		got, err := findInBlock(nil, block, key, 4*BlockSize, -1)
 		switch {
 		case err == nil:
 			if len(got) > 4*BlockSize {
@@ -160,7 +161,7 @@ func TestFindInBlockCRC(t *testing.T) {
 	}
 	_, stored := p.flush()
 	block := bytes.Clone(stored)
-	if _, err := findInBlock(nil, block, []byte("k019"), p.max); err != nil {
+	if _, err := findInBlock(nil, block, []byte("k019"), p.max, -1); err != nil {
 		t.Fatal(err)
 	}
 	block[len(block)-50] ^= 0x01 // inside k019's value, stored as a literal
@@ -168,7 +169,7 @@ func TestFindInBlockCRC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the changed block no longer decodes (%v): the test needs a byte in a literal", err)
 	}
-	if got, err := findInBlock(nil, block, []byte("k019"), p.max); !errors.Is(err, ErrCorrupt) {
+	if got, err := findInBlock(nil, block, []byte("k019"), p.max, -1); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("findInBlock of a changed block = %x…, %v; want ErrCorrupt (it decodes to %d bytes)", got[:min(8, len(got))], err, len(raw))
 	}
 }
@@ -216,6 +217,86 @@ func TestOpenBlocksFormats(t *testing.T) {
 					t.Fatalf("Get(%s) = %q, %v; want %q", k, got, err, want)
 				}
 			}
+		})
+	}
+}
+
+// TestFindInBlockLarge: a record larger than a block, in a block of its
+// own, is decoded in the room of the buffer it is appended to, whose
+// contents stay: with room enough, a lookup allocates nothing.
+func TestFindInBlockLarge(t *testing.T) {
+	var p blockPacker
+	r := rand.New(rand.NewPCG(3, 4))
+	big := make([]byte, 100<<10)
+	for i := range big {
+		big[i] = byte('a' + r.IntN(4))
+	}
+	p.add([]byte("big"), big)
+	_, block := p.flush()
+	got, err := findInBlock([]byte("prefix:"), block, []byte("big"), p.max, -1)
+	if err != nil || string(got) != "prefix:"+string(big) {
+		t.Fatalf("findInBlock(big) = %.20q… (%d bytes), %v", got, len(got), err)
+	}
+	if got, err := findInBlock([]byte("prefix:"), block, []byte("bigger"), p.max, -1); !errors.Is(err, ErrNotFound) || string(got) != "prefix:" {
+		t.Errorf("findInBlock(bigger) = %.20q, %v; want the prefix alone and ErrNotFound", got, err)
+	}
+	dst := make([]byte, 0, 2*len(big))
+	if n := testing.AllocsPerRun(20, func() {
+		if _, err := findInBlock(dst, block, []byte("big"), p.max, -1); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a lookup of a large record into a buffer with room allocates %v times", n)
+	}
+}
+
+// TestGetLimit: in every layout, a value within the limit reads, and one
+// over it is ErrTooLarge, found before the value is copied or decoded
+// (zstd aside, whose values are decoded first): a lookup of a 256 KiB
+// value with a 1 KiB limit allocates a few hundred bytes, not the value.
+func TestGetLimit(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(5, 6))
+	big := make([]byte, 256<<10)
+	for i := range big {
+		big[i] = byte('a' + r.IntN(8))
+	}
+	var recs []record
+	for i := range 2000 {
+		recs = append(recs, record{[]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprintf("value %d", i))})
+	}
+	recs[1000].v = big
+	writeSeqFile(t, filepath.Join(dir, "part-00000"), recs)
+	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionZstd, CompressionS2Blocks} {
+		t.Run(string(comp), func(t *testing.T) {
+			s := openTestStore(t, t.TempDir(), Options{})
+			v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, dir, []string{"part-00000"}), Compression: comp})
+			if got, err := v.GetLimit(0, []byte("key-00007"), 7); err != nil || string(got) != "value 7" {
+				t.Errorf("GetLimit(small, its size) = %q, %v", got, err)
+			}
+			if _, err := v.GetLimit(0, []byte("key-00007"), 6); !errors.Is(err, ErrTooLarge) {
+				t.Errorf("GetLimit(small, a byte short) = %v, want ErrTooLarge", err)
+			}
+			if got, err := v.GetLimit(0, []byte("key-01000"), len(big)); err != nil || !bytes.Equal(got, big) {
+				t.Errorf("GetLimit(big, its size) = %d bytes, %v", len(got), err)
+			}
+			if _, err := v.GetLimit(0, []byte("key-99999"), 0); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetLimit(missing) = %v, want ErrNotFound", err)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			const n = 20
+			for range n {
+				if _, err := v.GetLimit(0, []byte("key-01000"), 1<<10); !errors.Is(err, ErrTooLarge) {
+					t.Fatalf("GetLimit(big, 1 KiB) = %v, want ErrTooLarge", err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			per := (after.TotalAlloc - before.TotalAlloc) / n
+			if comp != CompressionZstd && per > 4<<10 {
+				t.Errorf("a refused lookup of a 256 KiB value allocates %d bytes", per)
+			}
+			t.Logf("a refused lookup allocates %d bytes", per)
 		})
 	}
 }

@@ -217,11 +217,32 @@ func (v *Version) Get(p int, key []byte) ([]byte, error) {
 	return b, nil
 }
 
+// GetLimit is Get of a value of at most limit bytes: a larger one is
+// ErrTooLarge, known before anything is allocated for it (for values
+// stored raw, with S2 or in s2-blocks; a zstd value is decoded first). A
+// negative limit is none.
+func (v *Version) GetLimit(p int, key []byte, limit int) ([]byte, error) {
+	b, err := v.getAppend(nil, p, key, limit)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
 // GetAppend is Get appending the value to dst and returning the extended
 // slice (dst itself on error). It allocates only when dst is too small.
 // A damaged file, on which bbolt panics, gives an error wrapping
 // ErrCorrupt; the read transaction is ended either way.
-func (v *Version) GetAppend(dst []byte, p int, key []byte) (_ []byte, err error) {
+func (v *Version) GetAppend(dst []byte, p int, key []byte) ([]byte, error) {
+	return v.getAppend(dst, p, key, -1)
+}
+
+// getAppend is GetAppend; a limit of 0 or more bounds the value's size
+// (GetLimit), a negative one is none.
+func (v *Version) getAppend(dst []byte, p int, key []byte, limit int) (_ []byte, err error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
@@ -259,13 +280,13 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) (_ []byte, err error)
 		if k == nil {
 			return dst, ErrNotFound
 		}
-		out, err = findInBlock(dst, val, key, part.blockMax)
+		out, err = findInBlock(dst, val, key, part.blockMax, limit)
 		return out, err
 	}
 	if val == nil || !bytes.Equal(k, key) {
 		return dst, ErrNotFound
 	}
-	out, err = c.dec.decode(dst, val, part.sdict)
+	out, err = c.dec.decode(dst, val, part.sdict, limit)
 	return out, err
 }
 

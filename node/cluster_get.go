@@ -23,7 +23,7 @@ func (d *db) byName(name string) *version {
 // getCluster looks key up in v, reading the partitions held here and
 // proxying the others to their replicas; for a pathological key whose own
 // partition lacks it, the alternate partition is tried the same way.
-func (n *Node) getCluster(ctx context.Context, d *db, v *version, key []byte) (Result, error) {
+func (n *Node) getCluster(ctx context.Context, d *db, v *version, key []byte, limit int) (Result, error) {
 	res := Result{Version: v.name, Modified: v.lastModified()}
 	if v.n == 0 {
 		return res, nil // an empty version: every key is missing
@@ -38,7 +38,7 @@ func (n *Node) getCluster(ctx context.Context, d *db, v *version, key []byte) (R
 	}
 	for _, q := range parts {
 		if v.data.Holds(q) {
-			val, err := v.data.Get(q, key)
+			val, err := v.data.GetLimit(q, key, limit)
 			switch {
 			case errors.Is(err, blocks.ErrNotFound):
 				continue

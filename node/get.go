@@ -46,12 +46,14 @@ type Result struct {
 // its replicas (Cluster.Get); a lookup naming a version (a peer's) is
 // never proxied again, and may read a version built but not yet active.
 func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) (Result, error) {
-	return n.lookup(ctx, db, key, opts, opts.Version == "")
+	return n.lookup(ctx, db, key, opts, opts.Version == "", -1)
 }
 
 // lookup is Get; mayProxy allows proxying in cluster mode even when
-// opts.Version is set (GetMany pins its batch to one version).
-func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOptions, mayProxy bool) (Result, error) {
+// opts.Version is set (GetMany pins its batch to one version). A limit of
+// 0 or more bounds the size of a value read here (blocks.GetLimit): a
+// larger one is blocks.ErrTooLarge before it is copied.
+func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOptions, mayProxy bool, limit int) (Result, error) {
 	d := (*n.dbs.Load())[db]
 	if d == nil {
 		return Result{}, ErrUnknownDB
@@ -68,9 +70,9 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 		var res Result
 		var err error
 		if mayProxy && n.clustered() {
-			res, err = n.getCluster(ctx, d, v, key)
+			res, err = n.getCluster(ctx, d, v, key, limit)
 		} else {
-			res, err = v.get(key)
+			res, err = v.get(key, limit)
 		}
 		if errors.Is(err, blocks.ErrClosed) {
 			// The version was retired between loading it and reading it;
@@ -97,7 +99,7 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 	}
 }
 
-func (v *version) get(key []byte) (Result, error) {
+func (v *version) get(key []byte, limit int) (Result, error) {
 	res := Result{Version: v.name, Modified: v.lastModified()}
 	if v.n == 0 {
 		return res, nil // an empty version: every key is missing
@@ -106,9 +108,9 @@ func (v *version) get(key []byte) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("node: partition key: %w", err)
 	}
-	val, err := v.data.Get(p, key)
+	val, err := v.data.GetLimit(p, key, limit)
 	if errors.Is(err, blocks.ErrNotFound) && alt != p {
-		val, err = v.data.Get(alt, key)
+		val, err = v.data.GetLimit(alt, key, limit)
 		if errors.Is(err, blocks.ErrPartitionNotHeld) {
 			// The key's own partition is held and lacks it; the alternate
 			// is another node's, which the proxying node asks next.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/spangledb/spangle/blocks"
 )
 
 // getManyAttempts bounds how often GetMany starts over when the version it
@@ -55,7 +57,9 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 // for more than once is looked up once: its later positions share the
 // first one's result (and value). With opts.MaxBytes, the values of the
 // reply (a value once per position asking for it) may total at most that
-// many bytes: past it, ErrTooLarge, before another value is read.
+// many bytes: past it, ErrTooLarge, and a value read here that would pass
+// it is refused before it is copied (blocks.GetLimit), so that a batch's
+// retries with a larger budget do not copy values first.
 func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOptions, mayProxy bool, results []Result) error {
 	var first map[string]int // key → its first position, once a key repeats
 	if len(keys) > 1 {
@@ -73,8 +77,17 @@ func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOpt
 		if dup {
 			res = results[j]
 		} else {
+			// A value read here that would pass MaxBytes is refused
+			// before it is copied.
+			limit := -1
+			if opts.MaxBytes > 0 {
+				limit = opts.MaxBytes - total
+			}
 			var err error
-			if res, err = n.lookup(ctx, db, k, opts, mayProxy); err != nil {
+			if res, err = n.lookup(ctx, db, k, opts, mayProxy, limit); err != nil {
+				if errors.Is(err, blocks.ErrTooLarge) {
+					return fmt.Errorf("%w: the values of the first %d keys exceed %d bytes; ask for fewer keys", ErrTooLarge, i+1, opts.MaxBytes)
+				}
 				return err
 			}
 			if first != nil {
