@@ -167,15 +167,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // blockScratch is a lookup's decoded block and the key it rebuilds.
 type blockScratch struct{ raw, key []byte }
 
-// blockScratches holds lookups' scratch buffers.
-var blockScratches = sync.Pool{New: func() any { return &blockScratch{raw: make([]byte, 0, 2*BlockSize)} }}
+// blockScratches holds lookups' scratch buffers, of scratchSize bytes:
+// room for any block but a large record's.
+var blockScratches = sync.Pool{New: func() any { return &blockScratch{raw: make([]byte, 0, scratchSize)} }}
 
-// findInBlock appends to dst the value of key in the stored block v, or
-// returns ErrNotFound. blockMax bounds the block's uncompressed size (the
-// partition's largest, recorded at build): a damaged size allocates
-// nothing. A limit of 0 or more bounds the value's size: a larger one is
-// ErrTooLarge, known before anything is allocated for it.
-func findInBlock(dst, v, key []byte, blockMax, limit int) ([]byte, error) {
+const scratchSize = 2 * BlockSize
+
+// findInBlock appends to dst the value of key in the stored block v,
+// stored under first (its first key), or returns ErrNotFound. blockMax
+// bounds the block's uncompressed size (the partition's largest, recorded
+// at build): a damaged size allocates nothing. A limit of 0 or more bounds
+// the value's size: a larger one is ErrTooLarge, known before anything is
+// allocated for it.
+func findInBlock(dst, v, first, key []byte, blockMax, limit int) ([]byte, error) {
 	if len(v) == 0 || (v[0] != tagPrefixRecords && v[0] != tagRecords) {
 		return dst, fmt.Errorf("%w: %w: not a block of records", ErrCorrupt, errBadValue)
 	}
@@ -194,22 +198,26 @@ func findInBlock(dst, v, key []byte, blockMax, limit int) ([]byte, error) {
 	if n > blockMax {
 		return dst, fmt.Errorf("%w: %w: a block of %d bytes, over the partition's %d", ErrCorrupt, errBadValue, n, blockMax)
 	}
+	// A block larger than a scratch buffer (a large record's, in a block
+	// of its own) is decoded in dst's room and its value moved to where it
+	// belongs: one allocation, the value's, as for a record stored alone.
+	large := n > scratchSize
+	switch {
+	case !large:
+	case !bytes.Equal(first, key):
+		// A large record is alone in its block, under its own key.
+		return dst, ErrNotFound
+	case limit >= 0 && n-len(key)-3*binary.MaxVarintLen64 > limit:
+		// Its value is the block but for its key and three lengths.
+		return dst, fmt.Errorf("%w: a value of about %d bytes", ErrTooLarge, n)
+	}
 	sc := blockScratches.Get().(*blockScratch)
 	defer func() {
 		if cap(sc.key) <= 4*BlockSize { // a large record's key is not kept
 			blockScratches.Put(sc)
 		}
 	}()
-	// A block larger than the scratch buffer (a large record's, in a block
-	// of its own) is decoded in dst's room and its value moved to where it
-	// belongs: one allocation, the value's, as for a record stored alone.
 	orig, buf := len(dst), sc.raw
-	large := n > cap(buf)
-	if large && limit >= 0 && n-len(key)-3*binary.MaxVarintLen64 > limit {
-		// A large record is alone in its block: its value is the block
-		// but for its key and three lengths.
-		return dst, fmt.Errorf("%w: a value of about %d bytes", ErrTooLarge, n)
-	}
 	if large {
 		dst = slices.Grow(dst, n)
 		buf = dst[orig : orig+n]

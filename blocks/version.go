@@ -280,7 +280,7 @@ func (v *Version) getAppend(dst []byte, p int, key []byte, limit int) (_ []byte,
 		if k == nil {
 			return dst, ErrNotFound
 		}
-		out, err = findInBlock(dst, val, key, part.blockMax, limit)
+		out, err = findInBlock(dst, val, k, key, part.blockMax, limit)
 		return out, err
 	}
 	if val == nil || !bytes.Equal(k, key) {
