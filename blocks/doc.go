@@ -110,7 +110,7 @@
 // CompressionS2Blocks (spangle's default) lays a partition out as
 // sequins' sparkey files do: its records, in key order, go in blocks of
 // about BlockSize (4 KiB) uncompressed, each stored under its first key as
-// tag 5, the CRC-32C of the records, and the S2 ("better" encoding) of
+// tag 5, the CRC-32C of the S2 data, and the S2 ("better" encoding) of
 // uvarint(shared) uvarint(len(rest)) rest uvarint(len(value)) value…,
 // each key being the first shared bytes of the one before it then rest;
 // meta says "format" (3), "layout" ("blocks") and "block-max" (the

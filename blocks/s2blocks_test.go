@@ -142,13 +142,14 @@ func FuzzFindInBlock(f *testing.F) {
 
 // prefixBlock stores raw records as a tagPrefixRecords block.
 func prefixBlock(raw []byte) []byte {
-	b := binary.LittleEndian.AppendUint32([]byte{tagPrefixRecords}, crc32.Checksum(raw, castagnoli))
-	return append(b, s2.Encode(nil, raw)...)
+	enc := s2.Encode(nil, raw)
+	b := binary.LittleEndian.AppendUint32([]byte{tagPrefixRecords}, crc32.Checksum(enc, castagnoli))
+	return append(b, enc...)
 }
 
 // TestFindInBlockCRC: a byte changed inside a block's S2 data where it
 // still decodes (in a literal: values S2 cannot shrink) is ErrCorrupt, not
-// a wrong value: every lookup checks the CRC of the block it decoded.
+// a wrong value: every lookup checks the CRC of the block it decodes.
 func TestFindInBlockCRC(t *testing.T) {
 	var p blockPacker
 	r := rand.New(rand.NewPCG(1, 2))
