@@ -88,26 +88,19 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
 		})
 	}
-	starts, err := b.extraStarts(ctx, start)
+	srv, starts, err := b.startServing(ctx, start)
+	if srv != nil {
+		defer srv.stop(&res)
+	}
 	if err != nil {
 		return res, err
 	}
-	srv, err := start()
-	if err != nil {
-		return res, err
-	}
-	defer srv.stop(&res)
 	c, addr := srv.c, srv.addr
-
-	serving, err := waitServing(ctx, c, addr, b.cfg.Gen, b.cfg.BuildTimeout)
-	if err != nil {
-		return res, err
-	}
 	build, err := waitActive(ctx, c, addr, b.cfg.Gen, b.cfg.BuildTimeout)
 	if err != nil {
 		return res, err
 	}
-	build.setServing(append(starts, serving))
+	build.setServing(starts)
 	if hwm, err := memKiB(c.pid(), "VmHWM"); err == nil {
 		build.PeakRSSMiB = mib(hwm)
 	}
@@ -121,7 +114,7 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if note := headersDiffer(addr, b.cfg.Gen); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
-	b.log.Info("spangle active", "serving", time.Duration(serving*float64(time.Second)).Round(time.Millisecond),
+	b.log.Info("spangle active", "serving_median", time.Duration(build.ServingSeconds*float64(time.Second)).Round(time.Millisecond),
 		"records_per_s", int64(build.RecordsPerSec), "peak_rss_mib", build.PeakRSSMiB)
 
 	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
@@ -131,36 +124,36 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	return res, nil
 }
 
-// extraStarts measures start to serving cfg.StartRounds-1 times before a
-// scenario's own start, each with a server that start starts on a fresh
-// data dir after settle, stopped once it serves; it settles once more
-// after them, for the scenario's start.
-func (b *bench) extraStarts(ctx context.Context, start func() (*benchServer, error)) ([]float64, error) {
+// startServing starts a server with start --start-rounds times, each on
+// a fresh data dir after the dataset is read back (settle), and waits until
+// it serves the dataset's last key. It stops every server but the last,
+// which it returns for the caller to load and stop (on error too, if
+// started), with every start's seconds from process start to serving, in
+// order.
+func (b *bench) startServing(ctx context.Context, start func() (*benchServer, error)) (*benchServer, []float64, error) {
 	var secs []float64
-	for range b.cfg.StartRounds - 1 {
+	for n := 1; ; n++ {
 		if err := settle(b.source); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		srv, err := start()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		s, err := waitServing(ctx, srv.c, srv.addr, b.cfg.Gen, b.cfg.BuildTimeout)
+		if err != nil {
+			return srv, nil, fmt.Errorf("start %d: %w", n, err)
+		}
+		secs = append(secs, s)
+		b.log.Info("serving", "start", n, "after", time.Duration(s*float64(time.Second)).Round(time.Millisecond))
+		if n >= b.cfg.StartRounds {
+			return srv, secs, nil
 		}
 		var res scenarioResult
-		s, err := waitServing(ctx, srv.c, srv.addr, b.cfg.Gen, b.cfg.BuildTimeout)
-		srv.stop(&res)
-		if err != nil {
-			return nil, fmt.Errorf("start round %d: %w", len(secs)+1, err)
+		if srv.stop(&res); len(res.Problems) > 0 {
+			return nil, nil, fmt.Errorf("start %d: %s", n, strings.Join(res.Problems, "; "))
 		}
-		if len(res.Problems) > 0 {
-			return nil, fmt.Errorf("start round %d: %s", len(secs)+1, strings.Join(res.Problems, "; "))
-		}
-		b.log.Info("start round", "n", len(secs)+1, "serving", time.Duration(s*float64(time.Second)).Round(time.Millisecond))
-		secs = append(secs, s)
 	}
-	if len(secs) > 0 {
-		return secs, settle(b.source)
-	}
-	return nil, nil
 }
 
 // headersDiffer GETs a key of spangle at addr and says how the names of

@@ -33,22 +33,17 @@ func runSequins(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return []string{"--config", conf, "--source", b.source, "--local-store", filepath.Join(dir, "store"), "--bind", addr}
 		})
 	}
-	starts, err := b.extraStarts(ctx, start)
+	srv, starts, err := b.startServing(ctx, start)
+	if srv != nil {
+		defer srv.stop(&res)
+	}
 	if err != nil {
 		return res, err
 	}
-	srv, err := start()
-	if err != nil {
-		return res, err
-	}
-	defer srv.stop(&res)
 	c, addr := srv.c, srv.addr
-	serving, err := waitServing(ctx, c, addr, b.cfg.Gen, b.cfg.BuildTimeout)
-	if err != nil {
-		return res, err
-	}
+	serving := starts[len(starts)-1]
 	build := buildResult{WallSeconds: serving}
-	build.setServing(append(starts, serving))
+	build.setServing(starts)
 	if hwm, err := memKiB(c.pid(), "VmHWM"); err == nil {
 		build.PeakRSSMiB = mib(hwm)
 	}
