@@ -305,7 +305,7 @@ func (part *partition) acquire() (_ *readTx, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			_ = tx.Rollback()
+			(&readTx{tx: tx}).discard()
 			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
