@@ -96,7 +96,8 @@ const (
 	// checks the CRC of the block it decodes before decoding it, so that
 	// damage inside a block's bytes is ErrCorrupt, never a wrong value.
 	// (The stored bytes are about half the records' size: a CRC of the
-	// records cost 2 % of a GET's CPU, this one 1 %.)
+	// records took 2 % of the CPU in a profile of GETs at 50 connections,
+	// and BenchmarkGet fell from 3.07 to 2.88 µs with this one.)
 	tagPrefixRecords byte = 5
 )
 
