@@ -167,7 +167,7 @@ func BenchmarkGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer v.Close()
-			size := dirSize(b, filepath.Join(s.dir, "dbs", "db", "v1"))
+			stored := v.Manifest().StoredBytes
 			get := func(r *rand.Rand, key, buf []byte) ([]byte, []byte) {
 				key = benchKey(key, r.Uint64N(records))
 				p, _, _ := (sequinsPartitioner{}).Partition(key, benchFiles)
@@ -183,7 +183,7 @@ func BenchmarkGet(b *testing.B) {
 				for b.Loop() {
 					key, buf = get(r, key, buf)
 				}
-				b.ReportMetric(float64(size)/records, "disk-B/record")
+				b.ReportMetric(float64(stored)/records, "stored-B/record")
 			})
 			b.Run("parallel", func(b *testing.B) {
 				var seed atomic.Uint64
@@ -208,22 +208,4 @@ func BenchmarkGet(b *testing.B) {
 			})
 		})
 	}
-}
-
-// dirSize is the total size of the files in dir.
-func dirSize(b *testing.B, dir string) int64 {
-	b.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var n int64
-	for _, e := range entries {
-		fi, err := e.Info()
-		if err != nil {
-			b.Fatal(err)
-		}
-		n += fi.Size()
-	}
-	return n
 }

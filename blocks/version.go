@@ -207,14 +207,7 @@ func (c *contents) holds(p int) bool {
 // ErrPartitionNotHeld when p is not held here, ErrClosed after Close. Get
 // does not retain key.
 func (v *Version) Get(p int, key []byte) ([]byte, error) {
-	b, err := v.GetAppend(nil, p, key)
-	if err != nil {
-		return nil, err
-	}
-	if b == nil {
-		b = []byte{}
-	}
-	return b, nil
+	return v.GetLimit(p, key, -1)
 }
 
 // GetLimit is Get of a value of at most limit bytes: a larger one is
