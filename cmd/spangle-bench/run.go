@@ -228,14 +228,14 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		if !slices.Contains(cfg.Scenarios, sc.name) {
 			continue
 		}
-		if err := settle(b.source); err != nil {
-			return err
-		}
 		variants := []string{""}
 		if sc.name == "spangle" {
 			variants = cfg.Compressions
 		}
 		for _, v := range variants {
+			if err := settle(b.source); err != nil {
+				return err
+			}
 			b.compression = v
 			name := sc.name
 			if v != "" {

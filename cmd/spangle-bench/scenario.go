@@ -125,16 +125,18 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 }
 
 // startServing starts a server with start --start-rounds times, each on
-// a fresh data dir after the dataset is read back (settle), and waits until
-// it serves the dataset's last key. It stops every server but the last,
+// a fresh data dir after the dataset is read back (settle; runCmd did it
+// before the first), and waits until it serves the dataset's last key. It stops every server but the last,
 // which it returns for the caller to load and stop (on error too, if
 // started), with every start's seconds from process start to serving, in
 // order.
 func (b *bench) startServing(ctx context.Context, start func() (*benchServer, error)) (*benchServer, []float64, error) {
 	var secs []float64
 	for n := 1; ; n++ {
-		if err := settle(b.source); err != nil {
-			return nil, nil, err
+		if n > 1 {
+			if err := settle(b.source); err != nil {
+				return nil, nil, err
+			}
 		}
 		srv, err := start()
 		if err != nil {
