@@ -184,26 +184,9 @@ const scratchSize = 2 * BlockSize
 // the value's size: a larger one is ErrTooLarge, known before anything is
 // allocated for it.
 func findInBlock(dst, v, first, key []byte, blockMax, limit int) ([]byte, error) {
-	if len(v) == 0 || (v[0] != tagPrefixRecords && v[0] != tagRecords) {
-		return dst, fmt.Errorf("%w: %w: not a block of records", ErrCorrupt, errBadValue)
-	}
-	prefixed := v[0] == tagPrefixRecords
-	var sum uint32
-	if v = v[1:]; prefixed {
-		if len(v) < blockHeader-1 {
-			return dst, fmt.Errorf("%w: %w: a block of %d bytes", ErrCorrupt, errBadValue, len(v))
-		}
-		sum, v = binary.LittleEndian.Uint32(v), v[blockHeader-1:]
-		if crc32.Checksum(v, castagnoli) != sum {
-			return dst, fmt.Errorf("%w: %w: a block's CRC does not match its bytes", ErrCorrupt, errBadValue)
-		}
-	}
-	n, err := s2.DecodedLen(v)
+	v, n, prefixed, err := blockPayload(v, blockMax)
 	if err != nil {
-		return dst, fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
-	}
-	if n > blockMax {
-		return dst, fmt.Errorf("%w: %w: a block of %d bytes, over the partition's %d", ErrCorrupt, errBadValue, n, blockMax)
+		return dst, err
 	}
 	// A block larger than a scratch buffer (a large record's, in a block
 	// of its own) is decoded in dst's room and its value moved to where it
