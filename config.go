@@ -17,8 +17,9 @@ import (
 	"github.com/spangledb/spangle/node/source/s3"
 )
 
-// fileConfig is spangle.toml. Key names follow sequins where sequins has
-// them; unknown keys are an error.
+// fileConfig is spangle.toml: the top-level keys, then one type per
+// section, each with the function that applies it to a Config. Key names
+// follow sequins where sequins has them; unknown keys are an error.
 type fileConfig struct {
 	Source           string `toml:"source"`
 	Bind             string `toml:"bind"`
@@ -41,120 +42,133 @@ type fileConfig struct {
 	ShardID               string `toml:"shard_id"`
 	AdvertisedHostname    string `toml:"advertised_hostname"`
 
-	// NATS replaces sequins' [zk]: the embedded server (no url) or
-	// external ones, and the spangle cluster's name.
-	NATS struct {
-		URL         stringList `toml:"url"` // a string, comma-separated, or a list; empty: embedded
-		Listen      string     `toml:"listen"`
-		Creds       string     `toml:"creds"`
-		NKey        string     `toml:"nkey"`
-		TLSCA       string     `toml:"tls_ca"`
-		TLSCert     string     `toml:"tls_cert"`
-		TLSKey      string     `toml:"tls_key"`
-		ClusterName string     `toml:"cluster_name"`
-		Replicas    int        `toml:"replicas"` // bucket replicas; 0: 1
-		EntryTTL    duration   `toml:"entry_ttl"`
-		// Partitions entries are refreshed about every third of this.
-		PartitionsTTL duration `toml:"partitions_ttl"` // a dead node's entries expire after it; 0: 10s
-		// The embedded server as one member of a NATS cluster of embedded
-		// servers (no url): its name, its route listener and every
-		// member's route URL.
-		ServerName            string     `toml:"server_name"`
-		EmbeddedCluster       string     `toml:"embedded_cluster"`
-		EmbeddedClusterListen string     `toml:"embedded_cluster_listen"`
-		EmbeddedRoutes        stringList `toml:"embedded_routes"`
-		// The embedded server's logins (none: anyone on loopback), and
-		// its exposure and JetStream limits.
-		Users []struct {
-			Name     string `toml:"name"`
-			Password string `toml:"password"`
-			NKey     string `toml:"nkey"`
-			Role     string `toml:"role"`
-		} `toml:"users"`
-		AllowInsecure      bool   `toml:"allow_insecure"`
-		JetStreamMaxMemory string `toml:"jetstream_max_memory"`
-		JetStreamMaxStore  string `toml:"jetstream_max_store"`
-		// A store that failed on a full disk is restarted once this
-		// much is free, checked this often.
-		StoreMinFree      string   `toml:"store_min_free"`
-		StoreRecoverCheck duration `toml:"store_recover_check"`
-	} `toml:"nats"`
+	NATS     natsFile                `toml:"nats"`
+	Sharding shardingFile            `toml:"sharding"`
+	S3       s3File                  `toml:"s3"`
+	HTTP     httpFile                `toml:"http"`
+	Storage  storageFile             `toml:"storage"`
+	Debug    debugFile               `toml:"debug"`
+	Runtime  runtimeFile             `toml:"runtime"`
+	Plugins  pluginsFile             `toml:"plugins"`
+	Purge    purgeFile               `toml:"purge"`
+	DBs      map[string]dbFileConfig `toml:"dbs"`
+}
 
-	// Sharding is sequins' [sharding]: cluster mode (cluster_name is in
-	// [nats], shard_id at the top level).
-	Sharding struct {
-		Enabled              bool     `toml:"enabled"`
-		Replication          int      `toml:"replication"`
-		MinReplication       int      `toml:"min_replication"`
-		MaxReplication       int      `toml:"max_replication"`
-		Assignment           string   `toml:"assignment"`
-		TimeToConverge       duration `toml:"time_to_converge"`
-		ProxyTimeout         duration `toml:"proxy_timeout"`
-		ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
-		ProxyBatchKeys       int      `toml:"proxy_batch_keys"`
-		ProxyConnsPerPeer    int      `toml:"proxy_conns_per_peer"`
-		VersionRemoveTimeout duration `toml:"version_remove_timeout"`
-		Heal                 *bool    `toml:"heal"` // default true
-		HealAfter            duration `toml:"heal_after"`
-		HealMaxParallel      int      `toml:"heal_max_parallel"`
-		PeerToken            string   `toml:"peer_token"`
-	} `toml:"sharding"`
+// natsFile is [nats], which replaces sequins' [zk]: the embedded server
+// (no url) or external ones, and the spangle cluster's name.
+type natsFile struct {
+	URL         stringList `toml:"url"` // a string, comma-separated, or a list; empty: embedded
+	Listen      string     `toml:"listen"`
+	Creds       string     `toml:"creds"`
+	NKey        string     `toml:"nkey"`
+	TLSCA       string     `toml:"tls_ca"`
+	TLSCert     string     `toml:"tls_cert"`
+	TLSKey      string     `toml:"tls_key"`
+	ClusterName string     `toml:"cluster_name"`
+	Replicas    int        `toml:"replicas"` // bucket replicas; 0: 1
+	EntryTTL    duration   `toml:"entry_ttl"`
+	// Partitions entries are refreshed about every third of this.
+	PartitionsTTL duration `toml:"partitions_ttl"` // a dead node's entries expire after it; 0: 10s
+	// The embedded server as one member of a NATS cluster of embedded
+	// servers (no url): its name, its route listener and every
+	// member's route URL.
+	ServerName            string     `toml:"server_name"`
+	EmbeddedCluster       string     `toml:"embedded_cluster"`
+	EmbeddedClusterListen string     `toml:"embedded_cluster_listen"`
+	EmbeddedRoutes        stringList `toml:"embedded_routes"`
+	// The embedded server's logins (none: anyone on loopback), and
+	// its exposure and JetStream limits.
+	Users []struct {
+		Name     string `toml:"name"`
+		Password string `toml:"password"`
+		NKey     string `toml:"nkey"`
+		Role     string `toml:"role"`
+	} `toml:"users"`
+	AllowInsecure      bool   `toml:"allow_insecure"`
+	JetStreamMaxMemory string `toml:"jetstream_max_memory"`
+	JetStreamMaxStore  string `toml:"jetstream_max_store"`
+	// A store that failed on a full disk is restarted once this
+	// much is free, checked this often.
+	StoreMinFree      string   `toml:"store_min_free"`
+	StoreRecoverCheck duration `toml:"store_recover_check"`
+}
 
-	// S3 configures s3:// sources (sequins' [s3] names where it has them).
-	S3 struct {
-		Region          string `toml:"region"`
-		AccessKeyID     string `toml:"access_key_id"`
-		SecretAccessKey string `toml:"secret_access_key"`
-		Endpoint        string `toml:"endpoint"`   // host:port or URL; empty: AWS
-		PathStyle       bool   `toml:"path_style"` // true for most self-hosted servers
-		Insecure        bool   `toml:"insecure"`   // plain HTTP for an endpoint without a scheme
-	} `toml:"s3"`
+// shardingFile is sequins' [sharding]: cluster mode (cluster_name is in
+// [nats], shard_id at the top level).
+type shardingFile struct {
+	Enabled              bool     `toml:"enabled"`
+	Replication          int      `toml:"replication"`
+	MinReplication       int      `toml:"min_replication"`
+	MaxReplication       int      `toml:"max_replication"`
+	Assignment           string   `toml:"assignment"`
+	TimeToConverge       duration `toml:"time_to_converge"`
+	ProxyTimeout         duration `toml:"proxy_timeout"`
+	ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
+	ProxyBatchKeys       int      `toml:"proxy_batch_keys"`
+	ProxyConnsPerPeer    int      `toml:"proxy_conns_per_peer"`
+	VersionRemoveTimeout duration `toml:"version_remove_timeout"`
+	Heal                 *bool    `toml:"heal"` // default true
+	HealAfter            duration `toml:"heal_after"`
+	HealMaxParallel      int      `toml:"heal_max_parallel"`
+	PeerToken            string   `toml:"peer_token"`
+}
 
-	// HTTP bounds what one client, or all of them, may cost the node.
-	HTTP struct {
-		MaxConns           int      `toml:"max_conns"`
-		MaxHeaderBytes     string   `toml:"max_header_bytes"`
-		MaxBatchKeys       int      `toml:"max_batch_keys"`
-		MaxBatchBytes      string   `toml:"max_batch_bytes"`
-		MaxBatchReplyBytes string   `toml:"max_batch_reply_bytes"`
-		BatchBytesInFlight string   `toml:"batch_bytes_in_flight"`
-		BatchWait          duration `toml:"batch_wait"`
-		CacheTags          *bool    `toml:"cache_tags"`
-		GzipMinBytes       *int     `toml:"gzip_min_bytes"`
-	} `toml:"http"`
+// s3File is [s3]: s3:// sources (sequins' [s3] names where it has them).
+type s3File struct {
+	Region          string `toml:"region"`
+	AccessKeyID     string `toml:"access_key_id"`
+	SecretAccessKey string `toml:"secret_access_key"`
+	Endpoint        string `toml:"endpoint"`   // host:port or URL; empty: AWS
+	PathStyle       bool   `toml:"path_style"` // true for most self-hosted servers
+	Insecure        bool   `toml:"insecure"`   // plain HTTP for an endpoint without a scheme
+}
 
-	Storage struct {
-		Compression  string `toml:"compression"`
-		MemoryBudget string `toml:"memory_budget"` // e.g. "256MiB"
-	} `toml:"storage"`
+// httpFile is [http]: what one client, or all of them, may cost the node.
+type httpFile struct {
+	MaxConns           int      `toml:"max_conns"`
+	MaxHeaderBytes     string   `toml:"max_header_bytes"`
+	MaxBatchKeys       int      `toml:"max_batch_keys"`
+	MaxBatchBytes      string   `toml:"max_batch_bytes"`
+	MaxBatchReplyBytes string   `toml:"max_batch_reply_bytes"`
+	BatchBytesInFlight string   `toml:"batch_bytes_in_flight"`
+	BatchWait          duration `toml:"batch_wait"`
+	CacheTags          *bool    `toml:"cache_tags"`
+	GzipMinBytes       *int     `toml:"gzip_min_bytes"`
+}
 
-	Debug struct {
-		Bind  string `toml:"bind"`
-		Pprof *bool  `toml:"pprof"` // default true
-	} `toml:"debug"`
+// storageFile is [storage].
+type storageFile struct {
+	Compression  string `toml:"compression"`
+	MemoryBudget string `toml:"memory_budget"` // e.g. "256MiB"
+}
 
-	Runtime struct {
-		GCPercent   *int   `toml:"gc_percent"`
-		MemoryLimit string `toml:"memory_limit"`
-	} `toml:"runtime"`
+// debugFile is [debug]: the debug listener.
+type debugFile struct {
+	Bind  string `toml:"bind"`
+	Pprof *bool  `toml:"pprof"` // default true
+}
 
-	Plugins struct {
-		CacheDir         string   `toml:"cache_dir"`
-		CallTimeout      duration `toml:"call_timeout"`
-		MemoryLimitPages uint32   `toml:"memory_limit_pages"`
-		PoolSize         int      `toml:"pool_size"`
-	} `toml:"plugins"`
+// runtimeFile is [runtime]: the Go runtime's tuning.
+type runtimeFile struct {
+	GCPercent   *int   `toml:"gc_percent"`
+	MemoryLimit string `toml:"memory_limit"`
+}
 
-	// Purge is the hook run at each version switch for dbs without
-	// their own ([dbs.<name>.purge]).
-	Purge struct {
-		purgeFileConfig
-		Timeout  duration `toml:"timeout"`
-		Attempts int      `toml:"attempts"`
-		Backoff  duration `toml:"backoff"`
-	} `toml:"purge"`
+// pluginsFile is [plugins]: the Wasm runtime.
+type pluginsFile struct {
+	CacheDir         string   `toml:"cache_dir"`
+	CallTimeout      duration `toml:"call_timeout"`
+	MemoryLimitPages uint32   `toml:"memory_limit_pages"`
+	PoolSize         int      `toml:"pool_size"`
+}
 
-	DBs map[string]dbFileConfig `toml:"dbs"`
+// purgeFile is [purge]: the hook run at each version switch for dbs
+// without their own ([dbs.<name>.purge]).
+type purgeFile struct {
+	purgeFileConfig
+	Timeout  duration `toml:"timeout"`
+	Attempts int      `toml:"attempts"`
+	Backoff  duration `toml:"backoff"`
 }
 
 // purgeFileConfig is a purge hook: a request, or a command.
@@ -296,7 +310,8 @@ func DefaultConfig() Config {
 
 // LoadConfig reads the TOML file path (spangle.toml, or a sequins.conf)
 // into cfg, over what cfg holds. An unknown key is an error naming it;
-// sequins' keys are read as sequinsKeys says.
+// sequins' keys are read as sequinsKeys says. Each section is applied by
+// its own function; every section's error is reported.
 func LoadConfig(path string, cfg *Config) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -310,62 +325,118 @@ func LoadConfig(path string, cfg *Config) error {
 	if err := sequinsKeys(string(data), md.Undecoded(), &fc); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	n := &cfg.Node
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
+	fc.Debug.apply(cfg)
+	fc.Plugins.apply(&cfg.Node)
+	applyDBs(fc.DBs, &cfg.Node)
+	fc.Sharding.apply(cfg)
+	err = errors.Join(
+		fc.apply(cfg),
+		fc.Storage.apply(&cfg.Node),
+		fc.Runtime.apply(cfg),
+		fc.NATS.apply(&cfg.NATS),
+		fc.Purge.apply(fc.DBs, &cfg.Purge),
+		fc.HTTP.apply(&cfg.HTTP),
+		fc.S3.apply(&cfg.S3),
+	)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
-	set(&n.Source, fc.Source)
-	set(&cfg.Bind, fc.Bind)
-	if fc.DataDir != "" && fc.LocalStore != "" && fc.DataDir != fc.LocalStore {
-		return fmt.Errorf("config %s: data_dir and local_store (its old name) disagree", path)
-	}
-	set(&n.DataDir, fc.LocalStore)
-	set(&n.DataDir, fc.DataDir)
-	if fc.MaxParallelLoads != 0 {
-		n.MaxParallelLoads = fc.MaxParallelLoads
-	}
-	n.RefreshPeriod = fc.RefreshPeriod.Duration
-	if fc.MaxDownloadBandwidth != "" {
-		b, err := ParseBytes(fc.MaxDownloadBandwidth)
-		if err != nil {
-			return fmt.Errorf("config %s: max_download_bandwidth: %w", path, err)
-		}
-		n.MaxDownloadBandwidth = b
-	}
+	return nil
+}
 
+// setNonZero sets *dst to v unless v is the zero value (the key is
+// absent or says the default).
+func setNonZero[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+// setDuration sets *dst to v unless v is zero.
+func setDuration(dst *time.Duration, v duration) { setNonZero(dst, v.Duration) }
+
+// sizeKey is a size key of the file: its name (for errors), its value,
+// and where it goes.
+type sizeKey struct {
+	key, v string
+	dst    *int64
+}
+
+// parseSizes parses each set size key into its dst.
+func parseSizes(keys ...sizeKey) error {
+	for _, sz := range keys {
+		if sz.v == "" {
+			continue
+		}
+		b, err := ParseBytes(sz.v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sz.key, err)
+		}
+		*sz.dst = b
+	}
+	return nil
+}
+
+// apply applies the top-level keys.
+func (fc *fileConfig) apply(cfg *Config) error {
+	n := &cfg.Node
+	setNonZero(&n.Source, fc.Source)
+	setNonZero(&cfg.Bind, fc.Bind)
+	if fc.DataDir != "" && fc.LocalStore != "" && fc.DataDir != fc.LocalStore {
+		return errors.New("data_dir and local_store (its old name) disagree")
+	}
+	setNonZero(&n.DataDir, fc.LocalStore)
+	setNonZero(&n.DataDir, fc.DataDir)
+	setNonZero(&n.MaxParallelLoads, fc.MaxParallelLoads)
+	n.RefreshPeriod = fc.RefreshPeriod.Duration
+	if err := parseSizes(sizeKey{"max_download_bandwidth", fc.MaxDownloadBandwidth, &n.MaxDownloadBandwidth}); err != nil {
+		return err
+	}
 	n.RequireSuccessFile = fc.RequireSuccessFile
 	n.AllowExternalSymlinks = fc.AllowExternalSymlinks
 	cfg.SequinsHeaders = fc.SequinsHeaders
-	set(&n.Compression, fc.Storage.Compression)
-	if fc.Storage.MemoryBudget != "" {
-		b, err := ParseBytes(fc.Storage.MemoryBudget)
-		if err != nil {
-			return fmt.Errorf("config %s: storage.memory_budget: %w", path, err)
-		}
-		n.MemoryBudget = b
+	n.ContentType = fc.ContentType
+	setNonZero(&n.CacheControl, fc.CacheControl)
+	setNonZero(&n.NegativeCacheControl, fc.NegativeCacheControl)
+	n.ShardID = fc.ShardID
+	cfg.AdvertisedHostname = fc.AdvertisedHostname
+	setNonZero(&n.DownloadRetries, fc.DownloadRetries)
+	setDuration(&n.DownloadBackoff, fc.DownloadBackoff)
+	setDuration(&n.RetryFailedAfter, fc.RetryFailedAfter)
+	return nil
+}
+
+func (f storageFile) apply(n *node.Config) error {
+	setNonZero(&n.Compression, f.Compression)
+	return parseSizes(sizeKey{"storage.memory_budget", f.MemoryBudget, &n.MemoryBudget})
+}
+
+func (f runtimeFile) apply(cfg *Config) error {
+	if f.GCPercent != nil {
+		cfg.GCPercent = *f.GCPercent
 	}
-	if fc.Runtime.GCPercent != nil {
-		cfg.GCPercent = *fc.Runtime.GCPercent
+	return parseSizes(sizeKey{"runtime.memory_limit", f.MemoryLimit, &cfg.MemoryLimit})
+}
+
+func (f debugFile) apply(cfg *Config) {
+	setNonZero(&cfg.DebugBind, f.Bind)
+	if f.Pprof != nil {
+		cfg.Pprof = *f.Pprof
 	}
-	if fc.Runtime.MemoryLimit != "" {
-		b, err := ParseBytes(fc.Runtime.MemoryLimit)
-		if err != nil {
-			return fmt.Errorf("config %s: runtime.memory_limit: %w", path, err)
-		}
-		cfg.MemoryLimit = b
-	}
-	set(&cfg.DebugBind, fc.Debug.Bind)
-	if fc.Debug.Pprof != nil {
-		cfg.Pprof = *fc.Debug.Pprof
-	}
-	n.Plugins.CacheDir = fc.Plugins.CacheDir
-	n.Plugins.CallTimeout = fc.Plugins.CallTimeout.Duration
-	n.Plugins.MemoryLimitPages = fc.Plugins.MemoryLimitPages
-	n.Plugins.PoolSize = fc.Plugins.PoolSize
+}
+
+func (f pluginsFile) apply(n *node.Config) {
+	n.Plugins.CacheDir = f.CacheDir
+	n.Plugins.CallTimeout = f.CallTimeout.Duration
+	n.Plugins.MemoryLimitPages = f.MemoryLimitPages
+	n.Plugins.PoolSize = f.PoolSize
+}
+
+// applyDBs applies [dbs.<name>] (their purge hooks are [purge]'s).
+func applyDBs(dbs map[string]dbFileConfig, n *node.Config) {
 	n.DBs = map[string]node.DBConfig{}
-	for name, db := range fc.DBs {
+	for name, db := range dbs {
 		n.DBs[name] = node.DBConfig{
 			Partitioner:          db.Partitioner,
 			Decoder:              db.Decoder,
@@ -377,89 +448,67 @@ func LoadConfig(path string, cfg *Config) error {
 			Compression:          db.Compression,
 		}
 	}
-	n.ContentType = fc.ContentType
-	set(&n.CacheControl, fc.CacheControl)
-	set(&n.NegativeCacheControl, fc.NegativeCacheControl)
-	n.ShardID = fc.ShardID
-	cfg.AdvertisedHostname = fc.AdvertisedHostname
-	sh, c := fc.Sharding, &cfg.Cluster
-	cfg.Clustered = sh.Enabled
-	setInt := func(dst *int, v int) {
-		if v != 0 {
-			*dst = v
-		}
+}
+
+func (f shardingFile) apply(cfg *Config) {
+	c := &cfg.Cluster
+	cfg.Clustered = f.Enabled
+	setNonZero(&c.Replication, f.Replication)
+	setNonZero(&c.MinReplication, f.MinReplication)
+	setNonZero(&c.MaxReplication, f.MaxReplication)
+	setNonZero(&c.Assignment, f.Assignment)
+	setDuration(&c.TimeToConverge, f.TimeToConverge)
+	setDuration(&c.ProxyTimeout, f.ProxyTimeout)
+	setDuration(&c.ProxyStageTimeout, f.ProxyStageTimeout)
+	setNonZero(&c.ProxyBatchKeys, f.ProxyBatchKeys)
+	setNonZero(&c.ProxyConnsPerPeer, f.ProxyConnsPerPeer)
+	setDuration(&c.VersionRemoveTimeout, f.VersionRemoveTimeout)
+	setDuration(&c.HealAfter, f.HealAfter)
+	setNonZero(&c.HealMaxParallel, f.HealMaxParallel)
+	c.PeerToken = f.PeerToken
+	cfg.HTTP.PeerToken = f.PeerToken
+	if f.Heal != nil {
+		c.DisableHeal = !*f.Heal
 	}
-	setInt(&c.Replication, sh.Replication)
-	setInt(&c.MinReplication, sh.MinReplication)
-	setInt(&c.MaxReplication, sh.MaxReplication)
-	set(&c.Assignment, sh.Assignment)
-	setDur := func(dst *time.Duration, v duration) {
-		if v.Duration != 0 {
-			*dst = v.Duration
-		}
+}
+
+func (f natsFile) apply(k *kvwatch.Config) error {
+	k.URLs = f.URL
+	setNonZero(&k.EmbeddedListen, f.Listen)
+	k.CredsFile = f.Creds
+	k.NKeySeedFile = f.NKey
+	k.TLSCAFile = f.TLSCA
+	k.TLSCertFile = f.TLSCert
+	k.TLSKeyFile = f.TLSKey
+	setNonZero(&k.ClusterName, f.ClusterName)
+	setNonZero(&k.Replicas, f.Replicas)
+	setDuration(&k.EntryTTL, f.EntryTTL)
+	setDuration(&k.PartitionsTTL, f.PartitionsTTL)
+	setNonZero(&k.EmbeddedServerName, f.ServerName)
+	setNonZero(&k.EmbeddedClusterName, f.EmbeddedCluster)
+	setNonZero(&k.EmbeddedClusterListen, f.EmbeddedClusterListen)
+	if len(f.EmbeddedRoutes) > 0 {
+		k.EmbeddedRoutes = f.EmbeddedRoutes
 	}
-	setInt(&n.DownloadRetries, fc.DownloadRetries)
-	setDur(&n.DownloadBackoff, fc.DownloadBackoff)
-	setDur(&n.RetryFailedAfter, fc.RetryFailedAfter)
-	setDur(&c.TimeToConverge, sh.TimeToConverge)
-	setDur(&c.ProxyTimeout, sh.ProxyTimeout)
-	setDur(&c.ProxyStageTimeout, sh.ProxyStageTimeout)
-	setInt(&c.ProxyBatchKeys, sh.ProxyBatchKeys)
-	setInt(&c.ProxyConnsPerPeer, sh.ProxyConnsPerPeer)
-	setDur(&c.VersionRemoveTimeout, sh.VersionRemoveTimeout)
-	setDur(&c.HealAfter, sh.HealAfter)
-	setInt(&c.HealMaxParallel, sh.HealMaxParallel)
-	c.PeerToken = sh.PeerToken
-	cfg.HTTP.PeerToken = sh.PeerToken
-	if sh.Heal != nil {
-		c.DisableHeal = !*sh.Heal
-	}
-	k := &cfg.NATS
-	k.URLs = fc.NATS.URL
-	set(&k.EmbeddedListen, fc.NATS.Listen)
-	k.CredsFile = fc.NATS.Creds
-	k.NKeySeedFile = fc.NATS.NKey
-	k.TLSCAFile = fc.NATS.TLSCA
-	k.TLSCertFile = fc.NATS.TLSCert
-	k.TLSKeyFile = fc.NATS.TLSKey
-	set(&k.ClusterName, fc.NATS.ClusterName)
-	setInt(&k.Replicas, fc.NATS.Replicas)
-	setDur(&k.EntryTTL, fc.NATS.EntryTTL)
-	setDur(&k.PartitionsTTL, fc.NATS.PartitionsTTL)
-	set(&k.EmbeddedServerName, fc.NATS.ServerName)
-	set(&k.EmbeddedClusterName, fc.NATS.EmbeddedCluster)
-	set(&k.EmbeddedClusterListen, fc.NATS.EmbeddedClusterListen)
-	if len(fc.NATS.EmbeddedRoutes) > 0 {
-		k.EmbeddedRoutes = fc.NATS.EmbeddedRoutes
-	}
-	for _, u := range fc.NATS.Users {
+	for _, u := range f.Users {
 		k.EmbeddedUsers = append(k.EmbeddedUsers, kvwatch.User{Name: u.Name, Password: u.Password, NKey: u.NKey, Role: u.Role})
 	}
-	k.EmbeddedAllowInsecure = fc.NATS.AllowInsecure
-	setDur(&k.EmbeddedRecoverCheck, fc.NATS.StoreRecoverCheck)
-	for _, sz := range []struct {
-		key, v string
-		dst    *int64
-	}{
-		{"nats.jetstream_max_memory", fc.NATS.JetStreamMaxMemory, &k.EmbeddedMaxMemory},
-		{"nats.jetstream_max_store", fc.NATS.JetStreamMaxStore, &k.EmbeddedMaxStore},
-		{"nats.store_min_free", fc.NATS.StoreMinFree, &k.EmbeddedMinFree},
-	} {
-		if sz.v == "" {
-			continue
-		}
-		b, err := ParseBytes(sz.v)
-		if err != nil {
-			return fmt.Errorf("config %s: %s: %w", path, sz.key, err)
-		}
-		*sz.dst = b
-	}
-	pc := &cfg.Purge
-	pc.Hook = fc.Purge.hook()
-	setDur(&pc.Timeout, fc.Purge.Timeout)
-	setInt(&pc.Attempts, fc.Purge.Attempts)
-	setDur(&pc.Backoff, fc.Purge.Backoff)
-	for name, db := range fc.DBs {
+	k.EmbeddedAllowInsecure = f.AllowInsecure
+	setDuration(&k.EmbeddedRecoverCheck, f.StoreRecoverCheck)
+	return parseSizes(
+		sizeKey{"nats.jetstream_max_memory", f.JetStreamMaxMemory, &k.EmbeddedMaxMemory},
+		sizeKey{"nats.jetstream_max_store", f.JetStreamMaxStore, &k.EmbeddedMaxStore},
+		sizeKey{"nats.store_min_free", f.StoreMinFree, &k.EmbeddedMinFree},
+	)
+}
+
+// apply applies [purge] and the dbs' own hooks ([dbs.<name>.purge]).
+func (f purgeFile) apply(dbs map[string]dbFileConfig, pc *edge.PurgeConfig) error {
+	pc.Hook = f.hook()
+	setDuration(&pc.Timeout, f.Timeout)
+	setNonZero(&pc.Attempts, f.Attempts)
+	setDuration(&pc.Backoff, f.Backoff)
+	for name, db := range dbs {
 		if db.Purge != nil {
 			if pc.DBs == nil {
 				pc.DBs = map[string]edge.PurgeHook{}
@@ -467,58 +516,57 @@ func LoadConfig(path string, cfg *Config) error {
 			pc.DBs[name] = db.Purge.hook()
 		}
 	}
-	if err := pc.Validate(); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+	return pc.Validate()
+}
+
+func (f httpFile) apply(h *edge.Config) error {
+	if f.CacheTags != nil {
+		h.CacheTags = *f.CacheTags
 	}
-	h := &cfg.HTTP
-	if fc.HTTP.CacheTags != nil {
-		h.CacheTags = *fc.HTTP.CacheTags
+	if f.GzipMinBytes != nil {
+		h.GzipMinBytes = *f.GzipMinBytes
 	}
-	if fc.HTTP.GzipMinBytes != nil {
-		h.GzipMinBytes = *fc.HTTP.GzipMinBytes
-	}
-	setInt(&h.MaxConns, fc.HTTP.MaxConns)
-	setInt(&h.MaxBatchKeys, fc.HTTP.MaxBatchKeys)
-	setDur(&h.BatchWait, fc.HTTP.BatchWait)
+	setNonZero(&h.MaxConns, f.MaxConns)
+	setNonZero(&h.MaxBatchKeys, f.MaxBatchKeys)
+	setDuration(&h.BatchWait, f.BatchWait)
 	for _, sz := range []struct {
-		key string
-		v   string
-		dst *int64
+		key, v string
+		dst    *int
 	}{
-		{"http.max_header_bytes", fc.HTTP.MaxHeaderBytes, nil},
-		{"http.max_batch_bytes", fc.HTTP.MaxBatchBytes, nil},
-		{"http.max_batch_reply_bytes", fc.HTTP.MaxBatchReplyBytes, nil},
-		{"http.batch_bytes_in_flight", fc.HTTP.BatchBytesInFlight, &h.BatchBytesInFlight},
+		{"http.max_header_bytes", f.MaxHeaderBytes, &h.MaxHeaderBytes},
+		{"http.max_batch_bytes", f.MaxBatchBytes, &h.MaxBatchBytes},
+		{"http.max_batch_reply_bytes", f.MaxBatchReplyBytes, &h.MaxBatchReplyBytes},
 	} {
-		if sz.v == "" {
-			continue
+		b := int64(*sz.dst)
+		if err := parseHTTPSize(sz.key, sz.v, &b); err != nil {
+			return err
 		}
-		b, err := ParseBytes(sz.v)
-		if err != nil || b > 1<<40 {
-			return fmt.Errorf("config %s: %s: bad size %q", path, sz.key, sz.v)
-		}
-		switch {
-		case sz.dst != nil:
-			*sz.dst = b
-		case sz.key == "http.max_header_bytes":
-			h.MaxHeaderBytes = int(b)
-		case sz.key == "http.max_batch_bytes":
-			h.MaxBatchBytes = int(b)
-		default:
-			h.MaxBatchReplyBytes = int(b)
-		}
+		*sz.dst = int(b)
 	}
-	s3 := &cfg.S3
-	set(&s3.Region, fc.S3.Region)
-	set(&s3.AccessKeyID, fc.S3.AccessKeyID)
-	set(&s3.SecretAccessKey, fc.S3.SecretAccessKey)
-	set(&s3.Endpoint, fc.S3.Endpoint)
-	s3.PathStyle = fc.S3.PathStyle
-	s3.Insecure = fc.S3.Insecure
-	if err := s3.Validate(); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+	return parseHTTPSize("http.batch_bytes_in_flight", f.BatchBytesInFlight, &h.BatchBytesInFlight)
+}
+
+// parseHTTPSize parses an [http] size, at most 1 TiB, into *dst.
+func parseHTTPSize(key, v string, dst *int64) error {
+	if v == "" {
+		return nil
 	}
+	b, err := ParseBytes(v)
+	if err != nil || b > 1<<40 {
+		return fmt.Errorf("%s: bad size %q", key, v)
+	}
+	*dst = b
 	return nil
+}
+
+func (f s3File) apply(s3 *s3.Config) error {
+	setNonZero(&s3.Region, f.Region)
+	setNonZero(&s3.AccessKeyID, f.AccessKeyID)
+	setNonZero(&s3.SecretAccessKey, f.SecretAccessKey)
+	setNonZero(&s3.Endpoint, f.Endpoint)
+	s3.PathStyle = f.PathStyle
+	s3.Insecure = f.Insecure
+	return s3.Validate()
 }
 
 // FindConfig returns the config file to read: the one named, or

@@ -52,7 +52,14 @@ type Server struct {
 
 // Start starts a node on cfg and returns once its HTTP listener is bound:
 // versions already on disk serve at once, and NATS connects in the
-// background. Shutdown stops it.
+// background. Shutdown stops it. The order:
+//
+//  1. the Go runtime's tuning and the metrics registry;
+//  2. kvwatch (NATS, not yet connected) and the HTTP listener;
+//  3. the cluster side (when Clustered), the source and the node;
+//  4. the feeds of the versions bucket and the purge hooks;
+//  5. the HTTP front door, the node's start, the NATS front door (in
+//     the background), then the listeners serve.
 func Start(cfg Config) (_ *Server, err error) {
 	log := cfg.Logger
 	if log == nil {
@@ -64,28 +71,12 @@ func Start(cfg Config) (_ *Server, err error) {
 			s.release()
 		}
 	}()
-
-	// The environment (GOGC, GOMEMLIMIT) wins over the config; zero
-	// leaves the runtime's setting alone.
-	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
-		debug.SetGCPercent(cfg.GCPercent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
-		debug.SetMemoryLimit(cfg.MemoryLimit)
-	}
+	tuneRuntime(cfg)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Node.Logger = log
-	cfg.Node.Registerer = reg
+	cfg.Node.Logger, cfg.Node.Registerer = log, reg
 
-	// NATS: kvwatch (an embedded server under <data_dir>/nats by default)
-	// carries this node's KV entries and the NATS front door.
-	kcfg := cfg.NATS
-	kcfg.Logger = log
-	kcfg.Registerer = reg
-	if kcfg.Embedded() && kcfg.EmbeddedStoreDir == "" {
-		kcfg.EmbeddedStoreDir = filepath.Join(cfg.Node.DataDir, "nats")
-	}
+	kcfg := natsConfig(cfg, log, reg)
 	if !source.ValidName(kcfg.ClusterName) {
 		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, source.NamePattern)
 	}
@@ -101,22 +92,9 @@ func Start(cfg Config) (_ *Server, err error) {
 	cfg.Node.AdvertiseAddress = advertisedAddress(s.ln.Addr(), cfg.AdvertisedHostname)
 	cfg.Node.BinaryVersion = cfg.Version
 	if cfg.Clustered {
-		if cfg.NATS.Embedded() && cfg.NATS.EmbeddedClusterName == "" {
-			log.Warn("sharding is enabled but this node runs a stand-alone embedded NATS server: unless other nodes use it ([nats] url), each node is an island holding its share of the partitions and finding no peer for the rest; set [nats] url, or embedded_cluster")
-		}
-		view := kvcluster.NewView(kv, log)
-		if err := view.RegisterMetrics(reg); err != nil {
+		if cfg.Node.Cluster, err = s.startCluster(cfg, kv, reg); err != nil {
 			return nil, err
 		}
-		view.Start()
-		s.closer = append(s.closer, view.Stop)
-		cc := cfg.Cluster
-		cc.View, cc.Logger, cc.Registerer = view, log, reg
-		c, err := cluster.New(cc)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Node.Cluster = c
 	}
 	if cfg.Node.OpenedSource, err = openSource(cfg, kv); err != nil {
 		return nil, err
@@ -124,55 +102,127 @@ func Start(cfg Config) (_ *Server, err error) {
 	if s.node, err = node.New(cfg.Node); err != nil {
 		return nil, err
 	}
-	if objstore.IsURL(cfg.Node.Source) {
-		// The change feed: versions announced by spangle publish.
-		feed := kvcluster.NewVersionFeed(kv, s.node, log)
-		feed.Start()
-		s.closer = append(s.closer, feed.Stop)
-	}
-	// Pins (spangle activate, spangle rollback) from the versions bucket.
-	pins := kvcluster.NewPinFeed(kv, s.node, log)
-	pins.Start()
-	s.closer = append(s.closer, pins.Stop)
-	pcfg := cfg.Purge
-	pcfg.Logger, pcfg.Registerer = log, reg
-	purger, err := edge.NewPurger(pcfg, s.node)
-	if err != nil {
+	s.startFeeds(cfg, kv)
+	if err := s.startPurger(cfg.Purge, reg); err != nil {
 		return nil, err
 	}
-	if purger.Enabled() {
-		purger.Start()
-		s.closer = append(s.closer, purger.Stop)
-	}
-	ecfg := cfg.HTTP
-	ecfg.Backend = s.node
-	ecfg.NodeName = s.node.Name()
-	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = log, reg, reg
-	ecfg.SequinsHeaders = cfg.SequinsHeaders
-	if s.http, err = edge.NewServer(ecfg); err != nil {
+	if s.http, err = s.newHTTP(cfg, reg); err != nil {
 		return nil, err
 	}
 	if err := s.node.Start(); err != nil {
 		return nil, err
 	}
-	ncfg := edge.DefaultNATSConfig()
-	ncfg.MaxBatchKeys = cfg.HTTP.MaxBatchKeys // one batch limit for both doors
-	ncfg.MaxBatchBytes = cfg.HTTP.MaxBatchBytes
-	ncfg.Backend = s.node
-	ncfg.ClusterName = kcfg.ClusterName
-	ncfg.Logger, ncfg.Registerer = log, reg
-	s.nats = startNATS(log, kv, ncfg, s.fatal)
+	s.nats = startNATS(log, kv, s.natsDoorConfig(cfg, kcfg.ClusterName, reg), s.fatal)
 	log.Info("spangle serving", "version", cfg.Version, "bind", s.ln.Addr().String(), "source", cfg.Node.Source,
 		"data_dir", cfg.Node.DataDir)
+	s.serve(cfg)
+	return s, nil
+}
 
+// tuneRuntime sets the GC percent and the soft memory limit ([runtime]).
+// The environment (GOGC, GOMEMLIMIT) wins over the config; zero leaves
+// the runtime's setting alone.
+func tuneRuntime(cfg Config) {
+	if os.Getenv("GOGC") == "" && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
+}
+
+// natsConfig is kvwatch's configuration ([nats]): it carries this node's
+// KV entries and the NATS front door, on an embedded server under
+// <data_dir>/nats by default.
+func natsConfig(cfg Config, log *slog.Logger, reg prometheus.Registerer) kvwatch.Config {
+	kcfg := cfg.NATS
+	kcfg.Logger, kcfg.Registerer = log, reg
+	if kcfg.Embedded() && kcfg.EmbeddedStoreDir == "" {
+		kcfg.EmbeddedStoreDir = filepath.Join(cfg.Node.DataDir, "nats")
+	}
+	return kcfg
+}
+
+// startCluster starts cluster mode ([sharding]): the view of the other
+// nodes' entries and the placement over it.
+func (s *Server) startCluster(cfg Config, kv *kvwatch.KV, reg prometheus.Registerer) (node.Cluster, error) {
+	if cfg.NATS.Embedded() && cfg.NATS.EmbeddedClusterName == "" {
+		s.log.Warn("sharding is enabled but this node runs a stand-alone embedded NATS server: unless other nodes use it ([nats] url), each node is an island holding its share of the partitions and finding no peer for the rest; set [nats] url, or embedded_cluster")
+	}
+	view := kvcluster.NewView(kv, s.log)
+	if err := view.RegisterMetrics(reg); err != nil {
+		return nil, err
+	}
+	view.Start()
+	s.closer = append(s.closer, view.Stop)
+	cc := cfg.Cluster
+	cc.View, cc.Logger, cc.Registerer = view, s.log, reg
+	c, err := cluster.New(cc)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return c, nil
+}
+
+// startFeeds starts the feeds of the versions bucket: the change feed
+// (versions announced by spangle publish) for an Object Store source,
+// and the pins (spangle activate, spangle rollback).
+func (s *Server) startFeeds(cfg Config, kv *kvwatch.KV) {
+	if objstore.IsURL(cfg.Node.Source) {
+		feed := kvcluster.NewVersionFeed(kv, s.node, s.log)
+		feed.Start()
+		s.closer = append(s.closer, feed.Stop)
+	}
+	pins := kvcluster.NewPinFeed(kv, s.node, s.log)
+	pins.Start()
+	s.closer = append(s.closer, pins.Stop)
+}
+
+// startPurger starts the purge hooks ([purge]), if any is configured.
+func (s *Server) startPurger(pcfg edge.PurgeConfig, reg prometheus.Registerer) error {
+	pcfg.Logger, pcfg.Registerer = s.log, reg
+	purger, err := edge.NewPurger(pcfg, s.node)
+	if err != nil {
+		return err
+	}
+	if purger.Enabled() {
+		purger.Start()
+		s.closer = append(s.closer, purger.Stop)
+	}
+	return nil
+}
+
+// newHTTP is the HTTP front door ([http]) on the node.
+func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, error) {
+	ecfg := cfg.HTTP
+	ecfg.Backend = s.node
+	ecfg.NodeName = s.node.Name()
+	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg
+	ecfg.SequinsHeaders = cfg.SequinsHeaders
+	return edge.NewServer(ecfg)
+}
+
+// natsDoorConfig is the NATS front door's configuration: the HTTP door's
+// batch limits (one limit for both doors) on the node.
+func (s *Server) natsDoorConfig(cfg Config, clusterName string, reg prometheus.Registerer) edge.NATSConfig {
+	ncfg := edge.DefaultNATSConfig()
+	ncfg.MaxBatchKeys = cfg.HTTP.MaxBatchKeys
+	ncfg.MaxBatchBytes = cfg.HTTP.MaxBatchBytes
+	ncfg.Backend = s.node
+	ncfg.ClusterName = clusterName
+	ncfg.Logger, ncfg.Registerer = s.log, reg
+	return ncfg
+}
+
+// serve serves the HTTP listener and, with DebugBind, the debug one.
+func (s *Server) serve(cfg Config) {
 	s.serving = true
 	s.wg.Go(func() { s.fail(s.http.Serve(s.ln)) })
 	if cfg.DebugBind != "" {
 		s.debug = debugServer(cfg, s.node)
 		s.wg.Go(func() { s.fail(s.debug.ListenAndServe()) })
-		log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins")
+		s.log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins")
 	}
-	return s, nil
 }
 
 // openSource opens the sources a node cannot open by itself: the Object

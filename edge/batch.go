@@ -150,10 +150,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 		weight = max(r.ContentLength, 1)
 	}
 	if !s.acquireBatch(r.Context(), weight) {
-		s.metrics.batchRejected.Inc()
-		w.Header()["Retry-After"] = valRetryAfter
-		writeText(w, r, http.StatusServiceUnavailable, "too many batch bytes in flight; retry\n")
-		s.metrics.known(db).observe(http.StatusServiceUnavailable, time.Since(start))
+		s.batchBusy(w, r, db, start)
 		return
 	}
 	defer s.batchBytes.Release(weight)
@@ -176,10 +173,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	var results []node.Result
 	for reserve := min(int64(s.maxReplyBytes), replyReserveStart); ; reserve = min(4*reserve, int64(s.maxReplyBytes)) {
 		if !s.acquireBatch(r.Context(), 2*reserve) {
-			s.metrics.batchRejected.Inc()
-			w.Header()["Retry-After"] = valRetryAfter
-			writeText(w, r, http.StatusServiceUnavailable, "too many batch bytes in flight; retry\n")
-			s.metrics.known(db).observe(http.StatusServiceUnavailable, time.Since(start))
+			s.batchBusy(w, r, db, start)
 			return
 		}
 		version, results, err = be.GetMany(r.Context(), db, bb.keys, node.GetOptions{Version: proxy, Raw: raw, MaxBytes: int(reserve)})
@@ -213,6 +207,15 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	w.WriteHeader(http.StatusOK)
 	w.Write(bb.reply) //nolint:errcheck // the client went away; nothing to do
 	s.metrics.known(db).observe(http.StatusOK, time.Since(start))
+}
+
+// batchBusy answers 503 with Retry-After: the node-wide budget of batch
+// bytes in flight stayed full for BatchWait.
+func (s *Server) batchBusy(w http.ResponseWriter, r *http.Request, db string, start time.Time) {
+	s.metrics.batchRejected.Inc()
+	w.Header()["Retry-After"] = valRetryAfter
+	writeText(w, r, http.StatusServiceUnavailable, "too many batch bytes in flight; retry\n")
+	s.metrics.known(db).observe(http.StatusServiceUnavailable, time.Since(start))
 }
 
 // readBatch reads a batch request's body, at most MaxBatchBytes, into
