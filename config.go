@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ type fileConfig struct {
 	LocalStore       string `toml:"local_store"` // sequins' name for data_dir
 	MaxParallelLoads int    `toml:"max_parallel_loads"`
 	// MaxDownloadBandwidth is bytes per second over all builds ("50MiB").
-	MaxDownloadBandwidth string   `toml:"max_download_bandwidth"`
+	MaxDownloadBandwidth size     `toml:"max_download_bandwidth"`
 	DownloadRetries      int      `toml:"download_retries"` // -1: none
 	DownloadBackoff      duration `toml:"download_backoff"`
 	RetryFailedAfter     duration `toml:"retry_failed_after"` // negative: only on SIGHUP
@@ -84,12 +85,12 @@ type natsFile struct {
 		NKey     string `toml:"nkey"`
 		Role     string `toml:"role"`
 	} `toml:"users"`
-	AllowInsecure      bool   `toml:"allow_insecure"`
-	JetStreamMaxMemory string `toml:"jetstream_max_memory"`
-	JetStreamMaxStore  string `toml:"jetstream_max_store"`
+	AllowInsecure      bool `toml:"allow_insecure"`
+	JetStreamMaxMemory size `toml:"jetstream_max_memory"`
+	JetStreamMaxStore  size `toml:"jetstream_max_store"`
 	// A store that failed on a full disk is restarted once this
 	// much is free, checked this often.
-	StoreMinFree      string   `toml:"store_min_free"`
+	StoreMinFree      size     `toml:"store_min_free"`
 	StoreRecoverCheck duration `toml:"store_recover_check"`
 }
 
@@ -126,11 +127,11 @@ type s3File struct {
 // httpFile is [http]: what one client, or all of them, may cost the node.
 type httpFile struct {
 	MaxConns           int      `toml:"max_conns"`
-	MaxHeaderBytes     string   `toml:"max_header_bytes"`
+	MaxHeaderBytes     size     `toml:"max_header_bytes"`
 	MaxBatchKeys       int      `toml:"max_batch_keys"`
-	MaxBatchBytes      string   `toml:"max_batch_bytes"`
-	MaxBatchReplyBytes string   `toml:"max_batch_reply_bytes"`
-	BatchBytesInFlight string   `toml:"batch_bytes_in_flight"`
+	MaxBatchBytes      size     `toml:"max_batch_bytes"`
+	MaxBatchReplyBytes size     `toml:"max_batch_reply_bytes"`
+	BatchBytesInFlight size     `toml:"batch_bytes_in_flight"`
 	BatchWait          duration `toml:"batch_wait"`
 	CacheTags          *bool    `toml:"cache_tags"`
 	GzipMinBytes       *int     `toml:"gzip_min_bytes"`
@@ -139,7 +140,7 @@ type httpFile struct {
 // storageFile is [storage].
 type storageFile struct {
 	Compression  string `toml:"compression"`
-	MemoryBudget string `toml:"memory_budget"` // e.g. "256MiB"
+	MemoryBudget size   `toml:"memory_budget"` // e.g. "256MiB"
 }
 
 // debugFile is [debug]: the debug listener.
@@ -150,8 +151,8 @@ type debugFile struct {
 
 // runtimeFile is [runtime]: the Go runtime's tuning.
 type runtimeFile struct {
-	GCPercent   *int   `toml:"gc_percent"`
-	MemoryLimit string `toml:"memory_limit"`
+	GCPercent   *int `toml:"gc_percent"`
+	MemoryLimit size `toml:"memory_limit"`
 }
 
 // pluginsFile is [plugins]: the Wasm runtime.
@@ -206,6 +207,10 @@ func (d *duration) UnmarshalText(b []byte) error {
 	d.Duration = v
 	return nil
 }
+
+// size is a size in bytes as ParseBytes reads it ("64MiB", "1048576");
+// "" leaves the default.
+type size string
 
 // stringList reads a TOML string (comma-separated) or array of strings.
 type stringList []string
@@ -359,8 +364,9 @@ func setDuration(dst *time.Duration, v duration) { setNonZero(dst, v.Duration) }
 // sizeKey is a size key of the file: its name (for errors), its value,
 // and where it goes.
 type sizeKey struct {
-	key, v string
-	dst    *int64
+	key string
+	v   size
+	dst *int64
 }
 
 // parseSizes parses each set size key into its dst.
@@ -369,7 +375,7 @@ func parseSizes(keys ...sizeKey) error {
 		if sz.v == "" {
 			continue
 		}
-		b, err := ParseBytes(sz.v)
+		b, err := ParseBytes(string(sz.v))
 		if err != nil {
 			return fmt.Errorf("%s: %w", sz.key, err)
 		}
@@ -530,8 +536,9 @@ func (f httpFile) apply(h *edge.Config) error {
 	setNonZero(&h.MaxBatchKeys, f.MaxBatchKeys)
 	setDuration(&h.BatchWait, f.BatchWait)
 	for _, sz := range []struct {
-		key, v string
-		dst    *int
+		key string
+		v   size
+		dst *int
 	}{
 		{"http.max_header_bytes", f.MaxHeaderBytes, &h.MaxHeaderBytes},
 		{"http.max_batch_bytes", f.MaxBatchBytes, &h.MaxBatchBytes},
@@ -547,11 +554,11 @@ func (f httpFile) apply(h *edge.Config) error {
 }
 
 // parseHTTPSize parses an [http] size, at most 1 TiB, into *dst.
-func parseHTTPSize(key, v string, dst *int64) error {
+func parseHTTPSize(key string, v size, dst *int64) error {
 	if v == "" {
 		return nil
 	}
-	b, err := ParseBytes(v)
+	b, err := ParseBytes(string(v))
 	if err != nil || b > 1<<40 {
 		return fmt.Errorf("%s: bad size %q", key, v)
 	}
@@ -587,21 +594,21 @@ func FindConfig(named string) (string, error) {
 }
 
 // ParseBytes reads sizes as the config file writes them: "512MiB",
-// "1GiB", "1048576".
+// "1GiB", "1048576". A size that does not fit an int64 is an error.
 func ParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range []struct {
 		suffix string
 		m      int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}} {
 		if strings.HasSuffix(s, u.suffix) {
 			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.m
 			break
 		}
 	}
 	var v int64
-	if _, err := fmt.Sscan(s, &v); err != nil || v < 0 {
+	if _, err := fmt.Sscan(s, &v); err != nil || v < 0 || v > math.MaxInt64/mult {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return v * mult, nil

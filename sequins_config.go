@@ -118,9 +118,11 @@ func sequinsKeys(data string, undecoded []toml.Key, fc *fileConfig) error {
 		if *mb > 0 {
 			bw = strconv.FormatInt(*mb, 10) + "MiB"
 		}
-		if err := alias(&fc.MaxDownloadBandwidth, bw, "max_download_bandwidth", "max_download_bandwidth_mb_per_second"); err != nil {
+		mdb := string(fc.MaxDownloadBandwidth)
+		if err := alias(&mdb, bw, "max_download_bandwidth", "max_download_bandwidth_mb_per_second"); err != nil {
 			return err
 		}
+		fc.MaxDownloadBandwidth = size(mdb)
 	}
 	if r := sf.S3.MaxRetries; r != nil {
 		if fc.DownloadRetries != 0 && fc.DownloadRetries != *r {

@@ -53,6 +53,9 @@ func serve(args []string) error {
 		cfg.NATS.URLs = spangle.SplitList(*natsURL)
 	}
 	cfg.ShutdownTimeout, cfg.Version = *shutdownTimeout, version
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	// Signals are caught before the node starts: a SIGHUP sent once it
 	// serves must never find the default action (exit) in place.
 	sigs := make(chan os.Signal, 4)
