@@ -46,34 +46,29 @@ type Result struct {
 // its replicas (Cluster.Get); a lookup naming a version (a peer's) is
 // never proxied again, and may read a version built but not yet active.
 func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) (Result, error) {
-	return n.lookup(ctx, db, key, opts, opts.Version == "", -1)
-}
-
-// lookup is Get; mayProxy allows proxying in cluster mode even when
-// opts.Version is set (GetMany pins its batch to one version). A limit of
-// 0 or more bounds the size of a value read here (blocks.GetLimit): a
-// larger one is blocks.ErrTooLarge before it is copied.
-func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOptions, mayProxy bool, limit int) (Result, error) {
 	d := (*n.dbs.Load())[db]
 	if d == nil {
 		return Result{}, ErrUnknownDB
 	}
+	return n.lookup(ctx, d, key, opts, opts.Version == "", -1)
+}
+
+// lookup is Get in d (read.go has the steps); mayProxy allows reading
+// from peers in cluster mode even when opts.Version is set (GetMany pins
+// its batch to one version). A limit of 0 or more bounds the size of a
+// value read here (blocks.GetLimit): a larger one is blocks.ErrTooLarge
+// before it is copied.
+func (n *Node) lookup(ctx context.Context, d *db, key []byte, opts GetOptions, mayProxy bool, limit int) (Result, error) {
 	for {
-		var v *version
-		if opts.Version != "" {
-			if v = d.byName(opts.Version); v == nil {
-				return Result{}, ErrUnknownVersion
-			}
-		} else if v = d.active.Load(); v == nil {
-			return Result{}, ErrNoVersion
+		v, err := d.pick(opts.Version)
+		if err != nil {
+			return Result{}, err
 		}
-		var res Result
-		var err error
+		r := reader{d: d, v: v}
 		if mayProxy && n.clustered() {
-			res, err = n.getCluster(ctx, d, v, key, limit)
-		} else {
-			res, err = v.get(key, limit)
+			r.peers = n.cfg.Cluster
 		}
+		res, err := r.get(ctx, key, limit)
 		if errors.Is(err, blocks.ErrClosed) {
 			// The version was retired between loading it and reading it;
 			// its successor is active already.
@@ -91,40 +86,10 @@ func (n *Node) lookup(ctx context.Context, db string, key []byte, opts GetOption
 		if d.decoder != nil && res.Found && !opts.Raw {
 			val, err := d.decoder.Decode(ctx, res.Value)
 			if err != nil {
-				return Result{}, fmt.Errorf("node: decode %s value: %w", db, err)
+				return Result{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
 			}
 			res.Value, res.ContentType = val, d.contentType
 		}
 		return res, nil
 	}
-}
-
-func (v *version) get(key []byte, limit int) (Result, error) {
-	res := Result{Version: v.name, Modified: v.lastModified()}
-	if v.n == 0 {
-		return res, nil // an empty version: every key is missing
-	}
-	p, alt, err := v.partitioner.Partition(key, v.n)
-	if err != nil {
-		return Result{}, fmt.Errorf("node: partition key: %w", err)
-	}
-	val, err := v.data.GetLimit(p, key, limit)
-	if errors.Is(err, blocks.ErrNotFound) && alt != p {
-		val, err = v.data.GetLimit(alt, key, limit)
-		if errors.Is(err, blocks.ErrPartitionNotHeld) {
-			// The key's own partition is held and lacks it; the alternate
-			// is another node's, which the proxying node asks next.
-			err = blocks.ErrNotFound
-		}
-	}
-	switch {
-	case err == nil:
-		res.Value, res.Found = val, true
-		return res, nil
-	case errors.Is(err, blocks.ErrNotFound):
-		return res, nil
-	case errors.Is(err, blocks.ErrPartitionNotHeld):
-		return Result{}, ErrPartitionNotHeld
-	}
-	return Result{}, err
 }

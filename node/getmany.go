@@ -34,13 +34,13 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 	for attempt := 1; ; attempt++ {
 		version := opts.Version
 		if version == "" {
-			v := d.active.Load()
-			if v == nil {
-				return "", nil, ErrNoVersion
+			v, err := d.pick("")
+			if err != nil {
+				return "", nil, err
 			}
 			version = v.name
 		}
-		err := n.getAll(ctx, db, keys, GetOptions{Version: version, Raw: opts.Raw, MaxBytes: opts.MaxBytes}, opts.Version == "", results)
+		err := n.getAll(ctx, d, keys, GetOptions{Version: version, Raw: opts.Raw, MaxBytes: opts.MaxBytes}, opts.Version == "", results)
 		if err == nil {
 			return version, results, nil
 		}
@@ -60,7 +60,7 @@ func (n *Node) GetMany(ctx context.Context, db string, keys [][]byte, opts GetOp
 // many bytes: past it, ErrTooLarge, and a value read here that would pass
 // it is refused before it is copied (blocks.GetLimit), so that a batch's
 // retries with a larger budget do not copy values first.
-func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOptions, mayProxy bool, results []Result) error {
+func (n *Node) getAll(ctx context.Context, d *db, keys [][]byte, opts GetOptions, mayProxy bool, results []Result) error {
 	var first map[string]int // key → its first position, once a key repeats
 	if len(keys) > 1 {
 		first = make(map[string]int, len(keys))
@@ -84,7 +84,7 @@ func (n *Node) getAll(ctx context.Context, db string, keys [][]byte, opts GetOpt
 				limit = opts.MaxBytes - total
 			}
 			var err error
-			if res, err = n.lookup(ctx, db, k, opts, mayProxy, limit); err != nil {
+			if res, err = n.lookup(ctx, d, k, opts, mayProxy, limit); err != nil {
 				if errors.Is(err, blocks.ErrTooLarge) {
 					return fmt.Errorf("%w: the values of the first %d keys exceed %d bytes; ask for fewer keys", ErrTooLarge, i+1, opts.MaxBytes)
 				}

@@ -250,7 +250,7 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 	name, err := pin.resolve(versions)
 	if err != nil {
 		// A version the source lost may still be held here.
-		if pin.Version == "" || d.heldVersion(pin.Version) == nil {
+		if held, _ := d.named(pin.Version); pin.Version == "" || held == nil {
 			d.setPinError(err.Error())
 			d.node.log.Error("cannot follow the pin; the active version keeps serving", "db", d.name, "pin", pin.String(), "err", err)
 			return
@@ -293,24 +293,6 @@ func (d *db) reactivate(name, why string) bool {
 	d.activateVersion(&nv)
 	d.node.heldChanged()
 	return true
-}
-
-// heldVersion returns the active, pending or retired version called name.
-func (d *db) heldVersion(name string) *version {
-	if v := d.active.Load(); v != nil && v.name == name {
-		return v
-	}
-	if v := d.pending.Load(); v != nil && v.name == name {
-		return v
-	}
-	if rs := d.retired.Load(); rs != nil {
-		for _, v := range *rs {
-			if v.name == name {
-				return v
-			}
-		}
-	}
-	return nil
 }
 
 // takeRetired removes the retired version called name from the retired

@@ -34,23 +34,28 @@ func (d *db) retire(old *version) {
 	d.armRetire(time.Now())
 }
 
-// retiredByName returns the retired version called name, or nil, and
-// records the request for the retention timer.
-func (d *db) retiredByName(name string) *version {
+// retiredNamed returns the retired version called name, or nil. It does
+// not block.
+func (d *db) retiredNamed(name string) *version {
 	rs := d.retired.Load()
 	if rs == nil {
 		return nil
 	}
 	for _, v := range *rs {
 		if v.name == name {
-			now := time.Now().UnixNano()
-			if now-v.state.lastUsed.Load() >= int64(time.Millisecond) {
-				v.state.lastUsed.Store(now)
-			}
 			return v
 		}
 	}
 	return nil
+}
+
+// used records a lookup naming the retired version s describes, for the
+// retention timer: at most one store a millisecond.
+func (s *versionState) used() {
+	now := time.Now().UnixNano()
+	if now-s.lastUsed.Load() >= int64(time.Millisecond) {
+		s.lastUsed.Store(now)
+	}
 }
 
 // retireWake is the loop's channel for the retention timer; nil (never
