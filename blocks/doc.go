@@ -96,7 +96,7 @@
 // A partition file is an ordinary bbolt database with two buckets:
 //
 //	data   key → stored value
-//	meta   "format" (1; 2 for blocks), "partition", "records", "checksum",
+//	meta   "format" (1; 3 for blocks), "partition", "records", "checksum",
 //	       "zstd-dict" or "s2-dict" (the partition's trained dictionary)
 //
 // A stored value is a tag byte and a payload, so that encodings can change

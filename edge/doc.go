@@ -27,9 +27,10 @@
 //
 // The key is everything after the first "/" that follows the db, decoded:
 // it may contain "/" and any byte, so /baby-names/1881%2Fboy and
-// /baby-names/1881/boy name the same key. The query string is ignored
-// except for proxy=<version>, which marks a peer's request: it is passed
-// to Backend.Get as GetOptions.Version and changes some statuses below.
+// /baby-names/1881/boy name the same key. The query string may hold
+// proxy=<version>, which marks a peer's request: it is passed to
+// Backend.Get as GetOptions.Version and changes some statuses below; and
+// raw (GetOptions.Raw). Any other query parameter is 400 (see below).
 //
 // Status pages are JSON (application/json) when any element of Accept is
 // application/json with a non-zero q, and an HTML dashboard otherwise. The

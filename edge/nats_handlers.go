@@ -202,7 +202,7 @@ func (s *NATSServer) send(m *nats.Msg, hdr nats.Header, data []byte, version str
 		if version != "" {
 			h[natswire.HeaderVersion] = []string{version}
 		}
-		s.log.Info("edge: NATS answer too large", "subject", m.Subject, "bytes", len(reply.Data))
+		s.log.Info("edge: NATS answer too large", "subject", m.Subject, "bytes", len(data))
 		if err = m.RespondMsg(&nats.Msg{Header: h}); err == nil {
 			return http.StatusRequestEntityTooLarge
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ type natsEnv struct {
 	node *nodetest.Node
 	nc   *nats.Conn
 	reg  *prometheus.Registry
+	logs *logRecorder // the NATS door's log
 }
 
 // Odd records of db "d".
@@ -49,9 +51,11 @@ func startNATSEnv(t *testing.T) *natsEnv {
 	nodetest.WriteVersion(t, root, "d", "v1", 4, recs)
 	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
 	reg := prometheus.NewRegistry()
+	logs := &logRecorder{}
 	n := nodetest.StartNode(t, kv, root, nodetest.Options{
 		NATS: func(c *edge.NATSConfig) {
 			c.Registerer = reg
+			c.Logger = slog.New(logs)
 			c.MaxBatchKeys = 10
 			c.MaxBatchBytes = 4 << 10
 		},
@@ -63,7 +67,7 @@ func startNATSEnv(t *testing.T) *natsEnv {
 		},
 	})
 	nc := nodetest.Connect(t, kv.ClientURL())
-	env := &natsEnv{root: root, node: n, nc: nc, reg: reg}
+	env := &natsEnv{root: root, node: n, nc: nc, reg: reg, logs: logs}
 	env.waitAnswers(t, "spangle.test.part.d.v1.0")
 	return env
 }
@@ -169,6 +173,11 @@ func TestNATSMaxPayload(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(mustCounter(t, env.reg, "get", "413")); got != 1 {
 		t.Errorf("413s counted for get: %v", got)
+	}
+	// The log says how large the refused answer was (it said 0: the size
+	// of the pooled reply, already cleared).
+	if want := fmt.Sprintf("edge: NATS answer too large subject=%s bytes=%d", partOf(t, hugeKey), len(hugeValue)); !strings.Contains(env.logs.all(), want) {
+		t.Errorf("log %q lacks %q", env.logs.all(), want)
 	}
 }
 
