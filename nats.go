@@ -114,8 +114,8 @@ func advertisedAddress(bound net.Addr, hostname string) string {
 	return net.JoinHostPort(hostname, port)
 }
 
-// kvJetStream returns a JetStream handle on kv's connection once kvwatch
-// is ready, for the Object Store source.
+// kvJetStream returns kvwatch's JetStream handle once kvwatch is ready,
+// for the Object Store source.
 func kvJetStream(kv *kvwatch.KV) objstore.JetStreamFunc {
 	return func(ctx context.Context) (jetstream.JetStream, error) {
 		select {
@@ -123,10 +123,10 @@ func kvJetStream(kv *kvwatch.KV) objstore.JetStreamFunc {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		nc := kv.Conn()
-		if nc == nil {
+		js := kv.JetStream()
+		if js == nil {
 			return nil, fmt.Errorf("NATS connection closed")
 		}
-		return jetstream.New(nc)
+		return js, nil
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/kvcluster"
@@ -77,8 +78,8 @@ func Start(cfg Config) (_ *Server, err error) {
 	cfg.Node.Logger, cfg.Node.Registerer = log, reg
 
 	kcfg := natsConfig(cfg, log, reg)
-	if !source.ValidName(kcfg.ClusterName) {
-		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, source.NamePattern)
+	if !names.Valid(kcfg.ClusterName) {
+		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, names.Pattern)
 	}
 	kv, err := kvwatch.New(kcfg)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // ManifestFormat is the manifest format this package writes and reads.
@@ -96,13 +98,11 @@ func partitionFile(p int) string { return fmt.Sprintf("p-%05d.bolt", p) }
 // partitionFileRE matches the names partitionFile makes.
 var partitionFileRE = regexp.MustCompile(`^p-[0-9]{5,}\.bolt$`)
 
-var validName = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
-
 func checkNames(db, version string) error {
-	if !validName.MatchString(db) {
+	if !names.Valid(db) {
 		return fmt.Errorf("%w: db %q", ErrInvalidName, db)
 	}
-	if !validName.MatchString(version) {
+	if !names.Valid(version) {
 		return fmt.Errorf("%w: version %q", ErrInvalidName, version)
 	}
 	return nil

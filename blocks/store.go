@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 const (
@@ -284,7 +286,7 @@ func (s *Store) cleanup() error {
 			}
 			continue
 		}
-		if !validName.MatchString(e.Name()) {
+		if !names.Valid(e.Name()) {
 			continue
 		}
 		if err := s.cleanupDB(e.Name()); err != nil {
@@ -312,7 +314,7 @@ func (s *Store) cleanupDB(db string) error {
 				}
 				continue
 			}
-		case validName.MatchString(e.Name()):
+		case names.Valid(e.Name()):
 			m, err := readManifest(path, db, e.Name())
 			switch {
 			case err == nil:
@@ -373,12 +375,12 @@ func readDirNames(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	var dirs []string
 	for _, e := range entries {
-		if e.IsDir() && validName.MatchString(e.Name()) {
-			names = append(names, e.Name())
+		if e.IsDir() && names.Valid(e.Name()) {
+			dirs = append(dirs, e.Name())
 		}
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.Sort(dirs)
+	return dirs, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spangledb/spangle/edge/internal/natswire"
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // NATSConfig configures a NATSServer. Start from DefaultNATSConfig, set
@@ -77,7 +77,7 @@ func (c *NATSConfig) Validate() error {
 		return fmt.Errorf("%w: Conn is nil", ErrInvalidConfig)
 	case c.Backend == nil:
 		return fmt.Errorf("%w: Backend is nil", ErrInvalidConfig)
-	case !natswire.ValidToken(c.ClusterName):
+	case !names.Valid(c.ClusterName):
 		return fmt.Errorf("%w: ClusterName %q must match ^[-_a-zA-Z0-9]+$", ErrInvalidConfig, c.ClusterName)
 	case c.MaxBatchKeys <= 0:
 		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
@@ -93,4 +93,4 @@ func (c *NATSConfig) Validate() error {
 
 // SubjectPrefix returns the subject prefix of a cluster's NATS front door,
 // "spangle.<cluster>", as nodes advertise it (node.Config.AdvertiseSubjects).
-func SubjectPrefix(cluster string) string { return natswire.Prefix(cluster) }
+func SubjectPrefix(cluster string) string { return names.Prefix(cluster) }

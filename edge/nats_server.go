@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spangledb/spangle/edge/internal/natswire"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -98,8 +98,8 @@ func NewNATSServer(cfg NATSConfig) (*NATSServer, error) {
 		backend:    cfg.Backend,
 		log:        log,
 		met:        met,
-		getPrefix:  natswire.Prefix(cfg.ClusterName) + ".get.",
-		mgetPrefix: natswire.Prefix(cfg.ClusterName) + ".mget.",
+		getPrefix:  names.GetSubject(cfg.ClusterName, ""),
+		mgetPrefix: names.MGetSubject(cfg.ClusterName, ""),
 		ctx:        ctx,
 		cancel:     cancel,
 		parts:      map[string]*subscription{},
@@ -117,7 +117,7 @@ func (s *NATSServer) Start() error {
 	if s.state != stateNew {
 		return errors.New("edge: NATS server already started or shut down")
 	}
-	prefix := natswire.Prefix(s.cfg.ClusterName)
+	prefix := names.Prefix(s.cfg.ClusterName)
 	for _, sc := range []struct {
 		subject, queue string
 		handler        nats.MsgHandler
@@ -184,7 +184,7 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 	}
 	var adds []newSub
 	for _, h := range held {
-		prefix := natswire.PartPrefix(s.cfg.ClusterName, h.DB, h.Version)
+		prefix := names.PartPrefix(s.cfg.ClusterName, h.DB, h.Version)
 		for _, p := range h.Partitions {
 			subject := prefix + strconv.Itoa(p)
 			want[subject] = true

@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // Authentication of the embedded server. With no users configured it
@@ -54,13 +56,13 @@ func RolePermissions(role, cluster string) (*server.Permissions, error) {
 	case RoleNode:
 		return nil, nil
 	case RoleClient:
-		p := "spangle." + cluster + "."
+		p := names.Prefix(cluster) + "."
 		allow := []string{p + "get.>", p + "part.>", p + "mget.>", "$JS.API.INFO", "$JS.FC.>"}
 		// Reading the buckets: bind, watch (an ordered consumer), direct
 		// gets, and the consumer's clean-up. Wildcards are whole tokens
 		// only, so each bucket is named.
-		for _, b := range []string{"nodes", "partitions", "versions"} {
-			stream := "KV_" + BucketName(cluster, b)
+		for _, b := range names.Kinds {
+			stream := names.KVStream(names.KVBucket(cluster, b))
 			allow = append(allow,
 				"$JS.API.STREAM.INFO."+stream,
 				"$JS.API.CONSUMER.CREATE."+stream, "$JS.API.CONSUMER.CREATE."+stream+".>",
@@ -76,18 +78,12 @@ func RolePermissions(role, cluster string) (*server.Permissions, error) {
 	case RolePublisher:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{
-				Allow: []string{"$JS.API.>", "$O.>", "$JS.FC.>", "$JS.ACK.>", "$KV." + BucketName(cluster, "versions") + ".>"},
+				Allow: []string{"$JS.API.>", "$O.>", "$JS.FC.>", "$JS.ACK.>", names.KVSubject(names.KVBucket(cluster, names.Versions), ">")},
 			},
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown role %q (want %s, %s or %s)", role, RoleNode, RoleClient, RolePublisher)
-}
-
-// BucketName is the name of one of a cluster's buckets ("nodes",
-// "partitions", "versions", or "*" in a subject pattern).
-func BucketName(cluster, bucket string) string {
-	return "spangle_" + sanitize(cluster) + "_" + bucket
 }
 
 // addUsers puts c's users, and the node's own NKey user, into o.

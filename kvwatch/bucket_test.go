@@ -1,9 +1,6 @@
 package kvwatch
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 func TestBucketNames(t *testing.T) {
 	tests := []struct {
@@ -29,65 +26,4 @@ func TestBucketNames(t *testing.T) {
 	if !Nodes.TTL() || !Partitions.TTL() || Versions.TTL() {
 		t.Error("TTL buckets are Nodes and Partitions")
 	}
-}
-
-func TestKeys(t *testing.T) {
-	if k := PartitionKey("db", "v1", "n1"); k != "db.v1.n1" || !ValidKey(k) {
-		t.Errorf("PartitionKey = %q", k)
-	}
-	if !strings.HasPrefix(PartitionKey("db", "v1", "n1"), PartitionPrefix("db", "v1")) {
-		t.Error("PartitionPrefix is not a prefix of PartitionKey")
-	}
-	if NodeKey("n1") != "n1" || VersionKey("db") != "db" {
-		t.Error("node and version keys are the names themselves")
-	}
-	tests := []struct {
-		key               string
-		db, version, node string
-		ok                bool
-	}{
-		{"db.v1.n1", "db", "v1", "n1", true},
-		{"my-db.2024_01_01.node-7", "my-db", "2024_01_01", "node-7", true},
-		{"db.v1", "", "", "", false},
-		{"db.v1.n1.x", "", "", "", false},
-		{"db..n1", "", "", "", false},
-		{".v1.n1", "", "", "", false},
-		{"db.v 1.n1", "", "", "", false},
-		{"db.v1.*", "", "", "", false},
-		{"", "", "", "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.key, func(t *testing.T) {
-			db, version, node, ok := ParsePartitionKey(tt.key)
-			if ok != tt.ok || db != tt.db || version != tt.version || node != tt.node {
-				t.Errorf("ParsePartitionKey(%q) = %q %q %q %v", tt.key, db, version, node, ok)
-			}
-		})
-	}
-	for key, want := range map[string]bool{
-		"n1": true, "a.b": true, "a-b_C9": true,
-		"": false, "a.": false, ".a": false, "a..b": false, "a b": false, "a>": false, "*": false, "é": false,
-	} {
-		if ValidKey(key) != want {
-			t.Errorf("ValidKey(%q) = %v, want %v", key, !want, want)
-		}
-	}
-}
-
-func FuzzParsePartitionKey(f *testing.F) {
-	for _, s := range []string{"db.v1.n1", "a.b", "a.b.c.d", "..", "x.y.z", "db.v 1.n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		db, version, node, ok := ParsePartitionKey(key)
-		if !ok {
-			return
-		}
-		if !ValidName(db) || !ValidName(version) || !ValidName(node) {
-			t.Fatalf("accepted invalid names %q %q %q", db, version, node)
-		}
-		if PartitionKey(db, version, node) != key || !ValidKey(key) {
-			t.Fatalf("round trip of %q gives %q", key, PartitionKey(db, version, node))
-		}
-	})
 }

@@ -2,6 +2,7 @@ package kvwatch
 
 import (
 	"fmt"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"strconv"
 	"sync"
 	"testing"
@@ -45,7 +46,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("read right after losing a server: %v", err)
 	}
 	waitFor(t, 15*time.Second, "writes work again", func() error {
-		return a.Publish(ctx, Partitions, PartitionKey("db", "v1", "n1"), []byte("0,1"))
+		return a.Publish(ctx, Partitions, names.PartitionKey("db", "v1", "n1"), []byte("0,1"))
 	})
 	waitFor(t, 10*time.Second, "the other node sees the write", hasValue(b, Partitions, "db.v1.n1", "0,1"))
 	waitFor(t, 10*time.Second, "dead node's entry expired", hasNoKey(b, Nodes, "n3"))

@@ -1,15 +1,17 @@
 package kvwatch
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
-// connOptions returns the client options. The client:
+// connOptions returns the client options besides natsOptions' (name,
+// timeout, credentials, TLS). The client:
 //   - never gives up reconnecting (the default stops after about two
 //     minutes, or once one server refused the credentials twice in a row,
 //     which would leave a node cut off for good, say while credentials
@@ -23,14 +25,12 @@ import (
 func (k *KV) connOptions() ([]nats.Option, error) {
 	c := k.cfg
 	opts := []nats.Option{
-		nats.Name(c.ConnName),
 		nats.MaxReconnects(-1),
 		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(c.ReconnectWait),
 		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
 		nats.ReconnectBufSize(-1),
 		nats.RetryOnFailedConnect(true),
-		nats.Timeout(c.OpTimeout),
 		nats.PingInterval(c.Heartbeat),
 		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(k.onDisconnect),
@@ -49,28 +49,27 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 			}
 			opts = append(opts, auth)
 		}
-		return opts, nil
-	}
-	if c.TLSInsecureSkipVerify {
-		opts = append(opts, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true})) //nolint:gosec // asked for by the configuration
-	}
-	if c.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(c.TLSCAFile))
-	}
-	if c.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
-	}
-	if c.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(c.CredsFile))
-	}
-	if c.NKeySeedFile != "" {
-		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("kvwatch: nkey seed %s: %w", c.NKeySeedFile, err)
-		}
-		opts = append(opts, o)
 	}
 	return opts, nil
+}
+
+// natsOptions returns how the configuration reaches NATS and JetStream
+// (natsconn), apart from the KV's own client behaviour (connOptions). The
+// embedded server is reached in-process, without credentials or TLS.
+func (c Config) natsOptions() natsconn.Options {
+	if c.Embedded() {
+		return natsconn.Options{Name: c.ConnName, Timeout: c.OpTimeout}
+	}
+	return natsconn.Options{
+		Name:                  c.ConnName,
+		Timeout:               c.OpTimeout,
+		CredsFile:             c.CredsFile,
+		NKeySeedFile:          c.NKeySeedFile,
+		TLSCAFile:             c.TLSCAFile,
+		TLSCertFile:           c.TLSCertFile,
+		TLSKeyFile:            c.TLSKeyFile,
+		TLSInsecureSkipVerify: c.TLSInsecureSkipVerify,
+	}
 }
 
 // notConnectedError adds to err, the error of a request on nc, why nc is

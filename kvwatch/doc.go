@@ -1,17 +1,25 @@
-// Package kvwatch is spangle's only contact with NATS JetStream KV: it
-// keeps a node's own entries alive in the cluster's buckets and mirrors
-// every bucket into an immutable local snapshot. It replaces the ZooKeeper
-// ephemeral nodes and watches of sequins.
+// Package kvwatch is spangle's only contact with NATS JetStream: it keeps
+// a node's own entries alive in the cluster's buckets and mirrors every
+// bucket into an immutable local snapshot. It replaces the ZooKeeper
+// ephemeral nodes and watches of sequins. Its subpackages serve the rest
+// of spangle, clients and tools included: names owns every bucket, key
+// and subject name, and natsconn opens every NATS connection and
+// JetStream handle (a domain, credentials, TLS); the edge client reads
+// the buckets itself, read-only, through both.
 //
 // # Model
 //
-// A cluster (Config.ClusterName) has three buckets (Bucket):
+// A cluster (Config.ClusterName) has three kinds of bucket (Bucket),
+// named by names.KVBucket:
 //
-//   - Nodes: key NodeKey(nodeID), one TTL'd entry per live node;
-//   - Partitions: key PartitionKey(db, version, nodeID), one TTL'd entry
-//     per node and version it serves;
-//   - Versions: key VersionKey(db), the newest published version,
-//     permanent.
+//   - Nodes: key names.NodeKey(nodeID), one TTL'd entry per live node;
+//   - Partitions: key names.PartitionKey(db, version, nodeID), one TTL'd
+//     entry per node and version it serves;
+//   - Versions: key names.VersionKey(db), the newest published version,
+//     permanent, and names.PinKey(db), a db's pin.
+//
+// The buckets a KV binds and watches are a list (watchedBuckets), one per
+// kind today; the watch loop selects over whatever the list holds.
 //
 // A KV publishes the node's own entries (Publish, Withdraw) and writes
 // permanent ones (Put, Delete). It never reads the buckets on request:
@@ -65,7 +73,7 @@
 //
 // # Watchers and their concurrency contract
 //
-// One goroutine owns the three watchers. It applies their updates in
+// One goroutine owns the watchers. It applies their updates in
 // order, batches those already waiting into one new snapshot, and swaps it
 // in atomically; a snapshot is never modified after that, so a reader may
 // keep one as long as it likes. Revisions-only changes (heartbeat

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // violations collects a connection's asynchronous permission errors.
@@ -86,7 +87,7 @@ func TestEmbeddedAuth(t *testing.T) {
 	}
 	node.Flush()
 	njs, _ := jetstream.New(node)
-	nkv, err := njs.KeyValue(ctx, BucketName("test", "nodes"))
+	nkv, err := njs.KeyValue(ctx, names.KVBucket("test", names.Nodes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestEmbeddedAuth(t *testing.T) {
 		t.Fatalf("client lookup: %v %v", m, err)
 	}
 	cjs, _ := jetstream.New(client)
-	ckv, err := cjs.KeyValue(ctx, BucketName("test", "versions"))
+	ckv, err := cjs.KeyValue(ctx, names.KVBucket("test", names.Versions))
 	if err != nil {
 		t.Fatalf("client binds a bucket: %v", err)
 	}
@@ -132,14 +133,14 @@ func TestEmbeddedAuth(t *testing.T) {
 
 	job, _ := connect(nats.UserInfo("job", "job-secret"))
 	jjs, _ := jetstream.New(job)
-	jkv, err := jjs.KeyValue(ctx, BucketName("test", "versions"))
+	jkv, err := jjs.KeyValue(ctx, names.KVBucket("test", names.Versions))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := jkv.Put(ctx, "d", []byte(`{"version":"v2"}`)); err != nil {
 		t.Fatalf("publisher announces: %v", err)
 	}
-	pkv, err := jjs.KeyValue(ctx, BucketName("test", "nodes"))
+	pkv, err := jjs.KeyValue(ctx, names.KVBucket("test", names.Nodes))
 	if err != nil {
 		t.Fatal(err)
 	}

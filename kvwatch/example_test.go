@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // A single node with an embedded NATS server advertises itself and waits
@@ -36,7 +37,7 @@ func ExampleKV() {
 
 	snapshots, stop := k.Subscribe()
 	defer stop()
-	if err := k.Publish(ctx, kvwatch.Nodes, kvwatch.NodeKey("node-1"), []byte(`{"state":"SERVING"}`)); err != nil {
+	if err := k.Publish(ctx, kvwatch.Nodes, names.NodeKey("node-1"), []byte(`{"state":"SERVING"}`)); err != nil {
 		log.Fatal(err)
 	}
 	for s := range snapshots {

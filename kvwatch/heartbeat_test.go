@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // lastSeq returns the last sequence of bucket b's stream: how many
@@ -41,13 +42,13 @@ func TestHeartbeatWrites(t *testing.T) {
 	}
 	const parts = 20
 	for i := range parts {
-		if err := k.Publish(ctx, Partitions, PartitionKey("db", fmt.Sprint("v", i), "n1"), []byte("0,1")); err != nil {
+		if err := k.Publish(ctx, Partitions, names.PartitionKey("db", fmt.Sprint("v", i), "n1"), []byte("0,1")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The snapshot follows the bucket through a watcher: the window starts
 	// once it holds the entries.
-	waitFor(t, 10*time.Second, "the entries in the snapshot", hasValue(k, Partitions, PartitionKey("db", fmt.Sprint("v", parts-1), "n1"), "0,1"))
+	waitFor(t, 10*time.Second, "the entries in the snapshot", hasValue(k, Partitions, names.PartitionKey("db", fmt.Sprint("v", parts-1), "n1"), "0,1"))
 	nodes0, parts0 := lastSeq(t, k, Nodes), lastSeq(t, k, Partitions)
 	start := time.Now()
 	window := 3 * c.EntryTTL
@@ -75,7 +76,7 @@ func TestPartitionsRefreshedWhenDue(t *testing.T) {
 	c.PartitionsTTL = 3 * time.Second
 	k := startKV(t, c)
 	ctx := ctxT(t)
-	if err := k.Publish(ctx, Partitions, PartitionKey("db", "v1", "n1"), []byte("0")); err != nil {
+	if err := k.Publish(ctx, Partitions, names.PartitionKey("db", "v1", "n1"), []byte("0")); err != nil {
 		t.Fatal(err)
 	}
 	// The snapshot follows the bucket through a watcher: the window starts

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nats-io/nkeys"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,6 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // KV connects a node to the cluster's JetStream KV buckets: it keeps the
@@ -30,6 +32,9 @@ type KV struct {
 	// self is this process's login on the embedded server when it has
 	// users: an NKey made at New, never stored.
 	self nkeys.KeyPair
+	// buckets are the buckets bound and watched (watchedBuckets), set by
+	// New.
+	buckets []watched
 
 	snap  atomic.Pointer[Snapshot]
 	ready chan struct{} // closed by the watch loop after the first full load of every bucket
@@ -112,6 +117,7 @@ func New(cfg Config) (*KV, error) {
 		hbKick:   make(chan struct{}, 1),
 		own:      make(map[ownKey]*ownEntry),
 		subs:     make(map[*subscriber]struct{}),
+		buckets:  watchedBuckets(cfg.ClusterName),
 	}
 	k.met = newMetrics(k.staleSeconds)
 	if cfg.Embedded() && len(cfg.EmbeddedUsers) > 0 {
@@ -129,7 +135,7 @@ func New(cfg Config) (*KV, error) {
 }
 
 // Start starts the embedded server (when Config.URLs is empty), connects,
-// creates or updates the three buckets and starts the heartbeat and the
+// creates or updates the buckets and starts the heartbeat and the
 // watchers. It blocks until the buckets are bound, retrying failures until
 // ctx ends, and then returns the last failure; it does not wait for the
 // first snapshot (see Ready). A node that wants to serve local data while
@@ -224,20 +230,21 @@ func (k *KV) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, [num
 	if err != nil {
 		return nil, nil, kvs, err
 	}
-	nc, err := nats.Connect(url, opts...)
+	nopts := k.cfg.natsOptions()
+	nc, err := natsconn.Connect(url, nopts, opts...)
 	if err != nil {
 		return nil, nil, kvs, fmt.Errorf("kvwatch: connect %s: %w", url, err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, nopts)
 	if err != nil {
 		return nc, nil, kvs, fmt.Errorf("kvwatch: jetstream: %w", err)
 	}
-	for _, b := range allBuckets {
-		kv, err := k.bindBucket(ctx, js, b)
+	for _, w := range k.buckets {
+		kv, err := k.bindBucket(ctx, js, w)
 		if err != nil {
 			return nc, nil, kvs, err
 		}
-		kvs[b] = kv
+		kvs[w.b] = kv
 	}
 	return nc, js, kvs, nil
 }
@@ -255,25 +262,25 @@ func (k *KV) abortStart(nc *nats.Conn) {
 	k.met.unregister()
 }
 
-// bindBucket creates or updates bucket b, retrying until ctx ends. The
+// bindBucket creates or updates bucket w, retrying until ctx ends. The
 // first attempts are given less than OpTimeout: when several nodes create
 // the same bucket of a clustered JetStream at once, the requests that lose
 // the race go unanswered, and creating is idempotent, so trying again soon
 // is both safe and faster.
-func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, b Bucket) (jetstream.KeyValue, error) {
+func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, w watched) (jetstream.KeyValue, error) {
 	wait := 50 * time.Millisecond
 	attempt := min(250*time.Millisecond, k.cfg.OpTimeout)
 	for {
-		kv, err := k.ensureBucket(ctx, js, b, attempt)
+		kv, err := k.ensureBucket(ctx, js, w, attempt)
 		if err == nil {
 			return kv, nil
 		}
-		k.log.Debug("bucket not ready", "bucket", b, "err", err)
+		k.log.Debug("bucket not ready", "bucket", w.b, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("kvwatch: bucket %s: %w (last error: %w)", bucketName(k.cfg.ClusterName, b), ctx.Err(), notConnectedError(js.Conn(), err))
+			return nil, fmt.Errorf("kvwatch: bucket %s: %w (last error: %w)", w.name, ctx.Err(), notConnectedError(js.Conn(), err))
 		case <-t.C:
 		}
 		wait = min(2*wait, time.Second)
@@ -281,17 +288,17 @@ func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, b Bucket) (
 	}
 }
 
-// ensureBucket creates bucket b or updates its configuration, within
+// ensureBucket creates bucket w or updates its configuration, within
 // timeout. A bucket that exists with this configuration is only bound: an
 // update is a proposal to the JetStream meta group even when nothing
 // changes, and a hundred nodes starting at once made a storm of them
 // (JetStream requests timed out for minutes).
-func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, b Bucket, timeout time.Duration) (jetstream.KeyValue, error) {
+func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched, timeout time.Duration) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	want := jetstream.KeyValueConfig{
-		Bucket:         bucketName(k.cfg.ClusterName, b),
-		Description:    "spangle " + b.String() + " of cluster " + k.cfg.ClusterName,
+		Bucket:         w.name,
+		Description:    "spangle " + w.b.String() + " of cluster " + k.cfg.ClusterName,
 		History:        1,
 		Replicas:       k.cfg.Replicas,
 		Storage:        jetstream.FileStorage,
@@ -329,6 +336,15 @@ func (k *KV) Conn() *nats.Conn {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.nc
+}
+
+// JetStream returns the KV's JetStream handle, on Conn, for other
+// packages (the Object Store source), or nil before Start. It is safe for
+// concurrent use; the KV owns its connection.
+func (k *KV) JetStream() jetstream.JetStream {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.js
 }
 
 // ClientURL returns the URL at which the embedded server accepts clients

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
@@ -32,10 +33,10 @@ func TestEntries(t *testing.T) {
 	k := startKV(t, testConfig(t))
 	ctx := ctxT(t)
 
-	if err := k.Publish(ctx, Nodes, NodeKey("n1"), []byte("serving")); err != nil {
+	if err := k.Publish(ctx, Nodes, names.NodeKey("n1"), []byte("serving")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Put(ctx, Versions, VersionKey("db"), []byte("v1")); err != nil {
+	if _, err := k.Put(ctx, Versions, names.VersionKey("db"), []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Second, "own entry and version seen", func() error {
@@ -144,11 +145,11 @@ func TestTwoNodes(t *testing.T) {
 	for i, k := range []*KV{a, b} {
 		node := "n" + strconv.Itoa(i)
 		wg.Go(func() {
-			if err := k.Publish(ctx, Nodes, NodeKey(node), []byte(node)); err != nil {
+			if err := k.Publish(ctx, Nodes, names.NodeKey(node), []byte(node)); err != nil {
 				t.Error(err)
 			}
 			for v := range 5 {
-				if err := k.Publish(ctx, Partitions, PartitionKey("db", "v"+strconv.Itoa(v), node), []byte("0,1")); err != nil {
+				if err := k.Publish(ctx, Partitions, names.PartitionKey("db", "v"+strconv.Itoa(v), node), []byte("0,1")); err != nil {
 					t.Error(err)
 				}
 			}
@@ -172,8 +173,8 @@ func TestTwoNodes(t *testing.T) {
 		})
 	}
 	var holders []string
-	a.Snapshot().Range(Partitions, PartitionPrefix("db", "v3"), func(key string, _ Entry) bool {
-		_, _, node, ok := ParsePartitionKey(key)
+	a.Snapshot().Range(Partitions, names.PartitionPrefix("db", "v3"), func(key string, _ Entry) bool {
+		_, _, node, ok := names.ParsePartitionKey(key)
 		if !ok {
 			t.Errorf("bad partition key %q", key)
 		}
@@ -197,7 +198,7 @@ func TestUncleanStopExpires(t *testing.T) {
 	if err := b.Publish(ctx, Nodes, "nb", []byte("b")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Publish(ctx, Partitions, PartitionKey("db", "v1", "nb"), []byte("0")); err != nil {
+	if err := b.Publish(ctx, Partitions, names.PartitionKey("db", "v1", "nb"), []byte("0")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Second, "b's entries seen by a", hasValue(a, Partitions, "db.v1.nb", "0"))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // refreshParallelism bounds the concurrent writes of one heartbeat round,
@@ -97,7 +99,7 @@ func (k *KV) Publish(ctx context.Context, b Bucket, key string, value []byte) er
 	if !b.valid() || !b.TTL() {
 		return fmt.Errorf("%w: Publish takes Nodes or Partitions, not %s", ErrWrongBucket, b)
 	}
-	if !ValidKey(key) {
+	if !names.ValidKey(key) {
 		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
 	if _, _, err := k.handles(); err != nil {
@@ -167,7 +169,7 @@ func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint6
 	if b != Versions {
 		return 0, fmt.Errorf("%w: Put takes Versions, not %s", ErrWrongBucket, b)
 	}
-	if !ValidKey(key) {
+	if !names.ValidKey(key) {
 		return 0, fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
 	_, kvs, err := k.handles()
@@ -190,7 +192,7 @@ func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
 	if b != Versions {
 		return fmt.Errorf("%w: Delete takes Versions, not %s", ErrWrongBucket, b)
 	}
-	if !ValidKey(key) {
+	if !names.ValidKey(key) {
 		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
 	_, kvs, err := k.handles()
@@ -303,7 +305,7 @@ func (k *KV) casPublish(ctx context.Context, b Bucket, key string, value []byte,
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 	defer cancel()
-	msg := &nats.Msg{Subject: "$KV." + bucketName(k.cfg.ClusterName, b) + "." + key, Data: value}
+	msg := &nats.Msg{Subject: names.KVSubject(bucketName(k.cfg.ClusterName, b), key), Data: value}
 	ack, err := js.PublishMsg(ctx, msg,
 		jetstream.WithMsgTTL(k.ttl(b)),
 		jetstream.WithExpectLastSequencePerSubject(rev))

@@ -2,6 +2,7 @@ package kvwatch
 
 import (
 	"fmt"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"testing"
 )
 
@@ -19,7 +20,7 @@ func TestSnapshotRange(t *testing.T) {
 		want   string
 	}{
 		{"", 0, "[db.v1.n1 db.v1.n2 db.v2.n1 dc.v1.n1]"},
-		{PartitionPrefix("db", "v1"), 0, "[db.v1.n1 db.v1.n2]"},
+		{names.PartitionPrefix("db", "v1"), 0, "[db.v1.n1 db.v1.n2]"},
 		{"db.", 0, "[db.v1.n1 db.v1.n2 db.v2.n1]"},
 		{"db.", 2, "[db.v1.n1 db.v1.n2]"},
 		{"zz", 0, "[]"},

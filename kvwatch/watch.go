@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,7 +18,7 @@ const maxBatch = 1024
 
 // bucketWatch is the watch loop's state for one bucket.
 type bucketWatch struct {
-	b       Bucket
+	watched // the bucket and the kind of its entries
 	w       jetstream.KeyWatcher
 	cancel  context.CancelFunc             // ends w's subscription (the context given to Watch lives as long)
 	updates <-chan jetstream.KeyValueEntry // w.Updates(); nil without a watcher
@@ -45,7 +46,12 @@ type bucketWatch struct {
 type watchLoop struct {
 	k   *KV
 	ctx context.Context // ends when the loop must stop
-	bw  [numBuckets]*bucketWatch
+	bw  []*bucketWatch  // one per watched bucket, in k.buckets' order
+
+	// cases are the select cases of run and drainPending: the fixed ones
+	// (caseStop…) then one per bucketWatch's updates, re-read before each
+	// select since watchers come and go.
+	cases []reflect.SelectCase
 
 	cur  [numBuckets]map[string]Entry // maps of the last published snapshot; never modified
 	work [numBuckets]map[string]Entry // copy-on-write copies, non-nil once changed since the last publish
@@ -65,11 +71,58 @@ type watchLoop struct {
 func newWatchLoop(ctx context.Context, k *KV) *watchLoop {
 	l := &watchLoop{k: k, ctx: ctx, pubStale: true, since: time.Now()}
 	k.staleSince.Store(l.since.UnixNano())
-	for _, b := range allBuckets {
-		l.bw[b] = &bucketWatch{b: b}
-		l.cur[b] = map[string]Entry{}
+	for _, w := range k.buckets {
+		l.bw = append(l.bw, &bucketWatch{watched: w})
+		l.cur[w.b] = map[string]Entry{}
 	}
 	return l
+}
+
+// The fixed select cases of the watch loop, before the watchers'.
+const (
+	caseStop = iota
+	caseConnKick
+	caseTick
+	caseDefault // drainPending only; a receive that never fires in run
+	numFixedCases
+)
+
+// selectUpdates waits for the loop's next event, or with poll for none
+// but a watcher update already waiting. It returns the chosen case, and
+// for a watcher's case (chosen >= numFixedCases) the bucket watch, the
+// update and whether the channel is still open.
+func (l *watchLoop) selectUpdates(tick <-chan time.Time, poll bool) (int, *bucketWatch, jetstream.KeyValueEntry, bool) {
+	if l.cases == nil {
+		l.cases = make([]reflect.SelectCase, numFixedCases+len(l.bw))
+		for i := numFixedCases; i < len(l.cases); i++ {
+			l.cases[i].Dir = reflect.SelectRecv
+		}
+	}
+	c := l.cases
+	if poll {
+		c[caseStop], c[caseConnKick], c[caseTick] = reflect.SelectCase{Dir: reflect.SelectRecv}, reflect.SelectCase{Dir: reflect.SelectRecv}, reflect.SelectCase{Dir: reflect.SelectRecv}
+		c[caseDefault] = reflect.SelectCase{Dir: reflect.SelectDefault}
+	} else {
+		c[caseStop] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.ctx.Done())}
+		c[caseConnKick] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.k.connKick)}
+		c[caseTick] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)}
+		c[caseDefault] = reflect.SelectCase{Dir: reflect.SelectRecv} // zero Chan: ignored
+	}
+	for i, bw := range l.bw {
+		c[numFixedCases+i].Chan = reflect.Value{} // no watcher: ignored
+		if bw.updates != nil {
+			c[numFixedCases+i].Chan = reflect.ValueOf(bw.updates)
+		}
+	}
+	chosen, v, ok := reflect.Select(c)
+	if chosen < numFixedCases {
+		return chosen, nil, nil, ok
+	}
+	var e jetstream.KeyValueEntry
+	if ok && !v.IsNil() {
+		e = v.Interface().(jetstream.KeyValueEntry)
+	}
+	return chosen, l.bw[chosen-numFixedCases], e, ok
 }
 
 // run handles events until l.ctx ends, then stops the watchers and
@@ -81,27 +134,23 @@ func (l *watchLoop) run() {
 	l.startWatchers()
 	l.publish()
 	for {
-		select {
-		case <-l.ctx.Done():
+		switch chosen, bw, e, ok := l.selectUpdates(tick.C, false); chosen {
+		case caseStop:
 			for _, bw := range l.bw {
 				l.stopWatcher(bw)
 			}
 			l.connected = false
 			l.publish()
 			return
-		case <-l.k.connKick:
+		case caseConnKick:
 			l.checkConn()
 			l.startWatchers()
-		case <-tick.C:
+		case caseTick:
 			l.checkConn()
 			l.checkStalls()
 			l.startWatchers()
-		case e, ok := <-l.bw[Nodes].updates:
-			l.recv(Nodes, e, ok)
-		case e, ok := <-l.bw[Partitions].updates:
-			l.recv(Partitions, e, ok)
-		case e, ok := <-l.bw[Versions].updates:
-			l.recv(Versions, e, ok)
+		default:
+			l.recv(bw, e, ok)
 		}
 		l.drainPending()
 		l.publish()
@@ -112,16 +161,11 @@ func (l *watchLoop) run() {
 // a burst becomes one snapshot.
 func (l *watchLoop) drainPending() {
 	for range maxBatch {
-		select {
-		case e, ok := <-l.bw[Nodes].updates:
-			l.recv(Nodes, e, ok)
-		case e, ok := <-l.bw[Partitions].updates:
-			l.recv(Partitions, e, ok)
-		case e, ok := <-l.bw[Versions].updates:
-			l.recv(Versions, e, ok)
-		default:
+		chosen, bw, e, ok := l.selectUpdates(nil, true)
+		if chosen < numFixedCases {
 			return
 		}
+		l.recv(bw, e, ok)
 	}
 }
 
@@ -258,7 +302,7 @@ func (l *watchLoop) start(bw *bucketWatch) error {
 		st, err := kv.Status(ctx)
 		cancel()
 		if err != nil {
-			return l.bucketGone(bw.b, err)
+			return l.bucketGone(bw.watched, err)
 		}
 		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().State.LastSeq < bw.lastRev {
 			l.k.log.Warn("bucket is behind the last revision seen (re-created?); reloading it",
@@ -285,7 +329,7 @@ func (l *watchLoop) start(bw *bucketWatch) error {
 	}
 	if err != nil {
 		wcancel()
-		return l.bucketGone(bw.b, err)
+		return l.bucketGone(bw.watched, err)
 	}
 	mode := "resume"
 	if full {
@@ -302,22 +346,22 @@ func (l *watchLoop) start(bw *bucketWatch) error {
 	return nil
 }
 
-// bucketGone re-creates bucket b when err says its stream is missing (the
+// bucketGone re-creates bucket w when err says its stream is missing (the
 // server lost its store), and returns err.
-func (l *watchLoop) bucketGone(b Bucket, err error) error {
+func (l *watchLoop) bucketGone(w watched, err error) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) ||
 		errors.Is(err, jetstream.ErrBucketNotFound) {
-		l.k.log.Warn("bucket missing; re-creating it", "bucket", b)
-		if _, cerr := l.k.ensureBucket(l.ctx, l.k.js, b, l.k.cfg.OpTimeout); cerr != nil {
+		l.k.log.Warn("bucket missing; re-creating it", "bucket", w.b)
+		if _, cerr := l.k.ensureBucket(l.ctx, l.k.js, w, l.k.cfg.OpTimeout); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 	}
 	return err
 }
 
-// recv handles one value from bucket b's watcher channel.
-func (l *watchLoop) recv(b Bucket, e jetstream.KeyValueEntry, ok bool) {
-	bw := l.bw[b]
+// recv handles one value from bw's watcher channel.
+func (l *watchLoop) recv(bw *bucketWatch, e jetstream.KeyValueEntry, ok bool) {
+	b := bw.b
 	switch {
 	case !ok: // the subscription ended under us
 		l.k.log.Warn("watcher closed; re-creating it", "bucket", b)
@@ -428,9 +472,20 @@ func (l *watchLoop) publish() {
 		l.k.met.revision.WithLabelValues(bw.b.String()).Set(float64(bw.lastRev))
 	}
 	l.k.store(s, l.changed)
-	if !l.ready && l.bw[Nodes].loaded && l.bw[Partitions].loaded && l.bw[Versions].loaded {
+	if !l.ready && l.allLoaded() {
 		l.ready = true
 		close(l.k.ready)
 	}
 	l.dirty, l.changed = false, false
+}
+
+// allLoaded reports whether every watched bucket has been loaded whole
+// once.
+func (l *watchLoop) allLoaded() bool {
+	for _, bw := range l.bw {
+		if !bw.loaded {
+			return false
+		}
+	}
+	return true
 }

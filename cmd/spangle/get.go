@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // Exit codes of spangle get.
@@ -167,12 +168,9 @@ func (cf *clientFlags) open() (*client.Client, func(), error) {
 	cfg.Timeout = cf.timeout
 	var nc *nats.Conn
 	if cf.natsURL != "" {
-		opts := []nats.Option{nats.Name("spangle-cli"), nats.Timeout(cf.timeout)}
-		if cf.creds != "" {
-			opts = append(opts, nats.UserCredentials(cf.creds))
-		}
 		var err error
-		if nc, err = nats.Connect(cf.natsURL, opts...); err != nil {
+		o := natsconn.Options{Name: "spangle-cli", Timeout: cf.timeout, CredsFile: cf.creds}
+		if nc, err = natsconn.Connect(cf.natsURL, o); err != nil {
 			return nil, nil, fmt.Errorf("connect %s: %w", cf.natsURL, err)
 		}
 		cfg.Conn = nc

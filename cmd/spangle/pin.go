@@ -10,10 +10,10 @@ import (
 	"os/user"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node/advert"
 )
 
@@ -138,20 +138,17 @@ func addPinFlags(fs *flag.FlagSet) *pinFlags {
 func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), pf.timeout)
 	defer cancel()
-	opts := []nats.Option{nats.Name("spangle-cli"), nats.Timeout(pf.timeout)}
-	if pf.creds != "" {
-		opts = append(opts, nats.UserCredentials(pf.creds))
-	}
-	nc, err := nats.Connect(pf.natsURL, opts...)
+	o := natsconn.Options{Name: "spangle-cli", Timeout: pf.timeout, CredsFile: pf.creds}
+	nc, err := natsconn.Connect(pf.natsURL, o)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", pf.natsURL, err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, o)
 	if err != nil {
 		return err
 	}
-	name := kvwatch.BucketName(pf.cluster, kvwatch.Versions.String())
+	name := names.KVBucket(pf.cluster, names.Versions)
 	kv, err := js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return fmt.Errorf("no versions bucket %s: is the cluster name right (--cluster)?", name)

@@ -17,11 +17,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node/advert"
 	"github.com/spangledb/spangle/node/source/objstore"
 )
@@ -118,7 +118,7 @@ func publish(args []string, stderr io.Writer) error {
 		return fmt.Errorf("NATS %s: buckets not read within --connect-timeout %v", *natsURL, *connectTimeout)
 	}
 	ccancel()
-	js, err := jetstream.New(kv.Conn(), jetstream.WithDefaultTimeout(*opTimeout))
+	js, err := natsconn.JetStream(kv.Conn(), natsconn.Options{APITimeout: *opTimeout})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/spangledb/spangle/edge/internal/natswire"
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node/advert"
 	"github.com/spangledb/spangle/plugins"
 )
@@ -71,11 +72,6 @@ func (m *clusterMap) partSubject(c *Client, db string, key []byte) string {
 	return r.subjects[p]
 }
 
-// buckets of a cluster, as kvwatch names them: "spangle_<cluster>_<b>".
-// The cluster name is a valid token already, so kvwatch's sanitising
-// leaves it unchanged.
-func bucketName(cluster, b string) string { return "spangle_" + cluster + "_" + b }
-
 // mapWatcher reads the nodes, partitions and versions buckets, read-only,
 // into immutable clusterMaps. One goroutine (run) owns it.
 type mapWatcher struct {
@@ -117,17 +113,16 @@ func (w *mapWatcher) watch(ctx context.Context) error {
 	c := w.c
 	nc := c.cfg.Conn
 	reconnects := nc.Stats().Reconnects
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, natsconn.Options{})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	names := [3]string{"nodes", "partitions", "versions"}
-	var updates [3]<-chan jetstream.KeyValueEntry
-	for i, b := range names {
+	var updates [len(names.Kinds)]<-chan jetstream.KeyValueEntry
+	for i, b := range names.Kinds {
 		bctx, bcancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		kv, err := js.KeyValue(bctx, bucketName(c.cfg.ClusterName, b))
+		kv, err := js.KeyValue(bctx, names.KVBucket(c.cfg.ClusterName, b))
 		bcancel()
 		if err != nil {
 			return fmt.Errorf("client: bucket %s: %w", b, err)
@@ -164,7 +159,7 @@ func (w *mapWatcher) watch(ctx context.Context) error {
 			b = 2
 		}
 		if !ok {
-			return fmt.Errorf("client: watcher of %s closed", names[b])
+			return fmt.Errorf("client: watcher of %s closed", names.Kinds[b])
 		}
 		if e == nil {
 			initial[b] = true
@@ -229,7 +224,7 @@ func (w *mapWatcher) publish(st *mapState) {
 func (c *Client) newRoute(db, version string, n int, partitioner string) *route {
 	r := &route{version: version, n: n, p: c.partitioner(partitioner)}
 	if n > 0 {
-		prefix := natswire.PartPrefix(c.cfg.ClusterName, db, version)
+		prefix := names.PartPrefix(c.cfg.ClusterName, db, version)
 		r.subjects = make([]string, n)
 		for i := range r.subjects {
 			r.subjects[i] = prefix + strconv.Itoa(i)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/spangledb/spangle/edge/internal/natswire"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/plugins"
 )
 
@@ -80,7 +80,7 @@ func (c *Config) Validate() error {
 	switch {
 	case (len(c.URLs) == 0) == (c.Conn == nil):
 		return bad("set either URLs (HTTP) or Conn (NATS)")
-	case !natswire.ValidToken(c.ClusterName):
+	case !names.Valid(c.ClusterName):
 		return bad("ClusterName %q must match ^[-_a-zA-Z0-9]+$", c.ClusterName)
 	case c.MapRetry <= 0:
 		return bad("MapRetry %v is not positive", c.MapRetry)

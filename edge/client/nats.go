@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/spangledb/spangle/edge/internal/natswire"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node/batchwire"
 )
 
@@ -25,7 +26,7 @@ func (c *Client) natsGet(ctx context.Context, db string, key []byte) (Result, bo
 		// Nobody holds that partition of that version (any more): a node
 		// that knows the db's version finds the key.
 	}
-	return c.natsLookup(ctx, natswire.GetSubject(c.cfg.ClusterName, db), db, key)
+	return c.natsLookup(ctx, names.GetSubject(c.cfg.ClusterName, db), db, key)
 }
 
 // request sends one request to subject and waits for the reply, at most
@@ -65,7 +66,7 @@ func (c *Client) natsLookup(ctx context.Context, subject, db string, key []byte)
 
 // natsGetMany does one attempt of GetMany over NATS: the mget subject.
 func (c *Client) natsGetMany(ctx context.Context, db string, keys [][]byte) ([]Result, bool, error) {
-	subject := natswire.MGetSubject(c.cfg.ClusterName, db)
+	subject := names.MGetSubject(c.cfg.ClusterName, db)
 	body := batchwire.AppendRequest(make([]byte, 0, batchwire.RequestSize(keys)), keys)
 	msg, err := c.request(ctx, subject, body)
 	if err != nil {

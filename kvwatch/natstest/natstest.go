@@ -2,7 +2,7 @@
 // tests, on loopback, and connects JetStream clients to them. Whatever it
 // starts is stopped at test cleanup. It is for tests only: kvwatch's own,
 // and those of the packages and commands that use NATS (node/source/objstore,
-// cmd/spangle). It imports nothing of spangle, so kvwatch's in-package
+// cmd/spangle). It imports nothing of spangle but natsconn, so kvwatch's in-package
 // tests can use it.
 //
 // # Caveats
@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // RunServer starts a stand-alone JetStream server with o (nil: no
@@ -67,7 +69,7 @@ func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStrea
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, natsconn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

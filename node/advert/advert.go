@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // ErrInvalid is wrapped by every error of the Decode functions.
@@ -26,8 +27,8 @@ const (
 	// max_payload). A partitions entry of MaxPartitions partitions takes
 	// at most 11 KiB in its bitmap form.
 	MaxEntryBytes = 1 << 20
-	// MaxNameLen bounds db, version, node and shard names.
-	MaxNameLen = 128
+	// MaxNameLen bounds db, version, node and shard names (names.MaxLen).
+	MaxNameLen = names.MaxLen
 	// maxTextLen bounds the other strings of an entry: addresses,
 	// subjects, partitioner names, releases.
 	maxTextLen = 512
@@ -106,29 +107,27 @@ type Version struct {
 	ActiveAt      time.Time `json:"active_at"`         // when the writer activated it
 }
 
-var nameRe = regexp.MustCompile(`^[-_a-zA-Z0-9]+$`)
-
 // ValidName reports whether s can be a db, version or node ID: one KV key
 // token and one NATS subject token, at most MaxNameLen bytes.
-func ValidName(s string) bool { return len(s) <= MaxNameLen && nameRe.MatchString(s) }
+func ValidName(s string) bool { return len(s) <= MaxNameLen && names.Valid(s) }
 
 // NodeKey returns the nodes-bucket key of a node.
-func NodeKey(nodeID string) string { return nodeID }
+func NodeKey(nodeID string) string { return names.NodeKey(nodeID) }
 
 // PartitionsKey returns the partitions-bucket key "<db>.<version>.<nodeID>".
-func PartitionsKey(db, version, nodeID string) string { return db + "." + version + "." + nodeID }
+func PartitionsKey(db, version, nodeID string) string { return names.PartitionKey(db, version, nodeID) }
 
 // VersionKey returns the versions-bucket key of a db.
-func VersionKey(db string) string { return db }
+func VersionKey(db string) string { return names.VersionKey(db) }
 
 // ParsePartitionsKey splits a partitions-bucket key; ok is false unless it
 // is three valid names.
 func ParsePartitionsKey(key string) (db, version, nodeID string, ok bool) {
-	parts := strings.Split(key, ".")
-	if len(parts) != 3 || !ValidName(parts[0]) || !ValidName(parts[1]) || !ValidName(parts[2]) {
+	db, version, nodeID, ok = names.ParsePartitionKey(key)
+	if !ok || !ValidName(db) || !ValidName(version) || !ValidName(nodeID) {
 		return "", "", "", false
 	}
-	return parts[0], parts[1], parts[2], true
+	return db, version, nodeID, true
 }
 
 // Encode returns the JSON of an entry. It fails only for values JSON
@@ -362,20 +361,17 @@ type Pin struct {
 	By      string    `json:"by,omitempty"` // who wrote it: user@host, for the status
 }
 
-// pinSuffix ends the versions-bucket key of a pin: ".pin" cannot be part
-// of a db name, so a pin key never collides with a version key (and
-// version readers skip it).
-const pinSuffix = ".pin"
-
-// PinKey returns the versions-bucket key of a db's pin.
-func PinKey(db string) string { return db + pinSuffix }
+// PinKey returns the versions-bucket key of a db's pin (names.PinKey):
+// ".pin" cannot be part of a db name, so a pin key never collides with a
+// version key (and version readers skip it).
+func PinKey(db string) string { return names.PinKey(db) }
 
 // IsPinKey reports whether key is a pin's key.
-func IsPinKey(key string) bool { return strings.HasSuffix(key, pinSuffix) }
+func IsPinKey(key string) bool { return names.IsPinKey(key) }
 
 // DecodePin decodes and checks the pin entry at key.
 func DecodePin(key string, b []byte) (Pin, error) {
-	db, ok := strings.CutSuffix(key, pinSuffix)
+	db, ok := strings.CutSuffix(key, names.PinSuffix)
 	if !ok || !ValidName(db) {
 		return Pin{}, fmt.Errorf("%w: pin key %q", ErrInvalid, key)
 	}

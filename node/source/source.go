@@ -7,9 +7,10 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // Source is where versions come from: a root holding <db>/<version>/<files>.
@@ -41,13 +42,12 @@ type SourceFile struct {
 	ModTime time.Time
 }
 
-// NamePattern is what db and version names (and node and shard IDs) match.
-const NamePattern = `^[-_a-zA-Z0-9]+$`
+// NamePattern is what db and version names (and node and shard IDs) match:
+// names.Pattern.
+const NamePattern = names.Pattern
 
-var validName = regexp.MustCompile(NamePattern)
-
-// ValidName reports whether s is a valid db or version name.
-func ValidName(s string) bool { return validName.MatchString(s) }
+// ValidName reports whether s is a valid db or version name (names.Valid).
+func ValidName(s string) bool { return names.Valid(s) }
 
 // IsDataFile reports whether a file name in a version directory is data:
 // names starting with "_" or "." (_SUCCESS, _logs, .crc files) are not.

@@ -21,8 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/natswire"
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/kvcluster"
@@ -139,7 +139,7 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	cfg.RequireSuccessFile = true
 	cfg.Logger = Logger()
 	cfg.Advertiser = kvcluster.NewAdvertiser(kv)
-	cfg.AdvertiseSubjects = natswire.Prefix(Cluster)
+	cfg.AdvertiseSubjects = names.Prefix(Cluster)
 	cfg.AdvertiseRetry = 50 * time.Millisecond
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,15 @@
+package natsconn_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them: every
+// component releases what it started (docs/ARCHITECTURE.md, "Lifecycle").
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, natstest.LeakOptions()...)
+}
