@@ -102,6 +102,9 @@ func New(cfg Config) (*Node, error) {
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
 	n.held.Store(newHeldView(nil))
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(newStatusCollector(n))
+	}
 	return n, nil
 }
 
