@@ -5,12 +5,21 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build run test deps-test deps-cache test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example diagram clean
+.PHONY: all build image run test deps-test deps-cache deps-deploy test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example diagram clean
 
 all: build
 
+# A static binary (CGO_ENABLED=0): it runs on any Linux, and in the
+# container image, which has no libc.
 build:
-	$(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/spangle
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/spangle
+
+# The container image from bin/spangle (examples/deploy/Dockerfile.prebuilt,
+# with podman; CONTAINER_ENGINE=docker for docker), tagged $(IMAGE).
+# examples/deploy/Dockerfile builds it from source instead.
+IMAGE ?= spangle:latest
+image: build
+	examples/deploy/image.sh $(BIN) $(IMAGE)
 
 # Serve the example source root (the sequins baby-names dataset) on $(BIND).
 run: build
@@ -32,7 +41,7 @@ cluster-example:
 test:
 	$(GO) test $(TEST_FLAGS) ./...
 
-deps-test: deps-cache
+deps-test: deps-cache deps-deploy
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 # nginx and Varnish for the end-to-end cache test (TestBehindCaches);
@@ -43,6 +52,15 @@ deps-cache:
 	@(command -v nginx && command -v varnishd && command -v gcc) >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx varnish gcc libc6-dev) || \
 		echo "deps-cache: nginx or Varnish could not be installed; TestBehindCaches will skip"
+
+# The tools of the examples/deploy tests: podman (the image), promtool
+# (Debian's prometheus: the alerting rules), systemd-analyze (the unit),
+# unshare and ip (the image's entrypoint runs in a network namespace of
+# its own). A failed install only makes those tests skip.
+deps-deploy:
+	@(command -v podman && command -v promtool && command -v systemd-analyze && command -v unshare && command -v ip) >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman prometheus systemd util-linux iproute2) || \
+		echo "deps-deploy: podman, promtool or systemd-analyze could not be installed; the examples/deploy tests that need them will skip"
 
 # The dashboard in a real headless Chromium; writes docs/dashboard.png.
 test-browser: deps-test

@@ -4,6 +4,7 @@
 //	spangle serve [--config spangle.toml] [--source DIR] [--bind ADDR] [--data-dir DIR]
 //	spangle get [--http URL | --nats URL] [--raw] DB KEY
 //	spangle status [--http URL | --nats URL] [--json]
+//	spangle ready [--http URL]
 //	spangle publish DIR --to nats-object://BUCKET --db DB --version V [--nats URL]
 //	spangle inspect FILE
 //	spangle plugin check MODULE.wasm
@@ -30,6 +31,7 @@ commands:
   serve     serve the dbs of a source root over HTTP and NATS
   get       look a key up (exit 0 found, 1 missing, 2 error)
   status    print the dbs, versions, partitions and nodes
+  ready     exit 0 if a node's /readyz answers 200 (a health probe)
   publish   upload a version to a NATS Object Store and announce it
   activate  pin a db to a version on every node (--latest: unpin)
   rollback  pin a db to an older version on every node
@@ -53,6 +55,8 @@ func main() {
 		os.Exit(get(args, os.Stdout, os.Stderr))
 	case "status":
 		err = status(args, os.Stdout, os.Stderr)
+	case "ready":
+		err = ready(args, os.Stderr)
 	case "publish":
 		err = publish(args, os.Stderr)
 	case "activate":

@@ -65,18 +65,25 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	sd := &sdNotifier{log: cfg.Logger} // systemd's Type=notify (sdnotify.go)
+	loaded := s.Node().Loaded()
 	for {
 		select {
+		case <-loaded:
+			loaded = nil
+			sd.loaded(s)
 		case err := <-s.Err():
 			cfg.Logger.Error("stopping", "err", err)
+			sd.stopping()
 			return errors.Join(err, shutdown(s, cfg.ShutdownTimeout))
 		case sig := <-sigs:
 			if sig != syscall.SIGHUP {
 				cfg.Logger.Info("shutting down", "signal", sig.String())
+				sd.stopping()
 				return shutdown(s, cfg.ShutdownTimeout)
 			}
 			cfg.Logger.Info("SIGHUP: looking for new versions")
-			s.Refresh()
+			sd.reloading(s.Refresh)
 		}
 	}
 }
