@@ -45,9 +45,9 @@ func TestBehaviour(t *testing.T) {
 				{"/baby-names/1881%2Fgirl", "1", 200, "Mary"},
 				{"/baby-names/1881/boy?proxy=1", "1", 200, "John"},
 				{"/baby-names/1881/nobody", "1", 404, ""},
-				{"/baby-names/1881/boy?proxy=2", "", 501, ""},
-				{"/nope/1881/boy", "", 404, ""},
-				{"/nope/1881/boy?proxy=1", "", 501, ""},
+				{"/baby-names/1881/boy?proxy=2", "", 501, "unknown version: this node does not hold the version named\n"},
+				{"/nope/1881/boy", "", 404, "unknown db: this node serves no db of that name\n"},
+				{"/nope/1881/boy?proxy=1", "", 501, "unknown db: this node serves no db of that name\n"},
 			} {
 				resp := ts.do(t, "GET", tt.path)
 				if resp.status != tt.status || resp.body != tt.body || resp.header.Get("X-Spangle-Version") != tt.version {

@@ -22,6 +22,7 @@ var dashboardFS embed.FS
 type dashboardPage struct {
 	NodeName string
 	ShardID  string
+	Release  string // the spangle release the node runs
 	DB       string // set on a db's own page
 	DBs      map[string]node.DBStatus
 	// SourceError is why the source could not be listed.
@@ -40,11 +41,26 @@ var dashboardFuncs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
-	"pct": func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"avg": func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
+	"seconds": seconds,
+	"pct":     func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"avg":     func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"clamp": func(f float64) float64 {
 		return min(max(f, 0), 100)
 	},
+}
+
+// seconds writes a duration in seconds at a precision a reader wants:
+// milliseconds under a second ("37ms"), tenths under a minute ("4.2s"),
+// whole seconds above ("2m5s"). It wrote 0.036788604s.
+func seconds(sec float64) string {
+	d := time.Duration(sec * float64(time.Second))
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // parseDashboard parses the embedded template. It fails only if the

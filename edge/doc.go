@@ -49,9 +49,9 @@
 //	found                               200     200           value headers, the value
 //	found, not modified (see below)     304     304           ETag, version, Cache-Control, Last-Modified
 //	not found (nil error)               404     404           version, negative Cache-Control, empty
-//	node.ErrUnknownDB                   404     501           empty
-//	node.ErrNoVersion                   404     501           empty
-//	node.ErrUnknownVersion              501     501           empty
+//	node.ErrUnknownDB                   404     501           short text
+//	node.ErrNoVersion                   404     501           short text
+//	node.ErrUnknownVersion              501     501           short text
 //	node.ErrPartitionNotHeld            500     500           short text
 //	node.ErrNoReplica                   502     502           short text
 //	node.ErrProxyTimeout                504     504           short text
@@ -166,7 +166,10 @@
 // only a known db can have: no version, unknown version, partition not
 // held, no replica, proxy timeout). Other lookups, chiefly those for
 // unknown dbs, are counted with db="" (no real db has an empty name), so
-// clients cannot grow the label set by asking for made-up dbs. Each db's
+// clients cannot grow the label set by asking for made-up dbs. Answers
+// before a lookup are counted too: 400 (an unknown query parameter, a bad
+// path), 403 (a peer request without the token) and 301 (a key spelt
+// otherwise than canonically). Each db's
 // label-bound handles are cached, so the hot path neither hashes labels
 // nor allocates for metrics.
 //

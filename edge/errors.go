@@ -39,12 +39,16 @@ type wireCode struct {
 // errOther. context.Canceled is 499 only when the request's own context is
 // done (the client went away); otherwise it is an internal error (500).
 //
-// Bodies are empty where sequins' were (its clients look at the status
-// only), and a short plain sentence for server-side failures.
+// Every body is a one-line reason, so that a person with curl learns what
+// happened; only a missing key's 404 (a lookup that succeeded, see
+// writeResult) is empty, as sequins' was.
 var wireCodes = [...]wireCode{
-	{err: node.ErrUnknownDB, status: http.StatusNotFound, peer: http.StatusNotImplemented, quiet: true},
-	{err: node.ErrNoVersion, status: http.StatusNotFound, peer: http.StatusNotImplemented, quiet: true},
-	{err: node.ErrUnknownVersion, status: http.StatusNotImplemented, peer: http.StatusNotImplemented, quiet: true},
+	{err: node.ErrUnknownDB, status: http.StatusNotFound, peer: http.StatusNotImplemented, quiet: true,
+		body: "unknown db: this node serves no db of that name\n"},
+	{err: node.ErrNoVersion, status: http.StatusNotFound, peer: http.StatusNotImplemented, quiet: true,
+		body: "the db has no version yet\n"},
+	{err: node.ErrUnknownVersion, status: http.StatusNotImplemented, peer: http.StatusNotImplemented, quiet: true,
+		body: "unknown version: this node does not hold the version named\n"},
 	{err: node.ErrPartitionNotHeld, status: http.StatusInternalServerError, peer: http.StatusInternalServerError,
 		body: "partition not held here\n", level: slog.LevelWarn},
 	{err: node.ErrNoReplica, status: http.StatusBadGateway, peer: http.StatusBadGateway,

@@ -56,6 +56,6 @@ func ExampleNewServer() {
 	// /greetings/en/hello: 200 "Hello, world" version="20260301"
 	// /greetings/en%2Fhello: 200 "Hello, world" version="20260301"
 	// /greetings/fr/bonjour: 404 "" version="20260301"
-	// /nope/x: 404 "" version=""
+	// /nope/x: 404 "unknown db: this node serves no db of that name\n" version=""
 	// <nil> <nil>
 }

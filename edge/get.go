@@ -125,16 +125,19 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 		if p, ok := unknownParam(r.URL.RawQuery); ok {
 			w.Header()[hdrCacheControl] = valNoStore
 			writeText(w, r, http.StatusBadRequest, "unknown query parameter "+strconv.Quote(p)+": lookups take proxy and raw only\n")
+			s.metrics.lookup(db).observe(http.StatusBadRequest, time.Since(start))
 			return
 		}
 		proxy = proxyParam(r.URL.RawQuery)
 		// Peers always get values as stored; clients may ask for them.
 		raw = proxy != "" || rawParam(r.URL.RawQuery)
 		if proxy != "" && !s.peerAllowed(w, r) {
+			s.metrics.lookup(db).observe(http.StatusForbidden, time.Since(start))
 			return
 		}
 	}
 	if r.URL.RawPath != "" && proxy == "" && redirectCanonical(w, r) {
+		s.metrics.lookup(db).observe(http.StatusMovedPermanently, time.Since(start))
 		return
 	}
 	// The key's bytes are the path string's, shared rather than copied: a

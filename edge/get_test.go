@@ -162,21 +162,21 @@ func TestLookupErrors(t *testing.T) {
 		wantBody    string
 	}{
 		{name: "key missing", status: 404, wantVersion: true},
-		{name: "unknown db", err: node.ErrUnknownDB, status: 404},
-		{name: "no version", err: node.ErrNoVersion, status: 404},
-		{name: "peer: unknown db", err: node.ErrUnknownDB, query: "?proxy=7", status: 501},
-		{name: "peer: no version", err: node.ErrNoVersion, query: "?proxy=7", status: 501},
-		{name: "peer: unknown version", err: node.ErrUnknownVersion, query: "?proxy=7", status: 501},
+		{name: "unknown db", err: node.ErrUnknownDB, status: 404, wantBody: "unknown db: this node serves no db of that name\n"}, // issue 29: it was empty
+		{name: "no version", err: node.ErrNoVersion, status: 404, wantBody: "the db has no version yet\n"},
+		{name: "peer: unknown db", err: node.ErrUnknownDB, query: "?proxy=7", status: 501, wantBody: "unknown db: this node serves no db of that name\n"},
+		{name: "peer: no version", err: node.ErrNoVersion, query: "?proxy=7", status: 501, wantBody: "the db has no version yet\n"},
+		{name: "peer: unknown version", err: node.ErrUnknownVersion, query: "?proxy=7", status: 501, wantBody: "unknown version: this node does not hold the version named\n"}, // issue 29: it was empty
 		{name: "peer: partition not held", err: node.ErrPartitionNotHeld, query: "?proxy=7", status: 500,
 			wantBody: "partition not held here\n"},
 		{name: "no replica", err: node.ErrNoReplica, status: 502, wantBody: "no replica answered\n"},
 		{name: "proxy timeout", err: node.ErrProxyTimeout, status: 504, wantBody: "proxy timeout\n"},
 		{name: "wrapped no replica", err: fmt.Errorf("node: get x: %w", node.ErrNoReplica), status: 502,
 			wantBody: "no replica answered\n"},
-		{name: "wrapped unknown db", err: fmt.Errorf("node: %w", node.ErrUnknownDB), status: 404},
+		{name: "wrapped unknown db", err: fmt.Errorf("node: %w", node.ErrUnknownDB), status: 404, wantBody: "unknown db: this node serves no db of that name\n"},
 		{name: "other error", err: errors.New("disk on fire"), status: 500, wantBody: "internal server error\n"},
 		{name: "canceled, client still there", err: context.Canceled, status: 500, wantBody: "internal server error\n"},
-		{name: "empty proxy is no proxy", err: node.ErrUnknownDB, query: "?proxy=", status: 404},
+		{name: "empty proxy is no proxy", err: node.ErrUnknownDB, query: "?proxy=", status: 404, wantBody: "unknown db: this node serves no db of that name\n"},
 		{name: "other params refused", err: node.ErrUnknownDB, query: "?raw=1&foo=bar&x", status: 400,
 			wantBody: "unknown query parameter \"foo\": lookups take proxy and raw only\n"},
 	}

@@ -195,5 +195,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metricsHandler.ServeHTTP(w, r)
 	default:
 		writeText(w, r, http.StatusBadRequest, "bad request path\n")
+		s.metrics.unknown.observe(http.StatusBadRequest, 0)
 	}
 }

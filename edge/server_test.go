@@ -48,16 +48,25 @@ func TestMetrics(t *testing.T) {
 	}
 	ts.do(t, "GET", "/")
 	ts.do(t, "GET", "/healthz")
+	// Answers before the lookup count too (issue 29: they did not).
+	if r := ts.do(t, "GET", "/baby-names/1881?nosuch=1"); r.status != 400 {
+		t.Errorf("unknown parameter: %d, want 400", r.status)
+	}
+	ts.do(t, "GET", "/baby-names/%31881") // 301, then the client's GET of the canonical path: 200
+	ts.do(t, "GET", "//x")
 
 	tests := []struct {
 		db, code string
 		want     float64
 	}{
-		{"baby-names", "200", 3},
+		{"baby-names", "200", 4},
 		{"names", "404", 1},
 		{"names", "200", 0},
 		{"down", "502", 1},
 		{"", "404", 20},
+		{"baby-names", "400", 1},
+		{"baby-names", "301", 1},
+		{"", "400", 1},
 	}
 	for _, tt := range tests {
 		if got := counterValue(t, ts.registry, tt.db, tt.code); got != tt.want {

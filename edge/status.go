@@ -77,6 +77,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, one bool, d
 	page := dashboardPage{
 		NodeName:    s.nodeName,
 		ShardID:     st.ShardID,
+		Release:     st.Release,
 		DBs:         st.DBs,
 		SourceError: st.SourceError,
 		Refresh:     dashboardRefresh,

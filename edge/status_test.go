@@ -220,3 +220,24 @@ func TestDashboardEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardReadable: a build's duration is shown at a precision a
+// reader wants ("took 37ms", not "took 0.036788604s"), timestamps do not
+// wrap mid-token, and the header names the node's release (issue 29).
+func TestDashboardReadable(t *testing.T) {
+	b := newFake()
+	b.status = statusOf(map[string]string{"names": node.StateActive})
+	b.status.Release = "v1.2.3 (rev 0123abcd)"
+	vs := b.status.DBs["names"].Versions["1"]
+	vs.Build = &node.BuildProgress{FilesDone: 4, FilesTotal: 4, Percent: 100, DurationSec: 0.036788604}
+	b.status.DBs["names"].Versions["1"] = vs
+	resp := startServer(t, b).do(t, "GET", "/names/")
+	for _, want := range []string{"took 37ms", `<span class="ts">`, "white-space: nowrap", "v1.2.3 (rev 0123abcd)"} {
+		if !strings.Contains(resp.body, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	if strings.Contains(resp.body, "0.036788604") {
+		t.Errorf("dashboard shows a duration at full precision")
+	}
+}

@@ -23,6 +23,8 @@ type Status struct {
 	// SourceError is why the last listing of the source's dbs failed;
 	// empty once one succeeds.
 	SourceError string `json:"source_error,omitempty"`
+	// Release is the spangle release the node runs (Config.BinaryVersion).
+	Release string `json:"release,omitempty"`
 }
 
 // DBStatus is one db's versions, as served at "/<db>/".
@@ -126,7 +128,7 @@ func (h *HealStatus) clone() *HealStatus {
 // holding it, and the replica counters count them all against the
 // cluster's Replication (Cluster.Status).
 func (n *Node) Status() Status {
-	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError()}
+	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError(), Release: n.cfg.BinaryVersion}
 	if !n.clustered() {
 		for name, d := range *n.dbs.Load() {
 			st.DBs[name] = d.status(n.cfg.Name, 1)

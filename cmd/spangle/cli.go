@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spangledb/spangle"
@@ -31,4 +35,57 @@ func shutdown(s *spangle.Server, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return s.Shutdown(ctx)
+}
+
+// usageError is a mistake on the command line (a missing or extra
+// argument, a bad name): main prints it once and exits 2, as for a bad
+// flag.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// usagef returns a usageError.
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// errFlagPrinted is a bad flag: the flag package has printed it and the
+// usage, so main only exits 2.
+var errFlagPrinted = errors.New("bad flag")
+
+// newFlagSet returns the flag set of a command whose usage (-h, or a bad
+// flag) prints the usage line then the flags, on stderr.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), strings.TrimRight(usage, "\n"))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs: -h is flag.ErrHelp (exit 0), a bad flag
+// errFlagPrinted (exit 2, already printed).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return errFlagPrinted
+}
+
+// exitCode prints err (once) on stderr and returns the process's exit
+// code: 0 for none or -h, 2 for a usage error, 1 for any other.
+func exitCode(err error, stderr io.Writer) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFlagPrinted):
+		return 2
+	case errors.As(err, &usage):
+		fmt.Fprintln(stderr, "spangle:", err)
+		return 2
+	}
+	fmt.Fprintln(stderr, "spangle:", err)
+	return 1
 }

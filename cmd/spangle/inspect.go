@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,21 +13,17 @@ import (
 )
 
 // inspect prints a SequenceFile's header and its records, one per line.
-func inspect(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+func inspect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("inspect", "usage: spangle inspect [-n N] [--partitions N [--partitioner NAME]] FILE", stderr)
 	limit := fs.Int("n", -1, "print at most this many records (-1: all)")
 	partitions := fs.Int("partitions", 0, "also print each key's partition among this many (0: don't)")
 	partitioner := fs.String("partitioner", "sequins", "partitioner for --partitions: sequins, hadoop, murmur3")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spangle inspect [-n N] [--partitions N [--partitioner NAME]] FILE")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return fmt.Errorf("inspect: want one file")
+		return usagef("inspect takes one file, got %d arguments", fs.NArg())
 	}
 	var part plugins.Partitioner
 	if *partitions > 0 {

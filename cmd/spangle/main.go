@@ -12,8 +12,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -50,7 +48,7 @@ func main() {
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "serve":
-		err = serve(args)
+		err = serve(args, os.Stderr)
 	case "get":
 		os.Exit(get(args, os.Stdout, os.Stderr))
 	case "status":
@@ -64,9 +62,9 @@ func main() {
 	case "rollback":
 		err = rollback(args, os.Stdout, os.Stderr)
 	case "inspect":
-		err = inspect(args, os.Stdout)
+		err = inspect(args, os.Stdout, os.Stderr)
 	case "plugin":
-		err = pluginCmd(args, os.Stdout)
+		err = pluginCmd(args, os.Stdout, os.Stderr)
 	case "version", "--version", "-version":
 		fmt.Println("spangle", versionString())
 	case "help", "-h", "--help":
@@ -75,25 +73,29 @@ func main() {
 		if strings.HasPrefix(cmd, "-") {
 			// sequins' command line, flags only (sequins --config
 			// sequins.conf -b … -r … -l …): serve.
-			err = serve(sequinsFlags(os.Args[1:]))
+			err = serve(sequinsFlags(os.Args[1:]), os.Stderr)
 			break
 		}
 		fmt.Fprintf(os.Stderr, "spangle: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0) // -h: the usage is printed; asking for it is no error
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "spangle:", err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(err, os.Stderr))
 }
 
-// versionString is the -ldflags version, else the module's version and
-// the VCS revision (with "+dirty" for modified sources) from the build
-// info, as "v1.2.3 (rev 0123abcd, 2026-11-24T10:00:00Z)".
+// versionString is release() and the Go version that built the binary,
+// as "v1.2.3 (rev 0123abcd, 2026-11-24T10:00:00Z) go1.26.0".
 func versionString() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return release() + " " + bi.GoVersion
+	}
+	return release()
+}
+
+// release is the -ldflags version, else the module's version and the VCS
+// revision (with "+dirty" for modified sources) from the build info, as
+// "v1.2.3 (rev 0123abcd, 2026-11-24T10:00:00Z)": what spangle version
+// prints, the serve log says and the node entry publishes.
+func release() string {
 	bi, ok := debug.ReadBuildInfo()
 	v := version
 	if v == "" && ok {
@@ -127,7 +129,7 @@ func versionString() string {
 		}
 		v += fmt.Sprintf(" (rev %s%s, %s)", rev, dirty, at)
 	}
-	return v + " " + bi.GoVersion
+	return v
 }
 
 // sequinsFlags spells sequins' short flags (-b, -r, -l, as "-b ADDR" or

@@ -71,7 +71,7 @@ func TestServeExample(t *testing.T) {
 		{"/baby-names/1881/boy", "John", "1", 200},
 		{"/baby-names/1881%2Fgirl", "Mary", "1", 200},
 		{"/baby-names/1881/nobody", "", "1", 404},
-		{"/nope/1881/boy", "", "", 404},
+		{"/nope/1881/boy", "unknown db: this node serves no db of that name\n", "", 404},
 	} {
 		resp, err := http.Get(base + tc.path)
 		if err != nil {
@@ -91,7 +91,7 @@ func TestServeExample(t *testing.T) {
 func TestInspect(t *testing.T) {
 	var out bytes.Buffer
 	file := filepath.Join("..", "..", "testdata", "sequins", "history-011971a", "testdata", "record_compressed_gzip.sequencefile")
-	if err := inspect([]string{"--partitions", "2", file}, &out); err != nil {
+	if err := inspect([]string{"--partitions", "2", file}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"org.apache.hadoop.io.compress.GzipCodec", "Alice\tPractice", "Bob\tHope", "2 records"} {
@@ -100,7 +100,7 @@ func TestInspect(t *testing.T) {
 		}
 	}
 	bad := filepath.Join("..", "..", "testdata", "sequins", "test_databases", "unhealthy", "baby-names-bad", "1", "part-00000")
-	if err := inspect([]string{bad}, io.Discard); err == nil || !strings.Contains(err.Error(), "part-00000") {
+	if err := inspect([]string{bad}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "part-00000") {
 		t.Fatalf("inspect of a bad file: %v", err)
 	}
 }

@@ -23,15 +23,10 @@ import (
 // "spangle activate --latest DB" removes the pin: back to the newest
 // version of the source.
 func activate(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("activate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("activate", "usage: spangle activate [flags] DB VERSION\n       spangle activate [flags] --latest DB", stderr)
 	pf := addPinFlags(fs)
 	latest := fs.Bool("latest", false, "remove the db's pin: every node goes back to the newest version of its source")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spangle activate [flags] DB VERSION\n       spangle activate [flags] --latest DB")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	want := 2
@@ -40,11 +35,11 @@ func activate(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() != want {
 		fs.Usage()
-		return fmt.Errorf("activate takes %d arguments, got %d", want, fs.NArg())
+		return usagef("activate takes %d arguments, got %d", want, fs.NArg())
 	}
 	db := fs.Arg(0)
 	if !advert.ValidName(db) {
-		return fmt.Errorf("bad db name %q", db)
+		return usagef("bad db name %q", db)
 	}
 	return pf.run(func(ctx context.Context, kv jetstream.KeyValue) error {
 		if *latest {
@@ -56,7 +51,7 @@ func activate(args []string, stdout, stderr io.Writer) error {
 		}
 		version := fs.Arg(1)
 		if !advert.ValidName(version) {
-			return fmt.Errorf("bad version name %q", version)
+			return usagef("bad version name %q", version)
 		}
 		if err := putPin(ctx, kv, advert.Pin{DB: db, Version: version}); err != nil {
 			return err
@@ -70,23 +65,18 @@ func activate(args []string, stdout, stderr io.Writer) error {
 // without one to the newest version older than the one the cluster
 // serves (each node picks it from its source listing, so all agree).
 func rollback(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("rollback", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rollback", "usage: spangle rollback [flags] DB [VERSION]", stderr)
 	pf := addPinFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: spangle rollback [flags] DB [VERSION]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fs.Usage()
-		return fmt.Errorf("rollback takes DB and an optional VERSION, got %d arguments", fs.NArg())
+		return usagef("rollback takes DB and an optional VERSION, got %d arguments", fs.NArg())
 	}
 	db := fs.Arg(0)
 	if !advert.ValidName(db) {
-		return fmt.Errorf("bad db name %q", db)
+		return usagef("bad db name %q", db)
 	}
 	return pf.run(func(ctx context.Context, kv jetstream.KeyValue) error {
 		p := advert.Pin{DB: db, Version: fs.Arg(1)}
@@ -104,7 +94,7 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 			}
 			p.Before = v.Version
 		} else if !advert.ValidName(p.Version) {
-			return fmt.Errorf("bad version name %q", p.Version)
+			return usagef("bad version name %q", p.Version)
 		}
 		if err := putPin(ctx, kv, p); err != nil {
 			return err

@@ -31,16 +31,16 @@ flags:
 `
 
 // pluginCmd implements "spangle plugin check".
-func pluginCmd(args []string, stdout io.Writer) error {
+func pluginCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(os.Stderr, pluginUsage)
+		fmt.Fprint(stderr, pluginUsage)
 		return flag.ErrHelp
 	}
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprint(os.Stderr, pluginUsage)
-		return errors.New("plugin: want the subcommand check")
+		fmt.Fprint(stderr, pluginUsage)
+		return usagef("plugin: want the subcommand check")
 	}
-	fs := flag.NewFlagSet("plugin check", flag.ContinueOnError)
+	fs := newFlagSet("plugin check", pluginUsage, stderr)
 	partitions := fs.Int("partitions", 20, "partition count to check the partitioner with")
 	keysFile := fs.String("keys", "", "file of keys, one per line (default: generated keys)")
 	count := fs.Int("count", 10000, "number of generated keys")
@@ -49,14 +49,10 @@ func pluginCmd(args []string, stdout io.Writer) error {
 	timeout := fs.Duration("timeout", plugins.DefaultCallTimeout, "deadline of one call into the plugin")
 	pages := fs.Uint("memory-pages", plugins.DefaultMemoryLimitPages, "memory limit of an instance, in 64 KiB pages")
 	cacheDir := fs.String("cache-dir", plugins.DefaultConfig().CacheDir, "compilation cache directory (empty: none)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), pluginUsage)
-		fs.PrintDefaults()
-	}
 	// Flags may come before or after the module.
 	var positional []string
 	for rest := args[1:]; ; {
-		if err := fs.Parse(rest); err != nil {
+		if err := parseFlags(fs, rest); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {
@@ -67,10 +63,10 @@ func pluginCmd(args []string, stdout io.Writer) error {
 	}
 	if len(positional) != 1 {
 		fs.Usage()
-		return errors.New("plugin check: want one module")
+		return usagef("plugin check takes one module, got %d arguments", len(positional))
 	}
 	if *partitions <= 0 {
-		return fmt.Errorf("plugin check: --partitions %d: want at least 1", *partitions)
+		return usagef("plugin check: --partitions %d: want at least 1", *partitions)
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })

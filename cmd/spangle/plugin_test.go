@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +93,7 @@ func TestPluginCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := pluginCmd(append(tc.args, "--cache-dir", t.TempDir()), &out)
+			err := pluginCmd(append(tc.args, "--cache-dir", t.TempDir()), &out, io.Discard)
 			if (err == nil) != tc.ok {
 				t.Errorf("err = %v, want ok=%v\n%s", err, tc.ok, out.String())
 			}
@@ -107,7 +108,7 @@ func TestPluginCheck(t *testing.T) {
 
 func TestPluginUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"inspect"}, {"check"}, {"check", "a.wasm", "b.wasm"}, {"check", "--partitions", "0", "a.wasm"}} {
-		if err := pluginCmd(args, &bytes.Buffer{}); err == nil {
+		if err := pluginCmd(args, &bytes.Buffer{}, io.Discard); err == nil {
 			t.Errorf("pluginCmd(%q): no error", args)
 		}
 	}

@@ -26,6 +26,9 @@ import (
 	"github.com/spangledb/spangle/node/source/objstore"
 )
 
+const publishUsage = `usage: spangle publish [flags] DIR --to nats-object://BUCKET --db DB --version V
+       spangle publish [flags] --delete --to nats-object://BUCKET DB V`
+
 // publish uploads a version directory to a NATS Object Store bucket and
 // announces it in the versions bucket, or (--delete) removes a version.
 //
@@ -37,8 +40,7 @@ import (
 // SIGTERM stop the upload: the version stays invisible and a rerun
 // resumes it.
 func publish(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("publish", publishUsage, stderr)
 	to := fs.String("to", "", "destination: nats-object://BUCKET (required)")
 	db := fs.String("db", "", "db name (required unless --delete)")
 	ver := fs.String("version", "", "version name (required unless --delete)")
@@ -56,12 +58,12 @@ func publish(args []string, stderr io.Writer) error {
 	del := fs.Bool("delete", false, "remove version V of DB (positional DB V) instead of uploading")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	connectTimeout := fs.Duration("connect-timeout", 10*time.Second, "give up when NATS cannot be reached (and its buckets bound) within this long")
-	if err := fs.Parse(reorder(fs, args)); err != nil {
+	if err := parseFlags(fs, reorder(fs, args)); err != nil {
 		return err
 	}
 	bucket, err := objstore.ParseURL(*to)
 	if err != nil {
-		return fmt.Errorf("--to: %w", err)
+		return usagef("--to: %v", err)
 	}
 	var dir string
 	switch {
@@ -70,10 +72,10 @@ func publish(args []string, stderr io.Writer) error {
 	case !*del && fs.NArg() == 1 && *db != "" && *ver != "":
 		dir = fs.Arg(0)
 	default:
-		return fmt.Errorf("usage: spangle publish DIR --to nats-object://BUCKET --db DB --version V, or spangle publish --delete --to nats-object://BUCKET DB V")
+		return usagef("publish takes DIR with --db and --version, or --delete with DB and V (spangle publish -h)")
 	}
 	if !advert.ValidName(*db) || !advert.ValidName(*ver) {
-		return fmt.Errorf("db %q and version %q must match ^[-_a-zA-Z0-9]+$", *db, *ver)
+		return usagef("db %q and version %q must match ^[-_a-zA-Z0-9]+$", *db, *ver)
 	}
 	var bw int64
 	if *bandwidth != "" {

@@ -2,8 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
-	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,8 +12,8 @@ import (
 
 // serve runs a node (spangle.Start) on the config file and the flags, until
 // SIGINT or SIGTERM; SIGHUP looks for new versions.
-func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+func serve(args []string, stderr io.Writer) error {
+	fs := newFlagSet("serve", "usage: spangle serve [--config FILE] [--source DIR|URL] [--bind ADDR] [--data-dir DIR] [flags]", stderr)
 	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
 	sourceRoot := fs.String("source", "", "source root: a directory, file:///path, nats-object://BUCKET or s3://BUCKET/PREFIX (overrides the config's source)")
 	bind := fs.String("bind", "", "HTTP listen address (default 0.0.0.0:9599)")
@@ -26,11 +25,11 @@ func serve(args []string) error {
 	shutdownTimeout := fs.Duration("shutdown-timeout", spangle.DefaultConfig().ShutdownTimeout, "how long SIGTERM waits for in-flight requests")
 	natsURL := fs.String("nats", "", "NATS server URLs, comma-separated (default: an embedded server)")
 	natsListen := fs.String("nats-listen", "", "embedded NATS server's client address (default 127.0.0.1:4222)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 { // flags after a positional would be ignored silently
-		return fmt.Errorf("serve takes no arguments (got %q): name the config with --config", fs.Args())
+		return usagef("serve takes no arguments (got %q): name the config with --config", fs.Args())
 	}
 	cfg := spangle.DefaultConfig()
 	path, err := spangle.FindConfig(*configPath)
@@ -52,7 +51,7 @@ func serve(args []string) error {
 	if *natsURL != "" {
 		cfg.NATS.URLs = spangle.SplitList(*natsURL)
 	}
-	cfg.ShutdownTimeout, cfg.Version = *shutdownTimeout, version
+	cfg.ShutdownTimeout, cfg.Version = *shutdownTimeout, release()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"github.com/spangledb/spangle"
 	"io"
@@ -22,15 +21,14 @@ import (
 // status runs "spangle status": the dbs, versions, partitions × replicas
 // and nodes, from a node's HTTP status or from the cluster's KV buckets.
 func status(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", "usage: spangle status [--http URL | --nats URL] [--json]", stderr)
 	cf := addClientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON: the node's status (HTTP) or the cluster map (NATS)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
-		return fmt.Errorf("status takes no arguments (got %q)", fs.Args())
+		return usagef("status takes no arguments (got %q)", fs.Args())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
@@ -107,7 +105,14 @@ func httpStatus(ctx context.Context, cf *clientFlags, stdout io.Writer, asJSON b
 // printStatus prints a node's status as a table, one row per version and
 // node.
 func printStatus(w io.Writer, base string, st node.Status) {
-	fmt.Fprintf(w, "status of %s\n\n", base)
+	fmt.Fprintf(w, "status of %s", base)
+	if st.Release != "" {
+		fmt.Fprintf(w, " (spangle %s)", st.Release)
+	}
+	fmt.Fprint(w, "\n\n")
+	if st.SourceError != "" {
+		fmt.Fprintf(w, "source unavailable: %s\n\n", st.SourceError)
+	}
 	if len(st.DBs) == 0 {
 		fmt.Fprintln(w, "no dbs")
 		return
@@ -135,6 +140,32 @@ func printStatus(w io.Writer, base string, st node.Status) {
 		}
 	}
 	tw.Flush()
+	printPins(w, st)
+}
+
+// printPins prints each pinned db's pin, and why the node cannot follow
+// it when it cannot.
+func printPins(w io.Writer, st node.Status) {
+	first := true
+	for _, db := range slices.Sorted(maps.Keys(st.DBs)) {
+		ds := st.DBs[db]
+		if ds.Pinned == "" && ds.PinError == "" && ds.SourceError == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		if ds.Pinned != "" {
+			fmt.Fprintf(w, "%s: pinned to %s (spangle activate --latest %s unpins)\n", db, ds.Pinned, db)
+		}
+		if ds.PinError != "" {
+			fmt.Fprintf(w, "%s: cannot follow the pin: %s\n", db, ds.PinError)
+		}
+		if ds.SourceError != "" {
+			fmt.Fprintf(w, "%s: cannot list versions: %s\n", db, ds.SourceError)
+		}
+	}
 }
 
 // printMap prints the cluster map: nodes, then each db's versions with

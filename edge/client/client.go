@@ -228,19 +228,27 @@ func (c *Client) newAttempts() attempts {
 // returns the error to give up with when no attempt is left or ctx ends.
 func (a *attempts) next(ctx context.Context, failure error) error {
 	if a.left <= 0 {
-		return fmt.Errorf("%w: %w", ErrUnavailable, failure)
+		return fmt.Errorf("%w: %w", ErrUnavailable, unprefixed{failure})
 	}
 	a.left--
 	t := time.NewTimer(a.pause)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w (last failure: %w)", ErrUnavailable, ctx.Err(), failure)
+		return fmt.Errorf("%w: %w (last failure: %w)", ErrUnavailable, ctx.Err(), unprefixed{failure})
 	case <-t.C:
 	}
 	a.pause = min(2*a.pause, a.max)
 	return nil
 }
+
+// unprefixed is an attempt's failure inside ErrUnavailable, whose message
+// already says "client: ": its own prefix is dropped, so that it is said
+// once ("client: no node answered: GET …").
+type unprefixed struct{ error }
+
+func (u unprefixed) Error() string { return strings.TrimPrefix(u.error.Error(), "client: ") }
+func (u unprefixed) Unwrap() error { return u.error }
 
 // attemptContext bounds one attempt by Config.Timeout: ctx itself when its
 // deadline comes sooner, else a derived context (cancel must be called).

@@ -450,7 +450,8 @@ func TestConfig(t *testing.T) {
 }
 
 // TestUnavailable: with no node, a lookup fails after its attempts with
-// ErrUnavailable, within the configured timeouts.
+// ErrUnavailable, within the configured timeouts, saying "client: " once
+// (it said "client: no node answered: client: GET …").
 func TestUnavailable(t *testing.T) {
 	cfg := client.DefaultConfig()
 	cfg.URLs = []string{"http://127.0.0.1:1"} // nothing listens on port 1
@@ -466,6 +467,9 @@ func TestUnavailable(t *testing.T) {
 	_, err = c.Get(context.Background(), "d", []byte("k"))
 	if !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("err = %v", err)
+	}
+	if n := strings.Count(err.Error(), "client: "); n != 1 || !strings.Contains(err.Error(), "GET http://127.0.0.1:1") {
+		t.Errorf("the error says client: %d times, or not the URL: %v", n, err)
 	}
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
