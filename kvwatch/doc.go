@@ -107,6 +107,15 @@
 // whole instead and replaces the map in one step, since markers of keys
 // deleted meanwhile may be gone.
 //
+// A bucket deleted, purged or re-created under a running KV loses its
+// entries, and a purge sends watchers nothing. Each Heartbeat the KV looks
+// at every bucket it holds entries in (one STREAM.INFO each): when the
+// bucket is gone (it is created again), was created again, or no longer
+// holds the revision of one of its writes, it writes all its entries in
+// that bucket again at once, reloads the bucket whole, logs it and counts
+// it (spangle_kvwatch_bucket_repairs_total). Versions entries come back
+// only where the key is absent, so a newer version stays.
+//
 // A watcher that stalls while connected — in a cluster, when the server
 // hosting its consumer goes away — is noticed because an own write
 // acknowledged more than OpTimeout ago has not come back through it; all

@@ -69,6 +69,13 @@ type KV struct {
 	writeMu sync.Mutex // guards writes
 	writes  [numBuckets]writes
 
+	putMu sync.Mutex         // guards puts and the ownPuts in it
+	puts  map[string]*ownPut // Versions entries written by Put, by key, for repair
+
+	// reloadWanted asks the watch loop to reload a bucket whole (after a
+	// repair); set by the heartbeat, cleared by the watch loop.
+	reloadWanted [numBuckets]atomic.Bool
+
 	subMu      sync.Mutex // guards subs and subsClosed
 	subs       map[*subscriber]struct{}
 	subsClosed bool
@@ -116,6 +123,7 @@ func New(cfg Config) (*KV, error) {
 		connKick: make(chan struct{}, 1),
 		hbKick:   make(chan struct{}, 1),
 		own:      make(map[ownKey]*ownEntry),
+		puts:     make(map[string]*ownPut),
 		subs:     make(map[*subscriber]struct{}),
 		buckets:  watchedBuckets(cfg.ClusterName),
 	}

@@ -14,6 +14,7 @@ type metrics struct {
 	heartbeatFailures prometheus.Counter
 	conflicts         prometheus.Counter
 	watcherRestarts   *prometheus.CounterVec
+	bucketRepairs     *prometheus.CounterVec
 	revision          *prometheus.GaugeVec
 	staleSeconds      prometheus.GaugeFunc
 	droppedNotifies   prometheus.Counter
@@ -45,6 +46,10 @@ func newMetrics(staleSeconds func() float64) *metrics {
 			Name: "spangle_kvwatch_watcher_restarts_total",
 			Help: "Watchers re-created after a reconnect, a stall or a closed watcher, by bucket and mode (resume or reload).",
 		}, []string{"bucket", "mode"}),
+		bucketRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_kvwatch_bucket_repairs_total",
+			Help: "Buckets found deleted, re-created or purged under this node, whose own entries it wrote again, by bucket and reason.",
+		}, []string{"bucket", "reason"}),
 		revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_kvwatch_snapshot_revision",
 			Help: "Highest bucket revision applied to the snapshot.",
@@ -76,7 +81,7 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		return nil
 	}
 	all := []prometheus.Collector{m.connected, m.reconnects, m.heartbeatFailures, m.conflicts,
-		m.watcherRestarts, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts, m.refreshesSkipped}
+		m.watcherRestarts, m.bucketRepairs, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts, m.refreshesSkipped}
 	for _, c := range all {
 		if err := r.Register(c); err != nil {
 			m.registerer = r

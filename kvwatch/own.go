@@ -183,6 +183,7 @@ func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint6
 		return 0, fmt.Errorf("kvwatch: put %s %s: %w", b, key, err)
 	}
 	k.noteWrite(b, rev)
+	k.notePut(key, value, rev)
 	return rev, nil
 }
 
@@ -199,6 +200,7 @@ func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
 	if err != nil {
 		return err
 	}
+	k.forgetPut(key)
 	return k.purge(ctx, kvs[b], b, key)
 }
 
@@ -327,11 +329,13 @@ func isWrongLastSeq(err error) bool {
 }
 
 // heartbeat refreshes every own entry each Heartbeat, and at once when
-// kicked (after a reconnect), until ctx ends. It skips rounds while
-// disconnected: those writes could only fail.
+// kicked (after a reconnect), until ctx ends; each Heartbeat it also
+// repairs the buckets that lost own entries (checkBuckets). It skips
+// rounds while disconnected: those writes could only fail.
 func (k *KV) heartbeat(ctx context.Context) {
 	t := time.NewTicker(k.cfg.Heartbeat)
 	defer t.Stop()
+	var seen [numBuckets]bucketSeen
 	for {
 		select {
 		case <-ctx.Done():
@@ -339,6 +343,7 @@ func (k *KV) heartbeat(ctx context.Context) {
 		case <-t.C:
 			if k.nc.IsConnected() {
 				k.refreshAll(ctx, false)
+				k.checkBuckets(ctx, &seen)
 			}
 		case <-k.hbKick:
 			if k.nc.IsConnected() {

@@ -144,6 +144,7 @@ func (l *watchLoop) run() {
 			return
 		case caseConnKick:
 			l.checkConn()
+			l.checkReloads()
 			l.startWatchers()
 		case caseTick:
 			l.checkConn()
@@ -206,6 +207,17 @@ func (l *watchLoop) checkConn() {
 	l.k.log.Info("re-creating watchers after reconnect", "outage", outage, "reload", reload)
 	for _, bw := range l.bw {
 		l.restart(bw, reload)
+	}
+}
+
+// checkReloads restarts, with a whole load, the watchers of the buckets
+// the heartbeat repaired (KV.reloadWanted): a purge sends watchers
+// nothing, so others' purged keys would stay in the snapshot for good.
+func (l *watchLoop) checkReloads() {
+	for _, bw := range l.bw {
+		if l.k.reloadWanted[bw.b].Swap(false) {
+			l.restart(bw, true)
+		}
 	}
 }
 

@@ -1,0 +1,226 @@
+package kvwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Self-repair. A bucket deleted, purged or re-created under a running KV
+// (an operator's mistake, a leaked login, a server that lost its store)
+// loses this KV's entries, and a purge sends watchers nothing: without
+// repair the node would be missing from the cluster map until its next
+// refresh (a third of PartitionsTTL for partitions entries) and its
+// version entries never come back. The heartbeat therefore looks at every
+// bucket it holds entries in, once per Heartbeat (one STREAM.INFO each),
+// and when the bucket is gone, was created again, or no longer holds the
+// revision of one of this KV's writes, it writes every entry of this KV
+// in that bucket again at once and has the watch loop reload the bucket
+// whole (the snapshot would otherwise keep purged keys of others for
+// good). Versions entries (Put) come back only where the key is absent: a
+// newer version written by another node or a publisher stays, and the
+// KV forgets its own (another node's activation replaces the entry all
+// the time: that is not a loss, and is neither logged nor counted).
+
+// ownPut is a permanent entry this KV wrote with Put and has not deleted,
+// kept for repair. Its fields are guarded by KV.putMu.
+type ownPut struct {
+	value []byte
+	rev   uint64
+}
+
+// bucketSeen is what the heartbeat last saw of a bucket's stream.
+type bucketSeen struct {
+	created time.Time
+}
+
+// notePut records a Put of key for repair; value is owned by the caller.
+func (k *KV) notePut(key string, value []byte, rev uint64) {
+	k.putMu.Lock()
+	defer k.putMu.Unlock()
+	k.puts[key] = &ownPut{value: slices.Clone(value), rev: rev}
+}
+
+// forgetPut stops repairing key (Delete).
+func (k *KV) forgetPut(key string) {
+	k.putMu.Lock()
+	defer k.putMu.Unlock()
+	delete(k.puts, key)
+}
+
+// ownRevisions returns the revisions of this KV's writes in bucket b that
+// are still meant to be there (0 for an entry not written yet).
+func (k *KV) ownRevisions(b Bucket) []uint64 {
+	var revs []uint64
+	if b == Versions {
+		k.putMu.Lock()
+		for _, p := range k.puts {
+			revs = append(revs, p.rev)
+		}
+		k.putMu.Unlock()
+		return revs
+	}
+	k.ownMu.Lock()
+	var entries []*ownEntry
+	for _, e := range k.own {
+		if e.b == b {
+			entries = append(entries, e)
+		}
+	}
+	k.ownMu.Unlock()
+	for _, e := range entries {
+		l := k.keyLock(e.b, e.key)
+		l.Lock()
+		revs = append(revs, e.rev)
+		l.Unlock()
+	}
+	return revs
+}
+
+// checkBuckets looks at each bucket this KV holds entries in and repairs
+// the ones that lost them. seen is the heartbeat's memory of the streams,
+// indexed by Bucket.
+func (k *KV) checkBuckets(ctx context.Context, seen *[numBuckets]bucketSeen) {
+	js, kvs, err := k.handles()
+	if err != nil {
+		return
+	}
+	for _, w := range k.buckets {
+		revs := k.ownRevisions(w.b)
+		if len(revs) == 0 {
+			continue
+		}
+		reason, err := k.bucketReset(ctx, js, kvs[w.b], w, revs, &seen[w.b])
+		if err != nil {
+			if ctx.Err() == nil {
+				k.log.Debug("bucket check failed", "bucket", w.b, "err", err)
+			}
+			continue
+		}
+		if reason != "" {
+			k.repairBucket(ctx, w.b, reason)
+		}
+	}
+}
+
+// bucketReset returns why bucket w lost this KV's writes ("deleted",
+// "recreated", "purged"), or "" when it did not. A deleted bucket is
+// created again here.
+func (k *KV) bucketReset(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, w watched, revs []uint64, seen *bucketSeen) (string, error) {
+	octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+	st, err := kv.Status(octx)
+	cancel()
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err := k.ensureBucket(ctx, js, w, k.cfg.OpTimeout); err != nil {
+			return "", fmt.Errorf("re-create: %w", err)
+		}
+		seen.created = time.Time{}
+		return "deleted", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return "", nil
+	}
+	si := bs.StreamInfo()
+	prev := seen.created
+	seen.created = si.Created
+	if !prev.IsZero() && !si.Created.Equal(prev) {
+		return "recreated", nil
+	}
+	for _, rev := range revs {
+		if rev != 0 && (rev < si.State.FirstSeq || rev > si.State.LastSeq) {
+			return "purged", nil
+		}
+	}
+	return "", nil
+}
+
+// repairBucket writes every entry of this KV in bucket b again, logs it,
+// counts it, and has the watch loop reload b whole.
+func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
+	var n, failed int
+	if b == Versions {
+		n, failed = k.repairPuts(ctx)
+	} else {
+		k.ownMu.Lock()
+		var entries []*ownEntry
+		for _, e := range k.own {
+			if e.b == b {
+				entries = append(entries, e)
+			}
+		}
+		k.ownMu.Unlock()
+		var counted = make(chan bool, len(entries))
+		k.forEachOwn(entries, func(e *ownEntry) {
+			if !k.registered(e) {
+				return
+			}
+			err := k.writeOwnLocked(ctx, e)
+			counted <- err == nil
+		})
+		close(counted)
+		for ok := range counted {
+			if ok {
+				n++
+			} else {
+				failed++
+			}
+		}
+	}
+	if reason == "purged" && n == 0 && failed == 0 {
+		// Only Versions entries other writers replaced since: nothing
+		// was lost, nothing to say.
+		return
+	}
+	k.met.bucketRepairs.WithLabelValues(b.String(), reason).Inc()
+	k.log.Warn("bucket lost this node's entries; wrote them again", "bucket", b, "reason", reason,
+		"entries", n, "failed", failed)
+	k.reloadWanted[b].Store(true)
+	kick(k.connKick)
+}
+
+// repairPuts creates again the Versions entries of this KV that are
+// absent, and forgets those another writer replaced. It returns how many
+// it wrote and how many writes failed.
+func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
+	_, kvs, err := k.handles()
+	if err != nil {
+		return 0, 0
+	}
+	k.putMu.Lock()
+	puts := maps.Clone(k.puts)
+	k.putMu.Unlock()
+	for key, p := range puts {
+		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+		rev, err := kvs[Versions].Create(octx, key, p.value)
+		cancel()
+		k.putMu.Lock()
+		if k.puts[key] == p { // not put again or deleted meanwhile
+			switch {
+			case err == nil:
+				p.rev = rev
+			case errors.Is(err, jetstream.ErrKeyExists):
+				delete(k.puts, key) // someone else's value now: theirs to keep
+			}
+		}
+		k.putMu.Unlock()
+		switch {
+		case err == nil:
+			n++
+			k.noteWrite(Versions, rev)
+		case !errors.Is(err, jetstream.ErrKeyExists):
+			failed++
+			k.log.Warn("cannot write a versions entry again", "key", key, "err", err)
+		}
+	}
+	return n, failed
+}

@@ -1,0 +1,149 @@
+package kvwatch
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
+)
+
+// TestRepairBucket deletes, purges and re-creates each bucket under a
+// running KV, as another client, and checks that the KV's own entries come
+// back on the server and in its snapshot within a few heartbeats, with the
+// repair counted, and that another writer's purged key leaves the
+// snapshot (a purge sends watchers nothing: only the reload removes it).
+// PartitionsTTL is long, so the partitions entry would otherwise come
+// back only after its refresh, a third of it later.
+func TestRepairBucket(t *testing.T) {
+	c := testConfig(t)
+	c.PartitionsTTL = 3 * time.Minute
+	k := startKV(t, c)
+	ctx := ctxT(t)
+	own := map[Bucket][2]string{
+		Nodes:      {"n1", "node"},
+		Partitions: {"db.v1.n1", "0,1"},
+		Versions:   {"db", "v1"},
+	}
+	write := func() {
+		t.Helper()
+		for b, kv := range own {
+			var err error
+			if b == Versions {
+				_, err = k.Put(ctx, b, kv[0], []byte(kv[1]))
+			} else {
+				err = k.Publish(ctx, b, kv[0], []byte(kv[1]))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write()
+	js := natstest.JetStream(t, k.ClientURL())
+	for _, b := range allBuckets {
+		for _, action := range []string{"delete", "purge", "recreate"} {
+			t.Run(fmt.Sprintf("%s/%s", b, action), func(t *testing.T) {
+				w := watched{b: b, name: bucketName("test", b)}
+				// Another writer's permanent key, only in Versions (the
+				// TTL'd buckets refuse plain puts from a KV; a raw one
+				// would do, but the point is made once).
+				if b == Versions {
+					if _, err := k.Put(ctx, Versions, "other", []byte("x")); err != nil {
+						t.Fatal(err)
+					}
+					k.forgetPut("other") // as if another node had written it
+					waitFor(t, 5*time.Second, "the other key", hasValue(k, Versions, "other", "x"))
+				}
+				before := testutil.ToFloat64(k.met.bucketRepairs.WithLabelValues(b.String(), action))
+				stream := "KV_" + w.name
+				switch action {
+				case "delete":
+					if err := js.DeleteStream(ctx, stream); err != nil {
+						t.Fatal(err)
+					}
+				case "purge":
+					s, err := js.Stream(ctx, stream)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Purge(ctx); err != nil {
+						t.Fatal(err)
+					}
+				case "recreate":
+					if err := js.DeleteStream(ctx, stream); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := k.ensureBucket(ctx, js, w, 5*time.Second); err != nil {
+						t.Fatal(err)
+					}
+				}
+				start := time.Now()
+				key, value := own[b][0], own[b][1]
+				waitFor(t, 5*time.Second, "the own entry back on the server", func() error {
+					raw, err := js.KeyValue(ctx, w.name)
+					if err != nil {
+						return err
+					}
+					e, err := rawGet(raw, key)
+					if err != nil {
+						return err
+					}
+					if string(e.Value()) != value {
+						return fmt.Errorf("%s = %q", key, e.Value())
+					}
+					return nil
+				})
+				waitFor(t, 5*time.Second, "the own entry in the snapshot", hasValue(k, b, key, value))
+				if b == Versions {
+					waitFor(t, 5*time.Second, "the purged key gone from the snapshot", hasNoKey(k, Versions, "other"))
+				}
+				t.Logf("repaired after %v", time.Since(start).Round(time.Millisecond))
+				waitFor(t, 5*time.Second, "the repair counted", func() error {
+					var got float64
+					for _, reason := range []string{"deleted", "recreated", "purged"} {
+						got += testutil.ToFloat64(k.met.bucketRepairs.WithLabelValues(b.String(), reason))
+					}
+					if got <= before {
+						return fmt.Errorf("repairs of %s: %v", b, got)
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+// TestRepairKeepsNewerVersion: a versions entry another writer replaced
+// is not written back by a repair.
+func TestRepairKeepsNewerVersion(t *testing.T) {
+	k := startKV(t, testConfig(t))
+	ctx := ctxT(t)
+	if _, err := k.Put(ctx, Versions, "db", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawKV(t, k.ClientURL(), Versions)
+	if _, err := raw.Put(ctx, "db", []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "v2", hasValue(k, Versions, "db", "v2"))
+	// The KV's write of v1 is gone (history 1): the next check sees a
+	// revision the bucket no longer holds, and tries to create the key
+	// again, which exists: v2 stays, and the KV forgets its v1.
+	waitFor(t, 5*time.Second, "v1 forgotten", func() error {
+		k.putMu.Lock()
+		defer k.putMu.Unlock()
+		if _, ok := k.puts["db"]; ok {
+			return fmt.Errorf("still tracked")
+		}
+		return nil
+	})
+	if e, err := rawGet(raw, "db"); err != nil || string(e.Value()) != "v2" {
+		t.Fatalf("db = %v, %v; want v2", e, err)
+	}
+	if got := testutil.ToFloat64(k.met.bucketRepairs.WithLabelValues(Versions.String(), "purged")); got != 0 {
+		t.Errorf("a replaced versions entry counted as %v repairs", got)
+	}
+}
