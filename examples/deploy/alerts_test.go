@@ -55,6 +55,16 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
+// TestPrometheusConfig checks prometheus.yml, and the rule file it
+// loads, with promtool check config.
+func TestPrometheusConfig(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	out, err := exec.Command(promtool, "check", "config", "prometheus.yml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "spangle-alerts.yml") {
+		t.Fatalf("promtool check config: %v\n%s", err, out)
+	}
+}
+
 // TestDashboardQueries checks that every query of spangle-dashboard.json
 // parses, with promtool: each becomes a recording rule, Grafana's
 // variables replaced by what Grafana would put there.

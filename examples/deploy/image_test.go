@@ -72,6 +72,37 @@ func TestDockerfilesAgree(t *testing.T) {
 	}
 }
 
+// goImage is the build stage's base image in Dockerfile.
+const goImage = "docker.io/library/golang:1.26-bookworm"
+
+// TestDockerfileFromSource builds Dockerfile, the build from source, when
+// the golang image is on this machine (it cannot be pulled in sandboxes
+// such as CI's; TestDockerfilesAgree covers its runtime stage then).
+func TestDockerfileFromSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds an image")
+	}
+	podman := needTool(t, "podman", "podman")
+	if exec.Command(podman, "image", "exists", goImage).Run() != nil {
+		t.Skipf("%s is not on this machine (podman pull it to run this test)", goImage)
+	}
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte("FROM "+goImage+" AS build")) {
+		t.Fatalf("Dockerfile does not build FROM %s", goImage)
+	}
+	tag := fmt.Sprintf("localhost/spangle-deploy-test-src:%d", time.Now().UnixNano())
+	build := exec.Command(podman, "build", "--format", "docker", "--pull=never", "--ignorefile", "examples/deploy/Dockerfile.dockerignore",
+		"-f", "examples/deploy/Dockerfile", "-t", tag, ".")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("podman build: %v\n%s", err, out)
+	}
+	exec.Command(podman, "rmi", "-f", tag).Run()
+}
+
 // imageConfig is what this test reads of podman image inspect.
 type imageConfig struct {
 	Size   int64
