@@ -9,11 +9,11 @@ import (
 
 // Cluster is the cluster a node is part of, as its version lifecycle sees
 // it: what the lifecycle asks ("which partitions do I build?", "may this
-// version go active?", "who answers for a partition I do not hold?") and
-// what it tells (Join hands the cluster the node, whose Held versions it
-// follows). Package node/cluster implements it; a node whose
-// Config.Cluster is nil runs alone, and this package never imports that
-// one.
+// version go active?" — Placement; "who answers for a partition I do not
+// hold?" — Peers) and what it tells (Join hands the cluster the node, as
+// a Member whose Held versions it follows). Package node/cluster
+// implements it; a node whose Config.Cluster is nil runs alone, and this
+// package never imports that one.
 //
 // Cluster mode, step by step:
 //
@@ -23,24 +23,41 @@ import (
 //  3. a built version is pending: held, advertised (Active false) and
 //     readable by name, and becomes active once MayActivate says every
 //     partition has enough replicas, asked again at every Changed;
-//  4. lookups of partitions held elsewhere go to Get;
+//  4. lookups of partitions held elsewhere go to the Peers (read.go);
 //  5. the version replaced at a switch stays for peers naming it until
 //     Retention passes without a request (retention.go);
 //  6. Status adds the other nodes' view of each db;
 //  7. the cluster may ask the node to load more partitions of its active
-//     version (LoadPartitions): healing.
+//     version (Member.LoadPartitions): healing.
 //
 // Lock order: db.healMu and db.mu are never held together; the pending
 // and active versions change only on the db's loop goroutine.
 type Cluster interface {
-	// Join starts the cluster's work for n (healing, routes); called by
-	// Start, once. Shutdown ends it.
-	Join(n *Node)
+	Placement
+	Peers
+	// Join starts the cluster's work for m, the node (healing, routes);
+	// called by Start, once. Shutdown ends it.
+	Join(m Member)
 	// Converge blocks until the membership has settled with this node in
 	// it; false if ctx ends first.
 	Converge(ctx context.Context) bool
 	// Changed returns a channel closed at the next change of the cluster.
 	Changed() <-chan struct{}
+	// Forget drops what the cluster keeps about v (its routes), no
+	// longer held here.
+	Forget(db, version string)
+	// Status adds the other live nodes' versions of db to ds.
+	Status(db string, ds *DBStatus)
+	// Shutdown stops what Join started and releases the cluster's
+	// resources; it returns ctx's error if ctx ends first.
+	Shutdown(ctx context.Context) error
+}
+
+// Placement is where a version's partitions live and when it may serve:
+// the version lifecycle's questions to the cluster (db.go, cluster.go,
+// retention.go). Its methods do not block and are safe for concurrent
+// use.
+type Placement interface {
 	// Assign returns the partitions of v (v.Partitions unset) this node
 	// builds, never nil, or an error wrapping ErrPartitionerMismatch when
 	// another node built v with another partitioner.
@@ -48,22 +65,41 @@ type Cluster interface {
 	// MayActivate reports whether v, of which this node holds
 	// v.Partitions, has enough replicas cluster-wide to go active.
 	MayActivate(v VersionInfo) bool
-	// Get looks key up in partition p of v on the other nodes holding it:
-	// an error wraps ErrNoReplica or ErrProxyTimeout, or is ctx's.
-	Get(ctx context.Context, v VersionInfo, p int, key []byte) (Remote, error)
-	// Forget drops what the cluster keeps about v, no longer held here.
-	Forget(db, version string)
 	// Retention is how long a replaced version stays for peers naming it.
 	Retention() time.Duration
 	// Replication is the replica count a version's status is counted
 	// against.
 	Replication() int
-	// Status adds the other live nodes' versions of db to ds.
-	Status(db string, ds *DBStatus)
-	// Shutdown stops what Join started and releases the cluster's
-	// resources; it returns ctx's error if ctx ends first.
-	Shutdown(ctx context.Context) error
 }
+
+// Peers reads what this node does not hold from the nodes that do: the
+// remote side of the read path (read.go's reader, for a partition that
+// is not local). It is the one place a new remote read (a key listing's
+// scan of a partition) is added. Safe for concurrent use; each call
+// blocks until an answer, a timeout or the end of ctx.
+type Peers interface {
+	// Get looks key up in partition p of v on the other nodes holding it:
+	// an error wraps ErrNoReplica or ErrProxyTimeout, or is ctx's. The
+	// caller owns key and the returned value.
+	Get(ctx context.Context, v VersionInfo, p int, key []byte) (Remote, error)
+}
+
+// Member is the node as its Cluster sees it once joined: what the
+// cluster reads of it (its ID, status name, shard ID, held versions,
+// whether it has loaded and whether it is draining) and the one thing it
+// asks of it (LoadPartitions: healing). *Node implements it; its methods
+// are safe for concurrent use.
+type Member interface {
+	ID() string
+	Name() string
+	ShardID() string
+	Held() ([]HeldVersion, <-chan struct{})
+	Loaded() <-chan struct{}
+	Draining() bool
+	LoadPartitions(ctx context.Context, db, version string, parts []int) error
+}
+
+var _ Member = (*Node)(nil)
 
 // VersionInfo names a version of a db as the cluster sees it.
 type VersionInfo struct {

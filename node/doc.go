@@ -31,8 +31,9 @@
 //
 // Main types: Node (New, Start, Loaded, Ready, Refresh, Drain, Shutdown;
 // Get, GetMany, Status, Held, LoadPartitions), Config and DBConfig, and
-// the interfaces it declares for what it needs: Cluster and Advertiser
-// (sources are package node/source's).
+// the interfaces it declares for what it needs: Cluster (Placement for
+// the version lifecycle, Peers for remote reads; Join hands it the node
+// as a Member) and Advertiser (sources are package node/source's).
 //
 // # Caveats
 //

@@ -43,7 +43,7 @@ type Result struct {
 // caller owns key and the returned value.
 //
 // In cluster mode, a key whose partition is held elsewhere is proxied to
-// its replicas (Cluster.Get); a lookup naming a version (a peer's) is
+// its replicas (Peers.Get); a lookup naming a version (a peer's) is
 // never proxied again, and may read a version built but not yet active.
 func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) (Result, error) {
 	d := (*n.dbs.Load())[db]

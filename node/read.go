@@ -84,7 +84,7 @@ func (v *version) keyPartitions(key []byte) (parts [2]int, n int, err error) {
 type reader struct {
 	d     *db
 	v     *version
-	peers Cluster // nil: local only
+	peers Peers // nil: local only
 }
 
 // local reports whether partition q is read from this node's copy; when

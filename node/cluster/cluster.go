@@ -24,7 +24,7 @@ type Cluster struct {
 	// routes remembers each version's last seen holders (get.go).
 	routes sync.Map // "db.version" → *route
 
-	n      *node.Node // set by Join
+	n      node.Member // set by Join
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Join's goroutines
@@ -71,7 +71,7 @@ func New(cfg Config) (*Cluster, error) {
 
 // Join starts, for n, the heal loop (unless DisableHeal) and the loop
 // that keeps the routes of its versions current at every view change.
-func (c *Cluster) Join(n *node.Node) {
+func (c *Cluster) Join(n node.Member) {
 	c.joinOnce.Do(func() {
 		c.n = n
 		c.wg.Add(1)
