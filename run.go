@@ -196,7 +196,7 @@ func (s *Server) startPurger(pcfg edge.PurgeConfig, reg prometheus.Registerer) e
 // newHTTP is the HTTP front door ([http]) on the node.
 func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, error) {
 	ecfg := cfg.HTTP
-	ecfg.Backend = s.node
+	ecfg.Backend, ecfg.Batch, ecfg.SourceError = s.node, s.node, s.node.SourceError
 	ecfg.NodeName = s.node.Name()
 	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg
 	ecfg.SequinsHeaders = cfg.SequinsHeaders

@@ -126,6 +126,9 @@ func startServer(t testing.TB, b edge.Backend, opts ...func(*edge.Config)) *test
 	reg := prometheus.NewRegistry()
 	cfg := edge.DefaultConfig()
 	cfg.Backend = b
+	if bb, ok := b.(edge.BatchBackend); ok {
+		cfg.Batch = bb // as spangle.Start gives the node
+	}
 	cfg.Registerer = reg
 	for _, o := range opts {
 		o(&cfg)

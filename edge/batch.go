@@ -30,9 +30,9 @@ var (
 	valBatch      = []string{batchwire.ContentType}
 )
 
-// BatchBackend is what batch lookups need from a node beside Backend. A
-// Backend that does not implement it answers batch lookups with 501.
-// Implementations must be safe for concurrent use.
+// BatchBackend is what batch lookups need from a node beside Backend
+// (Config.Batch; without one, batch lookups are 501). *node.Node
+// implements it. Implementations must be safe for concurrent use.
 type BatchBackend interface {
 	// GetMany looks keys up in db, all in one version, and returns that
 	// version and one Result per key, in order. A missing key is a Result
@@ -126,8 +126,8 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 	start := time.Now()
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
-	be, ok := s.backend.(BatchBackend)
-	if !ok {
+	be := s.batch
+	if be == nil {
 		writeText(w, r, http.StatusNotImplemented, "batch lookups are not supported here\n")
 		return
 	}

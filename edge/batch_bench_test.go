@@ -28,7 +28,7 @@ func (benchBatchBackend) GetMany(_ context.Context, _ string, keys [][]byte, _ n
 // batch sizes; ns/op is per batch, ns/key per key.
 func BenchmarkBatch(b *testing.B) {
 	cfg := edge.DefaultConfig()
-	cfg.Backend = benchBatchBackend{}
+	cfg.Backend, cfg.Batch = benchBatchBackend{}, benchBatchBackend{}
 	srv, err := edge.NewServer(cfg)
 	if err != nil {
 		b.Fatal(err)

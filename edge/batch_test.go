@@ -30,7 +30,7 @@ func (echoBackend) GetMany(_ context.Context, _ string, keys [][]byte, _ node.Ge
 // its own answer (the keys, echoed).
 func TestBatchBodies(t *testing.T) {
 	cfg := edge.DefaultConfig()
-	cfg.Backend = echoBackend{}
+	cfg.Backend, cfg.Batch = echoBackend{}, echoBackend{}
 	cfg.MaxBatchBytes = 4096
 	srv, err := edge.NewServer(cfg)
 	if err != nil {

@@ -14,6 +14,14 @@ import (
 type Config struct {
 	// Backend answers lookups and status. Required; no default.
 	Backend Backend
+	// Batch answers batch lookups (POST /<db>/_batch); *node.Node
+	// implements it, as the Backend usually does too. Default nil: batch
+	// lookups are 501.
+	Batch BatchBackend
+	// SourceError, when set, says why the node's source cannot be listed
+	// ("" when it can): a /readyz that is 503 gives it. Default nil: the
+	// 503 says "not ready" only.
+	SourceError func() string
 
 	// NodeName is this node's key in node.VersionStatus.Nodes; /healthz
 	// reports the entries under it. Default "localhost" (sequins' name for

@@ -93,8 +93,8 @@
 // POST /<db>/_batch and the NATS subject spangle.<cluster>.mget.<db> take
 // many keys in one request and answer each from one version, in a compact
 // binary format specified in BATCH.md (beside this file), with a worked
-// example. The Backend must also implement BatchBackend (GetMany);
-// otherwise batches get 501. GET /<db>/_batch remains the lookup of the
+// example. Config.Batch answers them (BatchBackend: GetMany, which
+// *node.Node has); without it, batches get 501. GET /<db>/_batch remains the lookup of the
 // key "_batch". Errors use the table above, plus:
 //
 //	batch error                          status  body (HTTP) / Spangle-Error (NATS)

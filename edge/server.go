@@ -36,6 +36,8 @@ type Backend interface {
 // http.Server with Config's timeouts. Safe for concurrent use.
 type Server struct {
 	backend        Backend
+	batch          BatchBackend  // nil: batch lookups are 501
+	sourceError    func() string // nil: /readyz does not say why
 	nodeName       string
 	sequinsHeaders bool
 	cacheTags      bool
@@ -94,6 +96,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		panics:         panics.WithLabelValues("http"),
 		backend:        cfg.Backend,
+		batch:          cfg.Batch,
+		sourceError:    cfg.SourceError,
 		nodeName:       cfg.NodeName,
 		sequinsHeaders: cfg.SequinsHeaders,
 		cacheTags:      cfg.CacheTags,
@@ -186,8 +190,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeReadyz:
 		if s.backend.Ready() {
 			writeText(w, r, http.StatusOK, "ok\n")
-		} else if se, ok := s.backend.(interface{ SourceError() string }); ok && se.SourceError() != "" {
-			writeText(w, r, http.StatusServiceUnavailable, "not ready: source: "+se.SourceError()+"\n")
+		} else if msg := s.sourceErr(); msg != "" {
+			writeText(w, r, http.StatusServiceUnavailable, "not ready: source: "+msg+"\n")
 		} else {
 			writeText(w, r, http.StatusServiceUnavailable, "not ready\n")
 		}
@@ -197,4 +201,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeText(w, r, http.StatusBadRequest, "bad request path\n")
 		s.metrics.unknown.observe(http.StatusBadRequest, 0)
 	}
+}
+
+// sourceErr is Config.SourceError's answer, or "" without one.
+func (s *Server) sourceErr() string {
+	if s.sourceError == nil {
+		return ""
+	}
+	return s.sourceError()
 }

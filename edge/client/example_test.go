@@ -133,7 +133,7 @@ func startExampleNode() (natsURL, httpURL string, stop func()) {
 	<-n.Loaded()
 
 	hcfg := edge.DefaultConfig()
-	hcfg.Backend = n
+	hcfg.Backend, hcfg.Batch = n, n
 	hs, err := edge.NewServer(hcfg)
 	if err != nil {
 		log.Fatal(err)

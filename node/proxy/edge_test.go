@@ -246,6 +246,9 @@ func startEdge(tb testing.TB, be edge.Backend, edits ...func(*edge.Config)) stri
 	tb.Helper()
 	cfg := edge.DefaultConfig()
 	cfg.Backend = be
+	if bb, ok := be.(edge.BatchBackend); ok {
+		cfg.Batch = bb // as spangle.Start gives the node
+	}
 	for _, e := range edits {
 		e(&cfg)
 	}

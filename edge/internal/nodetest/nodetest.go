@@ -164,8 +164,8 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 		t.Fatal(err)
 	}
 	hcfg := edge.DefaultConfig()
-	hcfg.Backend = n
-	hcfg.NodeName = n.Name() // as spangle serve sets it
+	hcfg.Backend, hcfg.Batch, hcfg.SourceError = n, n, n.SourceError // as spangle.Start wires them
+	hcfg.NodeName = n.Name()                                         // as spangle serve sets it
 	hcfg.Logger = Logger()
 	if opts.HTTP != nil {
 		opts.HTTP(&hcfg)
