@@ -38,18 +38,18 @@ func (n *sdNotifier) loaded(s *spangle.Server) {
 	n.send(daemon.SdNotifyReady + "\nSTATUS=" + statusLine(s.Node().Status(), s.Node().Name()))
 }
 
-// reloading surrounds a SIGHUP's refresh: RELOADING=1, then READY=1. The
-// refresh it starts (listing the source, building new versions) goes on
-// in the background, as SIGHUP always did; systemctl reload returns once
-// the node has asked for it.
-func (n *sdNotifier) reloading(refresh func()) {
+// reloading surrounds a SIGHUP's refresh (s.Refresh): RELOADING=1, then
+// READY=1 with the STATUS line. The refresh it starts (listing the source,
+// building new versions) goes on in the background, as SIGHUP always did;
+// systemctl reload returns once the node has asked for it.
+func (n *sdNotifier) reloading(s *spangle.Server) {
 	if !n.ready {
-		refresh()
+		s.Refresh()
 		return
 	}
 	n.send(daemon.SdNotifyReloading)
-	refresh()
-	n.send(daemon.SdNotifyReady + "\nSTATUS=refreshing: looking for new versions")
+	s.Refresh()
+	n.send(daemon.SdNotifyReady + "\nSTATUS=" + statusLine(s.Node().Status(), s.Node().Name()))
 }
 
 // stopping sends STOPPING=1 before the shutdown starts.

@@ -82,7 +82,7 @@ func serve(args []string, stderr io.Writer) error {
 				return shutdown(s, cfg.ShutdownTimeout)
 			}
 			cfg.Logger.Info("SIGHUP: looking for new versions")
-			sd.reloading(s.Refresh)
+			sd.reloading(s)
 		}
 	}
 }

@@ -235,8 +235,8 @@ func TestUnitNotify(t *testing.T) {
 	if m := next("RELOADING=1"); m != "RELOADING=1" {
 		t.Fatalf("after SIGHUP %q; want RELOADING=1", m)
 	}
-	if m := next("READY=1 after the reload"); !strings.HasPrefix(m, "READY=1\n") {
-		t.Fatalf("after RELOADING=1 %q; want READY=1", m)
+	if m := next("READY=1 after the reload"); !strings.HasPrefix(m, "READY=1\n") || !strings.Contains(m, "STATUS=serving 1 of 1 dbs") {
+		t.Fatalf("after RELOADING=1 %q; want READY=1 and STATUS=serving 1 of 1 dbs", m)
 	}
 
 	// systemctl stop: SIGTERM (KillSignal's default).
