@@ -13,6 +13,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/kvwatch/region"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/source/s3"
@@ -44,6 +45,7 @@ type fileConfig struct {
 	AdvertisedHostname    string `toml:"advertised_hostname"`
 
 	NATS     natsFile                `toml:"nats"`
+	Region   regionFile              `toml:"region"`
 	Sharding shardingFile            `toml:"sharding"`
 	S3       s3File                  `toml:"s3"`
 	HTTP     httpFile                `toml:"http"`
@@ -92,6 +94,17 @@ type natsFile struct {
 	// much is free, checked this often.
 	StoreMinFree      size     `toml:"store_min_free"`
 	StoreRecoverCheck duration `toml:"store_recover_check"`
+}
+
+// regionFile is [region]: the node's region of a hub (kvwatch/region).
+type regionFile struct {
+	Name             string   `toml:"name"`
+	Hub              string   `toml:"hub"`
+	HubDomain        string   `toml:"hub_domain"`
+	HubCreds         string   `toml:"hub_creds"`
+	HubTLSCA         string   `toml:"hub_tls_ca"`
+	HubCheckTimeout  duration `toml:"hub_check_timeout"`
+	HubCheckInterval duration `toml:"hub_check_interval"`
 }
 
 // shardingFile is sequins' [sharding]: cluster mode (cluster_name is in
@@ -339,6 +352,7 @@ func LoadConfig(path string, cfg *Config) error {
 		fc.Storage.apply(&cfg.Node),
 		fc.Runtime.apply(cfg),
 		fc.NATS.apply(&cfg.NATS),
+		fc.Region.apply(&cfg.NATS.Region),
 		fc.Purge.apply(fc.DBs, &cfg.Purge),
 		fc.HTTP.apply(&cfg.HTTP),
 		fc.S3.apply(&cfg.S3),
@@ -506,6 +520,19 @@ func (f natsFile) apply(k *kvwatch.Config) error {
 		sizeKey{"nats.jetstream_max_store", f.JetStreamMaxStore, &k.EmbeddedMaxStore},
 		sizeKey{"nats.store_min_free", f.StoreMinFree, &k.EmbeddedMinFree},
 	)
+}
+
+// apply applies [region]. Its keys are checked by kvwatch (Start), which
+// knows whether the server is embedded once the flags are applied too.
+func (f regionFile) apply(r *region.Config) error {
+	setNonZero(&r.Name, f.Name)
+	setNonZero(&r.Hub, f.Hub)
+	setNonZero(&r.HubDomain, f.HubDomain)
+	setNonZero(&r.HubCreds, f.HubCreds)
+	setNonZero(&r.HubTLSCA, f.HubTLSCA)
+	setDuration(&r.HubCheckTimeout, f.HubCheckTimeout)
+	setDuration(&r.HubCheckInterval, f.HubCheckInterval)
+	return nil
 }
 
 // apply applies [purge] and the dbs' own hooks ([dbs.<name>.purge]).

@@ -74,6 +74,9 @@ var bounds = []bound{
 	sizeBound("nats.jetstream_max_store", 16*mib, 64*tib, func(c *Config) int64 { return c.NATS.EmbeddedMaxStore }),
 	sizeBound("nats.store_min_free", 0, tib, func(c *Config) int64 { return c.NATS.EmbeddedMinFree }),
 
+	durBound("region.hub_check_timeout", 100*time.Millisecond, 5*time.Minute, func(c *Config) time.Duration { return c.NATS.Region.HubCheckTimeout }),
+	durBound("region.hub_check_interval", 100*time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.NATS.Region.HubCheckInterval }),
+
 	durBound("sharding.time_to_converge", 100*time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.Cluster.TimeToConverge }),
 	durBound("sharding.proxy_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Cluster.ProxyTimeout }),
 	durBound("sharding.proxy_stage_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Cluster.ProxyStageTimeout }).

@@ -167,9 +167,16 @@ func (s *Server) startCluster(cfg Config, kv *kvwatch.KV, reg prometheus.Registe
 
 // startFeeds starts the feeds of the versions bucket: the change feed
 // (versions announced by spangle publish) for an Object Store source,
-// and the pins (spangle activate, spangle rollback).
+// and the pins (spangle activate, spangle rollback). In a region the
+// change feed is the mirror of the Object Store bucket itself, which
+// has a version whole once its _SUCCESS arrives (the announcements come
+// through another mirror, maybe sooner than the objects).
 func (s *Server) startFeeds(cfg Config, kv *kvwatch.KV) {
-	if objstore.IsURL(cfg.Node.Source) {
+	if src, ok := cfg.Node.OpenedSource.(*objstore.Source); ok && kv.Region().Enabled() {
+		feed := objstore.NewFeed(src, s.node, s.log, cfg.NATS.ReconnectWait)
+		feed.Start()
+		s.closer = append(s.closer, feed.Stop)
+	} else if objstore.IsURL(cfg.Node.Source) {
 		feed := kvcluster.NewVersionFeed(kv, s.node, s.log)
 		feed.Start()
 		s.closer = append(s.closer, feed.Stop)
@@ -236,6 +243,10 @@ func openSource(cfg Config, kv *kvwatch.KV) (source.Source, error) {
 		bucket, err := objstore.ParseURL(root)
 		if err != nil {
 			return nil, err
+		}
+		if kv.Region().Enabled() {
+			// The hub's bucket, read through the region's mirror of it.
+			return objstore.New(bucket, regionJetStream(kv, bucket, cfg.NATS.Replicas))
 		}
 		return objstore.New(bucket, kvJetStream(kv))
 	case s3.IsURL(root):

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/kvwatch/region"
 )
 
 // Config configures a KV. It is one flat struct so that it maps one to one
@@ -136,6 +138,14 @@ type Config struct {
 	// The client never gives up reconnecting. Default 1s.
 	ReconnectWait time.Duration
 
+	// Region places the node in a region ([region] table): the NATS
+	// server (the embedded one, or the one at URLs) is the region's, with
+	// JetStream domain Region.Name; the Nodes and Partitions buckets are
+	// the region's own, and Versions is the region's mirror of the hub's
+	// (read-only: Put and Delete refuse it). The embedded server joins
+	// Region.Hub as a leafnode. Default region.DefaultConfig(): no region.
+	Region region.Config
+
 	// Logger receives the package's logs and the embedded server's.
 	// Default nil: discard.
 	Logger *slog.Logger
@@ -162,6 +172,7 @@ func DefaultConfig() Config {
 		MarkerTTL:            15 * time.Minute,
 		OpTimeout:            2 * time.Second,
 		ReconnectWait:        time.Second,
+		Region:               region.DefaultConfig(),
 	}
 }
 
@@ -210,6 +221,15 @@ func (c Config) withDefaults() Config {
 	if c.ReconnectWait == 0 {
 		c.ReconnectWait = d.ReconnectWait
 	}
+	if c.Region.HubDomain == "" {
+		c.Region.HubDomain = d.Region.HubDomain
+	}
+	if c.Region.HubCheckTimeout == 0 {
+		c.Region.HubCheckTimeout = d.Region.HubCheckTimeout
+	}
+	if c.Region.HubCheckInterval == 0 {
+		c.Region.HubCheckInterval = d.Region.HubCheckInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -255,6 +275,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return bad("TLSCertFile and TLSKeyFile go together")
+	}
+	if err := c.Region.Validate(c.Embedded()); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if !c.Embedded() {
 		for _, u := range c.URLs {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/spangledb/spangle/kvwatch/region"
 )
 
 // embedded runs the in-process nats-server and hands in-process connections
@@ -63,6 +65,16 @@ func serverOptions(c Config, self nkeys.KeyPair) (*server.Options, error) {
 	}
 	if err := addUsers(o, c, self); err != nil {
 		return nil, err
+	}
+	if c.Region.Enabled() {
+		// The region's server: its JetStream is the region's domain, and
+		// it is a leafnode of the hub.
+		o.JetStreamDomain = c.Region.Name
+		remote, err := region.Remote(c.Region)
+		if err != nil {
+			return nil, err
+		}
+		o.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}
 	if c.EmbeddedClusterName != "" {
 		chost, cport, err := splitListen(c.EmbeddedClusterListen)

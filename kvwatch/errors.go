@@ -32,6 +32,11 @@ var (
 	// permanent).
 	ErrWrongBucket = errors.New("kvwatch: wrong bucket for this operation")
 
+	// ErrMirror reports a write to Versions in a region: there it is the
+	// mirror of the hub's bucket, written at the hub only (a write to a
+	// mirror would go to the hub).
+	ErrMirror = errors.New("kvwatch: versions is the hub's mirror in a region: read-only")
+
 	// ErrNotStarted reports an operation before Start has succeeded.
 	ErrNotStarted = errors.New("kvwatch: not started")
 

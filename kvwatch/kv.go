@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/spangledb/spangle/kvwatch/natsconn"
+	"github.com/spangledb/spangle/kvwatch/region"
 )
 
 // KV connects a node to the cluster's JetStream KV buckets: it keeps the
@@ -201,6 +202,13 @@ func (k *KV) Start(ctx context.Context) error {
 			k.superviseEmbedded(hbCtx)
 		}()
 	}
+	if k.cfg.Region.Enabled() {
+		k.hbWG.Add(1)
+		go func() {
+			defer k.hbWG.Done()
+			k.watchHub(hbCtx)
+		}()
+	}
 	k.loopWG.Add(1)
 	go func() {
 		defer k.loopWG.Done()
@@ -246,6 +254,11 @@ func (k *KV) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, [num
 	js, err := natsconn.JetStream(nc, nopts)
 	if err != nil {
 		return nc, nil, kvs, fmt.Errorf("kvwatch: jetstream: %w", err)
+	}
+	if k.cfg.Region.Enabled() {
+		if err := k.checkDomain(ctx, nc); err != nil {
+			return nc, nil, kvs, err
+		}
 	}
 	for _, w := range k.buckets {
 		kv, err := k.bindBucket(ctx, js, w)
@@ -304,6 +317,12 @@ func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, w watched) 
 func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched, timeout time.Duration) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if w.b == Versions && k.cfg.Region.Enabled() {
+		// In a region, Versions is the mirror of the hub's.
+		want := region.VersionsMirror(w.name, k.cfg.Region.HubDomain,
+			"spangle region "+k.cfg.Region.Name+" mirror of versions of cluster "+k.cfg.ClusterName, k.cfg.Replicas)
+		return region.EnsureVersionsMirror(ctx, js, want, k.cfg.Region.HubDomain)
+	}
 	want := jetstream.KeyValueConfig{
 		Bucket:         w.name,
 		Description:    "spangle " + w.b.String() + " of cluster " + k.cfg.ClusterName,
@@ -327,6 +346,10 @@ func sameBucketConfig(have, want jetstream.KeyValueConfig) bool {
 		have.Replicas == want.Replicas && have.Storage == want.Storage &&
 		have.LimitMarkerTTL == want.LimitMarkerTTL
 }
+
+// Region returns the region configuration the KV runs with (its Name is
+// empty outside regions).
+func (k *KV) Region() region.Config { return k.cfg.Region }
 
 // Ready returns a channel closed once the first full load of every bucket
 // is in the snapshot (each watcher delivered its end-of-initial-values

@@ -20,6 +20,7 @@ type metrics struct {
 	droppedNotifies   prometheus.Counter
 	embeddedRestarts  prometheus.Counter
 	refreshesSkipped  prometheus.Counter
+	hubConnected      prometheus.Gauge
 	registered        []prometheus.Collector
 	registerer        prometheus.Registerer
 }
@@ -66,11 +67,16 @@ func newMetrics(staleSeconds func() float64) *metrics {
 			Name: "spangle_kvwatch_refreshes_skipped_total",
 			Help: "Entries of the TTL'd buckets written again with the same value (heartbeats), which leave the snapshot as it is.",
 		}),
+		hubConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spangle_kvwatch_hub_connected",
+			Help: "In a region: 1 while the hub's JetStream answers through the leafnode, 0 while it does not, -1 before the first check or outside regions.",
+		}),
 		embeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spangle_kvwatch_embedded_restarts_total",
 			Help: "Restarts of the embedded NATS server after its store failed (a full disk), once space was back.",
 		}),
 	}
+	m.hubConnected.Set(-1)
 	return m
 }
 
@@ -81,7 +87,7 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		return nil
 	}
 	all := []prometheus.Collector{m.connected, m.reconnects, m.heartbeatFailures, m.conflicts,
-		m.watcherRestarts, m.bucketRepairs, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts, m.refreshesSkipped}
+		m.watcherRestarts, m.bucketRepairs, m.revision, m.staleSeconds, m.droppedNotifies, m.embeddedRestarts, m.refreshesSkipped, m.hubConnected}
 	for _, c := range all {
 		if err := r.Register(c); err != nil {
 			m.registerer = r

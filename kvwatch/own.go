@@ -169,6 +169,9 @@ func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint6
 	if b != Versions {
 		return 0, fmt.Errorf("%w: Put takes Versions, not %s", ErrWrongBucket, b)
 	}
+	if k.cfg.Region.Enabled() {
+		return 0, ErrMirror
+	}
 	if !names.ValidKey(key) {
 		return 0, fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
@@ -192,6 +195,9 @@ func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint6
 func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
 	if b != Versions {
 		return fmt.Errorf("%w: Delete takes Versions, not %s", ErrWrongBucket, b)
+	}
+	if k.cfg.Region.Enabled() {
+		return ErrMirror
 	}
 	if !names.ValidKey(key) {
 		return fmt.Errorf("%w: %q", ErrInvalidKey, key)

@@ -85,5 +85,25 @@ const PinSuffix = ".pin"
 // PinKey returns the Versions key of a db's pin, "<db>.pin".
 func PinKey(db string) string { return db + PinSuffix }
 
+// RegionPinKey returns the Versions key of a db's pin in one region,
+// "<db>.pin.<region>": written at the hub, carried to every region by its
+// mirror of the versions bucket, taken by the nodes of that region only,
+// before the db's pin for all (PinKey). It does not end in PinSuffix, so
+// readers that know no regions skip it.
+func RegionPinKey(db, region string) string { return db + PinSuffix + "." + region }
+
+// ParsePinKey splits a pin key, PinKey or RegionPinKey, into its db and
+// region ("" for PinKey). ok is false for any other key.
+func ParsePinKey(key string) (db, region string, ok bool) {
+	if db, ok := strings.CutSuffix(key, PinSuffix); ok && Valid(db) {
+		return db, "", true
+	}
+	db, region, ok = strings.Cut(key, PinSuffix+".")
+	if !ok || !Valid(db) || !Valid(region) {
+		return "", "", false
+	}
+	return db, region, true
+}
+
 // IsPinKey reports whether key is a pin's key.
 func IsPinKey(key string) bool { return strings.HasSuffix(key, PinSuffix) }

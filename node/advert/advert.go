@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spangledb/spangle/kvwatch/names"
@@ -369,10 +368,26 @@ func PinKey(db string) string { return names.PinKey(db) }
 // IsPinKey reports whether key is a pin's key.
 func IsPinKey(key string) bool { return names.IsPinKey(key) }
 
-// DecodePin decodes and checks the pin entry at key.
+// RegionPinKey returns the versions-bucket key of a db's pin in one
+// region (names.RegionPinKey).
+func RegionPinKey(db, region string) string { return names.RegionPinKey(db, region) }
+
+// ParsePinKey splits a pin key, PinKey or RegionPinKey, into its db and
+// region ("" for PinKey), checking both names (at most MaxNameLen). ok is
+// false for any other key.
+func ParsePinKey(key string) (db, region string, ok bool) {
+	db, region, ok = names.ParsePinKey(key)
+	if !ok || !ValidName(db) || region != "" && !ValidName(region) {
+		return "", "", false
+	}
+	return db, region, true
+}
+
+// DecodePin decodes and checks the pin entry at key, a PinKey or a
+// RegionPinKey.
 func DecodePin(key string, b []byte) (Pin, error) {
-	db, ok := strings.CutSuffix(key, names.PinSuffix)
-	if !ok || !ValidName(db) {
+	db, _, ok := ParsePinKey(key)
+	if !ok {
 		return Pin{}, fmt.Errorf("%w: pin key %q", ErrInvalid, key)
 	}
 	var p Pin

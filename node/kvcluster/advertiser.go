@@ -30,6 +30,9 @@ func (a *Advertiser) Publish(ctx context.Context, kind node.AdvertKind, key stri
 	case node.AdvertPartitions:
 		return a.kv.Publish(ctx, kvwatch.Partitions, key, value)
 	case node.AdvertVersion:
+		if a.kv.Region().Enabled() {
+			return nil // the versions bucket is the hub's mirror: the hub's alone to write
+		}
 		_, err := a.kv.Put(ctx, kvwatch.Versions, key, value)
 		return err
 	}
@@ -44,6 +47,9 @@ func (a *Advertiser) Withdraw(ctx context.Context, kind node.AdvertKind, key str
 	case node.AdvertPartitions:
 		return a.kv.Withdraw(ctx, kvwatch.Partitions, key)
 	case node.AdvertVersion:
+		if a.kv.Region().Enabled() {
+			return nil
+		}
 		return a.kv.Delete(ctx, kvwatch.Versions, key)
 	}
 	return fmt.Errorf("edge: advertise: unknown kind %v", kind)

@@ -20,6 +20,10 @@ type Pinner interface {
 // holds the same pins. It acts only on current snapshots, after the KV's
 // first full load: an empty view of a bucket not yet read must not clear
 // the pins a node kept. Undecodable entries are skipped and logged.
+//
+// In a region (kvwatch.KV.Region) the bucket is the region's mirror of the
+// hub's, and a db's region pin for this region (advert.RegionPinKey)
+// comes before its pin for all; other regions' pins are ignored.
 type PinFeed struct {
 	follower
 	to  Pinner
@@ -70,8 +74,11 @@ func (f *PinFeed) apply(s *kvwatch.Snapshot, last *map[string]node.Pin) {
 		return
 	}
 	pins := map[string]node.Pin{}
+	regional := map[string]bool{} // dbs pinned by a region pin of ours
+	here := f.kv.Region().Name
 	s.Range(kvwatch.Versions, "", func(key string, e kvwatch.Entry) bool {
-		if !advert.IsPinKey(key) {
+		_, region, ok := advert.ParsePinKey(key)
+		if !ok || region != "" && region != here {
 			return true
 		}
 		p, err := advert.DecodePin(key, e.Value)
@@ -82,6 +89,10 @@ func (f *PinFeed) apply(s *kvwatch.Snapshot, last *map[string]node.Pin) {
 			}
 			return true
 		}
+		if region == "" && regional[p.DB] {
+			return true // the region's pin wins
+		}
+		regional[p.DB] = region != ""
 		pins[p.DB] = node.Pin{Version: p.Version, Before: p.Before}
 		return true
 	})

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/node/nodetest"
+)
+
+// hubProc is the hub: a nats-server process with JetStream in domain
+// "hub", a leafnode listener that advertises no other URL (so that a leaf
+// reaches it only through its relay) and a monitoring port for /leafz.
+type hubProc struct {
+	*natsProc
+	leafAddr, monitor string
+}
+
+// startHub starts the hub. Leafnode compression is off, so that /leafz
+// counts the bytes of the data itself.
+func startHub(t *testing.T, bin string) *hubProc {
+	t.Helper()
+	dir := t.TempDir()
+	port, leaf, mon := freePort(t), freePort(t), freePort(t)
+	conf := fmt.Sprintf(`server_name: hub
+listen: "127.0.0.1:%d"
+http: "127.0.0.1:%d"
+jetstream { domain: hub, store_dir: %q }
+leafnodes { listen: "127.0.0.1:%d", no_advertise: true, compression: off }
+`, port, mon, filepath.Join(dir, "store"), leaf)
+	h := &hubProc{
+		natsProc: &natsProc{name: "hub", url: fmt.Sprintf("nats://127.0.0.1:%d", port),
+			storeDir: filepath.Join(dir, "store"), logPath: filepath.Join(dir, "nats.log")},
+		leafAddr: fmt.Sprintf("127.0.0.1:%d", leaf),
+		monitor:  fmt.Sprintf("http://127.0.0.1:%d", mon),
+	}
+	h.args = []string{"-c", writeFile(t, dir, "hub.conf", conf)}
+	h.start(t, bin)
+	h.cleanup(t)
+	return h
+}
+
+// startRegionServer starts a region's own nats-server (deployment (b)):
+// JetStream domain name, a leafnode of the hub at leafURL with the deny
+// lists spangle's embedded server uses (region.Deny).
+func startRegionServer(t *testing.T, bin, name, leafURL string) *natsProc {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := fmt.Sprintf(`server_name: %s
+listen: "127.0.0.1:%d"
+jetstream { domain: %s, store_dir: %q }
+leafnodes {
+  remotes: [ { url: %q, deny_imports: ["spangle.>", "$KV.>"], deny_exports: ["spangle.>", "$KV.>"] } ]
+}
+`, name, port, name, filepath.Join(dir, "store"), leafURL)
+	p := &natsProc{name: name, url: fmt.Sprintf("nats://127.0.0.1:%d", port),
+		storeDir: filepath.Join(dir, "store"), logPath: filepath.Join(dir, "nats.log")}
+	p.args = []string{"-c", writeFile(t, dir, name+".conf", conf)}
+	p.start(t, bin)
+	p.cleanup(t)
+	return p
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startRegionNode starts "spangle serve" in a region with the given
+// configuration file body, reading nats-object://<bucket>.
+func startRegionNode(t *testing.T, bin string, id int, bucket, config string) *clusterProc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &clusterProc{id: id, bin: bin, cfgPath: writeFile(t, dir, "spangle.toml", config)}
+	p.logOnFailure(t)
+	p.args = []string{"serve", "--config", p.cfgPath, "--source", "nats-object://" + bucket,
+		"--data-dir", filepath.Join(dir, "data"), "--bind", "127.0.0.1:0", "--log-format", "json"}
+	p.start(t)
+	return p
+}
+
+// leafBytes returns the bytes the hub sent to each leafnode connection
+// (by the leaf's server name) since that connection began.
+func leafBytes(monitor string) (map[string]int64, error) {
+	resp, err := http.Get(monitor + "/leafz")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var lz struct {
+		Leafs []struct {
+			Name     string `json:"name"`
+			OutBytes int64  `json:"out_bytes"`
+		} `json:"leafs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&lz); err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, l := range lz.Leafs {
+		out[l.Name] += l.OutBytes
+	}
+	return out, nil
+}
+
+// writePaddedVersion writes version v of db d in three files: keys
+// records key-<i> → <v>:<i> (readAll's) and pad bytes of random values
+// under pad-<j> keys, so that a version's size, not the protocol's
+// overhead, dominates the bytes sent for it.
+func writePaddedVersion(t *testing.T, root, v string, keys, pad int) {
+	t.Helper()
+	recs := nodetest.Numbered(v, keys)
+	for j := 0; pad > 0; j++ {
+		val := make([]byte, min(pad, 16<<10))
+		rand.Read(val)
+		recs = append(recs, nodetest.Record{Key: fmt.Appendf(nil, "pad-%d", j), Value: val})
+		pad -= len(val)
+	}
+	nodetest.WriteVersion(t, root, "d", v, 3, recs)
+}
+
+// dirBytes sums the sizes of the files in dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// TestRegions runs one hub and two regions as real processes, each
+// region's leafnode link through a relay the test cuts:
+//
+//   - region ra, deployment (a): one "spangle serve" whose embedded NATS
+//     server is the region's (domain ra) and a leafnode of the hub;
+//   - region rb, deployment (b): its own nats-server (domain rb), a leaf
+//     of the hub, and two nodes with replication 1, so that lookups are
+//     proxied inside the region.
+//
+// Versions are published at the hub only.
+func TestRegions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs nats-server and the binary")
+	}
+	const keys, bucket = 40, "regdata"
+	bin, natsBin := buildBinary(t), buildNATSServer(t)
+	hub := startHub(t, natsBin)
+	relayA := startRelay(t, hub.leafAddr)
+	src := t.TempDir()
+	for _, v := range []string{"v1", "v2", "v3"} {
+		writePaddedVersion(t, src, v, keys, 1<<20)
+	}
+	publish := publisher(t, bin, src, "nats-object://"+bucket, hub.url)
+	waitFor(t, "publish v1 at the hub", func() error { return publish("v1") })
+
+	a := startRegionNode(t, bin, 1, bucket, fmt.Sprintf(`require_success_file = true
+[nats]
+listen = "127.0.0.1:0"
+server_name = "ra"
+[region]
+name = "ra"
+hub = "nats-leaf://%s"
+hub_check_interval = "1s"
+`, relayA.addr()))
+	waitFor(t, "region ra serves v1", func() error { return readAll(a.base, "v1", keys) })
+
+	before, err := leafBytes(hub.monitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := publish("v2"); err != nil {
+		t.Fatal(err)
+	}
+	published := time.Now()
+	waitFor(t, "region ra serves v2", func() error { return readAll(a.base, "v2", keys) })
+	serving := time.Now()
+	after, err := leafBytes(hub.monitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := dirBytes(t, filepath.Join(src, "d", "v2"))
+	sent := after["ra"] - before["ra"]
+	t.Logf("v2 (%d bytes): publish %v, then serving in ra after %v; %d bytes to ra (%.2fx)",
+		size, published.Sub(start).Round(time.Millisecond), serving.Sub(published).Round(time.Millisecond), sent, float64(sent)/float64(size))
+	if float64(sent) > 1.2*float64(size) {
+		t.Errorf("%d bytes sent to region ra for a version of %d bytes: over 1.2x", sent, size)
+	}
+	_ = strings.Contains
+}

@@ -1,0 +1,67 @@
+package region
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Deny lists the subjects a region's leafnode link never carries, in
+// either direction (leafnode deny_imports and deny_exports):
+//
+//   - "spangle.>", the NATS front door's subjects: a lookup made in a
+//     region is answered in that region or not at all, never by another
+//     region's nodes through the hub;
+//   - "$KV.>", the KV buckets' subjects: every region has buckets of the
+//     same names in its own domain (nodes, partitions), and a write in
+//     one region must not be captured by another's stream. What crosses
+//     the link is JetStream's API ("$JS.<domain>.API.>") and the mirrors'
+//     deliveries only.
+//
+// A region with its own NATS server puts the same lists in its leafnode
+// remote (examples/regions).
+var Deny = []string{"spangle.>", "$KV.>"}
+
+// Remote returns the leafnode remote that makes the embedded server of a
+// region a leafnode of the hub: c.Hub's URLs (comma-separated), the
+// credentials and TLS CA, and Deny both ways. It reads the CA file. c
+// must be valid and Enabled with a Hub.
+func Remote(c Config) (*server.RemoteLeafOpts, error) {
+	r := &server.RemoteLeafOpts{
+		Credentials: c.HubCreds,
+		DenyImports: append([]string(nil), Deny...),
+		DenyExports: append([]string(nil), Deny...),
+	}
+	for _, h := range strings.Split(c.Hub, ",") {
+		u, err := parseHubURL(h)
+		if err != nil {
+			return nil, fmt.Errorf("%w: region.hub %q: %v", ErrInvalidConfig, h, err)
+		}
+		r.URLs = append(r.URLs, u)
+		if u.Scheme == "tls" || u.Scheme == "wss" {
+			r.TLS = true
+		}
+	}
+	if c.HubCreds != "" {
+		if _, err := os.Stat(c.HubCreds); err != nil {
+			return nil, fmt.Errorf("region.hub_creds: %w", err)
+		}
+	}
+	if c.HubTLSCA != "" {
+		pem, err := os.ReadFile(c.HubTLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("region.hub_tls_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("region.hub_tls_ca %s: no PEM certificate", c.HubTLSCA)
+		}
+		r.TLS = true
+		r.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return r, nil
+}

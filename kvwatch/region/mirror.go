@@ -1,0 +1,122 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/names"
+)
+
+// ObjectMirror returns the configuration of a region's mirror of the
+// hub's Object Store bucket: a stream of the same name, OBJ_<bucket>,
+// mirroring the hub's through "$JS.<hubDomain>.API". nats.go's Object
+// Store binds it by name, so the region's nodes read the mirror as they
+// would the bucket itself; the mirror itself has no subjects, so nothing
+// published in the region lands in it.
+func ObjectMirror(bucket, hubDomain string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        names.ObjectStream(bucket),
+		Description: "spangle region mirror of Object Store " + bucket + " in domain " + hubDomain,
+		Mirror: &jetstream.StreamSource{
+			Name:     names.ObjectStream(bucket),
+			External: &jetstream.ExternalStream{APIPrefix: names.APIPrefix(hubDomain)},
+		},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		Discard:     jetstream.DiscardNew,
+		AllowRollup: true,
+		AllowDirect: true,
+	}
+}
+
+// VersionsMirror returns the configuration of a region's mirror of the
+// hub's versions KV bucket, under the same bucket name in the region's
+// domain. Its watchers read the hub's entries (announcements, pins,
+// region pins); a write to it would go to the hub (nats.go sends a
+// mirror's puts to its origin), so a region's nodes never write it.
+func VersionsMirror(bucket, hubDomain, description string, replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: description,
+		History:     1,
+		Replicas:    replicas,
+		Storage:     jetstream.FileStorage,
+		Mirror: &jetstream.StreamSource{
+			Name:     names.KVStream(bucket),
+			External: &jetstream.ExternalStream{APIPrefix: names.APIPrefix(hubDomain)},
+		},
+	}
+}
+
+// ErrNotMirror is wrapped when a region's stream exists but is not the
+// mirror of the hub's that a region needs: a bucket of the region's own
+// from before it was a region, or a mirror of something else.
+var ErrNotMirror = errors.New("region: not a mirror of the hub")
+
+// IsMirrorOf reports whether a stream configuration mirrors the stream
+// named source in hubDomain.
+func IsMirrorOf(cfg jetstream.StreamConfig, source, hubDomain string) bool {
+	m := cfg.Mirror
+	return m != nil && m.Name == source && m.External != nil && m.External.APIPrefix == names.APIPrefix(hubDomain)
+}
+
+// EnsureObjectMirror creates the region's mirror of the hub's Object Store
+// bucket, or checks the one there: idempotent, and safe when several
+// nodes of a region do it at once (the one that loses the race finds the
+// winner's). It needs only the region's own JetStream (js): a mirror is
+// created while the hub is unreachable, and fills when it is back.
+func EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, bucket, hubDomain string, replicas int) error {
+	want := ObjectMirror(bucket, hubDomain, replicas)
+	for range 2 {
+		s, err := js.Stream(ctx, want.Name)
+		if err == nil {
+			if !IsMirrorOf(s.CachedInfo().Config, want.Name, hubDomain) {
+				return fmt.Errorf("%w: stream %s exists in this region and is not a mirror of %s in domain %s (a bucket of the region's own: delete it, e.g. nats stream rm %s)",
+					ErrNotMirror, want.Name, want.Name, hubDomain, want.Name)
+			}
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("region: mirror %s: %w", want.Name, err)
+		}
+		if _, err = js.CreateStream(ctx, want); err == nil || !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			if err != nil {
+				return fmt.Errorf("region: create mirror %s of domain %s: %w", want.Name, hubDomain, err)
+			}
+			return nil
+		}
+		// Another node created it meanwhile: check it.
+	}
+	return fmt.Errorf("region: mirror %s: created and deleted meanwhile", want.Name)
+}
+
+// EnsureVersionsMirror creates the region's mirror of the hub's versions
+// bucket (VersionsMirror), or binds the one there after checking it is
+// that mirror. Idempotent, as EnsureObjectMirror.
+func EnsureVersionsMirror(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, hubDomain string) (jetstream.KeyValue, error) {
+	stream := names.KVStream(want.Bucket)
+	for range 2 {
+		s, err := js.Stream(ctx, stream)
+		if err == nil {
+			if !IsMirrorOf(s.CachedInfo().Config, stream, hubDomain) {
+				return nil, fmt.Errorf("%w: bucket %s exists in this region and is not a mirror of the hub's in domain %s (left from before the node was in a region: delete it, e.g. nats kv del %s)",
+					ErrNotMirror, want.Bucket, hubDomain, want.Bucket)
+			}
+			return js.KeyValue(ctx, want.Bucket)
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("region: mirror %s: %w", want.Bucket, err)
+		}
+		kv, err := js.CreateKeyValue(ctx, want)
+		if err == nil {
+			return kv, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("region: create mirror of bucket %s of domain %s: %w", want.Bucket, hubDomain, err)
+		}
+	}
+	return nil, fmt.Errorf("region: mirror %s: created and deleted meanwhile", want.Bucket)
+}
