@@ -148,6 +148,42 @@ func dirBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
+// regionBNode is the configuration of node id of region rb, deployment
+// (b): the region's own NATS server at url, sharding with replication 1.
+func regionBNode(id int, url string) string {
+	return fmt.Sprintf(`require_success_file = true
+shard_id = "%d"
+[nats]
+url = %q
+[region]
+name = "rb"
+hub_check_interval = "1s"
+[sharding]
+enabled = true
+replication = 1
+time_to_converge = "1s"
+`, id, url)
+}
+
+// proxiedKeys reads key-0 … key-(keys-1) from base, wanting version's
+// values, and counts the answers proxied to a peer.
+func proxiedKeys(base, version string, keys int) (int, error) {
+	n := 0
+	for k := range keys {
+		val, ver, proxied, err := clusterGet(http.DefaultClient, base, k)
+		if err != nil {
+			return 0, err
+		}
+		if want := fmt.Sprintf("%s:%d", version, k); ver != version || val != want {
+			return 0, fmt.Errorf("key-%d: %q from version %q, want %q", k, val, ver, want)
+		}
+		if proxied {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // TestRegions runs one hub and two regions as real processes, each
 // region's leafnode link through a relay the test cuts:
 //
@@ -158,6 +194,15 @@ func dirBytes(t *testing.T, dir string) int64 {
 //     proxied inside the region.
 //
 // Versions are published at the hub only.
+//
+//  1. v1, published before the regions start, is served by every node;
+//  2. v2: every node serves it; the hub sent each region at most 1.2x
+//     the version's bytes (one copy per region, not per node);
+//  3. ra cut off: v3 reaches rb only; ra serves v2, every key, also
+//     after its node restarts while cut off (and says the hub does not
+//     answer); restored, ra serves v3 without a restart;
+//  4. the link of ra flaps: ra serves on and builds nothing;
+//  5. region rb stopped whole: nothing changes in ra.
 func TestRegions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server and the binary")
@@ -165,14 +210,16 @@ func TestRegions(t *testing.T) {
 	const keys, bucket = 40, "regdata"
 	bin, natsBin := buildBinary(t), buildNATSServer(t)
 	hub := startHub(t, natsBin)
-	relayA := startRelay(t, hub.leafAddr)
+	relayA, relayB := startRelay(t, hub.leafAddr), startRelay(t, hub.leafAddr)
+	rbServer := startRegionServer(t, natsBin, "rb", "nats-leaf://"+relayB.addr())
 	src := t.TempDir()
 	for _, v := range []string{"v1", "v2", "v3"} {
 		writePaddedVersion(t, src, v, keys, 1<<20)
 	}
 	publish := publisher(t, bin, src, "nats-object://"+bucket, hub.url)
-	waitFor(t, "publish v1 at the hub", func() error { return publish("v1") })
 
+	// 1. v1 everywhere.
+	waitFor(t, "publish v1 at the hub", func() error { return publish("v1") })
 	a := startRegionNode(t, bin, 1, bucket, fmt.Sprintf(`require_success_file = true
 [nats]
 listen = "127.0.0.1:0"
@@ -182,8 +229,20 @@ name = "ra"
 hub = "nats-leaf://%s"
 hub_check_interval = "1s"
 `, relayA.addr()))
-	waitFor(t, "region ra serves v1", func() error { return readAll(a.base, "v1", keys) })
+	b1 := startRegionNode(t, bin, 1, bucket, regionBNode(1, rbServer.url))
+	b2 := startRegionNode(t, bin, 2, bucket, regionBNode(2, rbServer.url))
+	all := []*clusterProc{a, b1, b2}
+	regionOf := map[*clusterProc]string{a: "ra", b1: "rb", b2: "rb"}
+	for _, n := range all {
+		waitFor(t, regionOf[n]+" serves v1", func() error { return readAll(n.base, "v1", keys) })
+	}
+	for _, n := range []*clusterProc{b1, b2} {
+		if p, err := proxiedKeys(n.base, "v1", keys); err != nil || p == 0 || p == keys {
+			t.Errorf("rb node %d: %d of %d keys proxied (%v): want some, inside the region", n.id, p, keys, err)
+		}
+	}
 
+	// 2. v2: bytes per region, publish → serving.
 	before, err := leafBytes(hub.monitor)
 	if err != nil {
 		t.Fatal(err)
@@ -193,18 +252,83 @@ hub_check_interval = "1s"
 		t.Fatal(err)
 	}
 	published := time.Now()
-	waitFor(t, "region ra serves v2", func() error { return readAll(a.base, "v2", keys) })
-	serving := time.Now()
+	servingAfter := map[string]time.Duration{}
+	for _, n := range all {
+		waitFor(t, regionOf[n]+" serves v2", func() error { return readAll(n.base, "v2", keys) })
+		servingAfter[regionOf[n]] = time.Since(published)
+	}
 	after, err := leafBytes(hub.monitor)
 	if err != nil {
 		t.Fatal(err)
 	}
 	size := dirBytes(t, filepath.Join(src, "d", "v2"))
-	sent := after["ra"] - before["ra"]
-	t.Logf("v2 (%d bytes): publish %v, then serving in ra after %v; %d bytes to ra (%.2fx)",
-		size, published.Sub(start).Round(time.Millisecond), serving.Sub(published).Round(time.Millisecond), sent, float64(sent)/float64(size))
-	if float64(sent) > 1.2*float64(size) {
-		t.Errorf("%d bytes sent to region ra for a version of %d bytes: over 1.2x", sent, size)
+	for _, r := range []string{"ra", "rb"} {
+		sent := after[r] - before[r]
+		t.Logf("v2 (%d bytes, published in %v): region %s serves it %v later; the hub sent it %d bytes (%.3fx)",
+			size, published.Sub(start).Round(time.Millisecond), r, servingAfter[r].Round(time.Millisecond), sent, float64(sent)/float64(size))
+		if float64(sent) > 1.2*float64(size) {
+			t.Errorf("%d bytes sent to region %s for a version of %d bytes: over 1.2x", sent, r, size)
+		}
 	}
-	_ = strings.Contains
+
+	// 3. ra cut off.
+	relayA.setCut(true)
+	if err := publish("v3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*clusterProc{b1, b2} {
+		waitFor(t, "rb serves v3", func() error { return readAll(n.base, "v3", keys) })
+	}
+	if err := readAll(a.base, "v2", keys); err != nil {
+		t.Fatalf("ra cut off: %v", err)
+	}
+	a.kill(t)
+	a.start(t)
+	if err := readAll(a.base, "v2", keys); err != nil {
+		t.Fatalf("ra restarted while cut off: %v", err)
+	}
+	waitFor(t, "ra to say the hub does not answer", func() error {
+		if !strings.Contains(a.log(), "the leafnode link to the hub") {
+			return fmt.Errorf("not logged yet")
+		}
+		return nil
+	})
+	relayA.setCut(false)
+	restored := time.Now()
+	waitFor(t, "ra serves v3 once restored", func() error { return readAll(a.base, "v3", keys) })
+	t.Logf("ra serves v3 %v after its link is back", time.Since(restored).Round(time.Millisecond))
+
+	// 4. Flapping: serving goes on, nothing is built again.
+	builds := strings.Count(a.log(), `"msg":"building version"`)
+	for range 3 {
+		relayA.setCut(true)
+		if err := readAll(a.base, "v3", keys); err != nil {
+			t.Fatalf("ra, link down: %v", err)
+		}
+		relayA.setCut(false)
+		waitFor(t, "ra's leafnode back", func() error {
+			lb, err := leafBytes(hub.monitor)
+			if err != nil {
+				return err
+			}
+			if _, ok := lb["ra"]; !ok {
+				return fmt.Errorf("no leafnode ra at the hub")
+			}
+			return nil
+		})
+		if err := readAll(a.base, "v3", keys); err != nil {
+			t.Fatalf("ra, link back: %v", err)
+		}
+	}
+	if n := strings.Count(a.log(), `"msg":"building version"`); n != builds {
+		t.Errorf("ra built %d versions while its link flapped", n-builds)
+	}
+
+	// 5. Region rb stopped whole: ra serves on.
+	b1.kill(t)
+	b2.kill(t)
+	rbServer.stop(t)
+	if err := readAll(a.base, "v3", keys); err != nil {
+		t.Fatalf("ra, rb stopped: %v", err)
+	}
 }
