@@ -132,6 +132,7 @@ func (a *advertiser) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-changed:
+		case <-a.n.pinAnswered:
 		case <-loaded:
 			loaded = nil
 		case <-drain:
@@ -168,6 +169,7 @@ func (a *advertiser) desired(held []HeldVersion, state string) map[advertKey]str
 		State:         state,
 		Started:       a.started.UTC(),
 		BinaryVersion: n.cfg.BinaryVersion,
+		Pins:          n.pinStates(),
 	})
 	for _, h := range held {
 		put(AdvertPartitions, advert.PartitionsKey(h.DB, h.Version, n.id), advert.Partitions{

@@ -47,8 +47,12 @@ type db struct {
 	failed map[string]failedBuild
 	// sourceErr is why the last listing of the db's versions failed.
 	sourceErr string
-	// pinErr is why the db cannot follow its pin (pin.go).
-	pinErr string
+	// pinFor is the pin the db last answered (pin.go): pinResolved is the
+	// version it resolved to, pinErr why the db cannot follow it. They
+	// are published in the node entry, for spangle rollback and activate.
+	pinFor      Pin
+	pinResolved string
+	pinErr      string
 	// pinTarget is the version the pin resolved to at the last update;
 	// "" without a pin. The loop's only.
 	pinTarget string
@@ -250,7 +254,7 @@ func (d *db) update(force bool) {
 		// A manual db builds the newest version ahead, for its activation.
 	} else {
 		d.pinTarget = ""
-		d.setPinError("")
+		d.setPinResult(Pin{}, "", "")
 	}
 	cur := d.active.Load()
 	latest := versions[len(versions)-1]
@@ -593,10 +597,12 @@ func (d *db) status(self string, target int) DBStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := d.active.Load()
-	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions)), SourceError: d.sourceErr,
-		PinError: d.pinErr}
+	out := DBStatus{Versions: make(map[string]VersionStatus, len(d.versions)), SourceError: d.sourceErr}
 	if pin := d.node.pinOf(d.name); !pin.IsZero() {
 		out.Pinned = pin.String()
+		if pin == d.pinFor {
+			out.PinError = d.pinErr // not an error of a pin since replaced
+		}
 	}
 	if d.manual() {
 		out.Activation = ActivationManual

@@ -50,6 +50,10 @@ type Node struct {
 	// pins holds the db pins (pin.go), kept in <data_dir>/pins.json.
 	pinsMu sync.Mutex
 	pins   pinSet
+	// pinAnswered is signalled (never blocking; buffered 1) when a db's
+	// answer to its pin changes: the advertiser writes the node entry,
+	// which carries them, again.
+	pinAnswered chan struct{}
 
 	heldMu sync.Mutex // serialises heldChanged
 	held   atomic.Pointer[heldView]
@@ -98,6 +102,8 @@ func New(cfg Config) (*Node, error) {
 		refreshCh: make(chan struct{}, 1),
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
+
+		pinAnswered: make(chan struct{}, 1),
 	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)

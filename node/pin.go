@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spangledb/spangle/node/advert"
 	"github.com/spangledb/spangle/node/source"
 	"maps"
 	"os"
@@ -251,14 +252,14 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 	if err != nil {
 		// A version the source lost may still be held here.
 		if held, _ := d.named(pin.Version); pin.Version == "" || held == nil {
-			d.setPinError(err.Error())
+			d.setPinResult(pin, "", err.Error())
 			d.node.log.Error("cannot follow the pin; the active version keeps serving", "db", d.name, "pin", pin.String(), "err", err)
 			return
 		}
 		name = pin.Version
 	}
 	d.pinTarget = name
-	d.setPinError("")
+	d.setPinResult(pin, name, "")
 	if cur := d.active.Load(); cur != nil && cur.name == name {
 		if p := d.pending.Load(); p != nil && p.name != name && !d.manual() {
 			d.pending.Store(nil) // built ahead for an activation that a rollback replaced
@@ -276,6 +277,7 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 	}
 	d.node.log.Info("building the pinned version", "db", d.name, "version", name, "pin", pin.String())
 	if err := d.build(name); err != nil && d.ctx.Err() == nil {
+		d.setPinResult(pin, name, fmt.Sprintf("the pinned version %s failed to build: %v", name, err))
 		d.node.log.Error("the pinned version failed to build; the active version keeps serving", "db", d.name, "version", name, "err", err)
 	}
 }
@@ -312,9 +314,52 @@ func (d *db) takeRetired(name string) *version {
 	return v
 }
 
-// setPinError records why the db cannot follow its pin ("" clears it).
-func (d *db) setPinError(msg string) {
+// setPinResult records the db's answer to pin: the version it resolved
+// to, or why it cannot follow it (msg). A change is published: the node
+// entry carries it (pinStates). Called on the loop.
+func (d *db) setPinResult(pin Pin, target, msg string) {
 	d.mu.Lock()
-	d.pinErr = msg
+	changed := d.pinFor != pin || d.pinResolved != target || d.pinErr != msg
+	d.pinFor, d.pinResolved, d.pinErr = pin, target, msg
 	d.mu.Unlock()
+	if changed {
+		select {
+		case d.node.pinAnswered <- struct{}{}:
+		default: // the advertiser has yet to take the last one
+		}
+	}
+}
+
+// maxPinErrorLen bounds a pin error in the node entry.
+const maxPinErrorLen = 256
+
+// pinStates returns each pinned db's answer to its pin, for the node
+// entry: the pin, and once the db has answered it the version it resolved
+// to or why it cannot follow it. Nil without pins.
+func (n *Node) pinStates() map[string]advert.PinState {
+	dbs := n.dbs.Load()
+	if dbs == nil {
+		return nil
+	}
+	var out map[string]advert.PinState
+	for name, d := range *dbs {
+		pin := n.pinOf(name)
+		if pin.IsZero() {
+			continue
+		}
+		st := advert.PinState{Pin: pin.String()}
+		d.mu.Lock()
+		if d.pinFor == pin {
+			st.Target, st.Error = d.pinResolved, d.pinErr
+		}
+		d.mu.Unlock()
+		if len(st.Error) > maxPinErrorLen {
+			st.Error = st.Error[:maxPinErrorLen]
+		}
+		if out == nil {
+			out = map[string]advert.PinState{}
+		}
+		out[name] = st
+	}
+	return out
 }

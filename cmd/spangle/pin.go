@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/names"
@@ -41,7 +42,7 @@ func activate(args []string, stdout, stderr io.Writer) error {
 	if !advert.ValidName(db) {
 		return usagef("bad db name %q", db)
 	}
-	return pf.run(func(ctx context.Context, kv jetstream.KeyValue) error {
+	return pf.run(func(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn) error {
 		if *latest {
 			if err := kv.Purge(ctx, advert.PinKey(db)); err != nil {
 				return err
@@ -53,10 +54,10 @@ func activate(args []string, stdout, stderr io.Writer) error {
 		if !advert.ValidName(version) {
 			return usagef("bad version name %q", version)
 		}
-		if err := putPin(ctx, kv, advert.Pin{DB: db, Version: version}); err != nil {
+		if err := applyPin(ctx, kv, nc, pf.cluster, advert.Pin{DB: db, Version: version}, stdout); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: pinned to %s; nodes that hold it switch now, the others build it first\n", db, version)
+		fmt.Fprintf(stdout, "%s: pinned to %s; `spangle activate --latest %s` unpins it\n", db, version, db)
 		return nil
 	})
 }
@@ -78,7 +79,7 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 	if !advert.ValidName(db) {
 		return usagef("bad db name %q", db)
 	}
-	return pf.run(func(ctx context.Context, kv jetstream.KeyValue) error {
+	return pf.run(func(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn) error {
 		p := advert.Pin{DB: db, Version: fs.Arg(1)}
 		if p.Version == "" {
 			e, err := kv.Get(ctx, advert.VersionKey(db))
@@ -96,7 +97,7 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 		} else if !advert.ValidName(p.Version) {
 			return usagef("bad version name %q", p.Version)
 		}
-		if err := putPin(ctx, kv, p); err != nil {
+		if err := applyPin(ctx, kv, nc, pf.cluster, p, stdout); err != nil {
 			return err
 		}
 		if p.Before != "" {
@@ -119,13 +120,13 @@ func addPinFlags(fs *flag.FlagSet) *pinFlags {
 	fs.StringVar(&pf.natsURL, "nats", "nats://127.0.0.1:4222", "the cluster's NATS server URLs, comma-separated (a single node's embedded one by default)")
 	fs.StringVar(&pf.cluster, "cluster", "spangle", "spangle cluster name (names the versions bucket)")
 	fs.StringVar(&pf.creds, "creds", "", "NATS credentials file")
-	fs.DurationVar(&pf.timeout, "timeout", 10*time.Second, "how long to try")
+	fs.DurationVar(&pf.timeout, "timeout", 30*time.Second, "how long to wait for every node's answer (a node that cannot follow the pin fails the command at once)")
 	return pf
 }
 
 // run connects to NATS, binds the cluster's versions bucket as it is
 // (never reconfiguring it), and calls fn.
-func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue) error) error {
+func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue, *nats.Conn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), pf.timeout)
 	defer cancel()
 	o := natsconn.Options{Name: "spangle-cli", Timeout: pf.timeout, CredsFile: pf.creds}
@@ -146,7 +147,7 @@ func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue) error) erro
 	if err != nil {
 		return fmt.Errorf("versions bucket %s: %w", name, err)
 	}
-	return fn(ctx, kv)
+	return fn(ctx, kv, nc)
 }
 
 // putPin writes p, stamped with the time and the user.

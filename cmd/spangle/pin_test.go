@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ func TestRollbackAndActivate(t *testing.T) {
 		writeVersion(t, root, "d", v, 2, 10)
 	}
 	writeVersion(t, root, "m", "v1", 2, 10)
+	writeVersion(t, root, "one", "v1", 2, 10) // a db with one version: nothing to roll back to
 	cfgPath := filepath.Join(t.TempDir(), "spangle.toml")
 	if err := os.WriteFile(cfgPath, []byte("[dbs.m]\nactivation = \"manual\"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -60,8 +62,51 @@ func TestRollbackAndActivate(t *testing.T) {
 		return nil
 	})
 	waitFor(t, "d rolled back to v2", serves("d", "v2"))
-	cli("rollback", "d", "v1")
+
+	// Impossible targets fail with the node's reason, exit non-zero, and
+	// leave no pin behind (issue 29: they printed success and exited 0,
+	// and the pin kept the db from taking new versions).
+	waitFor(t, "one on v1", serves("one", "v1"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rollback", "d", "v7"}, "not in the source: v7"},
+		{[]string{"activate", "d", "v9"}, "not in the source: v9"},
+		{[]string{"rollback", "one"}, "no version older than v1"},
+	} {
+		code, stdout, stderr := runCLI(t, bin, append(tc.args[:1:1], append([]string{"--nats", "nats://" + natsAddr}, tc.args[1:]...)...)...)
+		if code != 1 || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "withdrawn") || stdout != "" {
+			t.Errorf("spangle %s: exit %d, stdout %q, stderr %q; want exit 1 and %q", strings.Join(tc.args, " "), code, stdout, stderr, tc.want)
+		}
+	}
+	if err := serves("d", "v2")(); err != nil {
+		t.Errorf("after the refused pins: %v", err)
+	}
+	if err := serves("one", "v1")(); err != nil {
+		t.Errorf("after the refused rollback: %v", err)
+	}
+	// The refused rollback of d put back the pin it replaced.
+	if _, out, _ := runCLI(t, bin, "status", "--http", s.http); !strings.Contains(out, "d: pinned to newest before v3") || strings.Contains(out, "one: pinned") {
+		t.Errorf("status after the refused pins:\n%s", out)
+	}
+
+	out := cli("rollback", "d", "v1")
+	if !strings.Contains(out, "serves v1") && !strings.Contains(out, "builds v1") {
+		t.Errorf("rollback d v1 printed no node's answer:\n%s", out)
+	}
 	waitFor(t, "d rolled back to v1", serves("d", "v1"))
+	// status (HTTP and NATS) shows the pin.
+	if _, out, _ := runCLI(t, bin, "status", "--http", s.http); !strings.Contains(out, "d: pinned to v1") {
+		t.Errorf("status --http does not show the pin:\n%s", out)
+	}
+	waitFor(t, "status --nats to show the pin", func() error {
+		code, out, stderr := runCLI(t, bin, "status", "--nats", "nats://"+natsAddr)
+		if code != 0 || !regexp.MustCompile(`(?m)^d +\S+ +v1 +v1$`).MatchString(out) {
+			return fmt.Errorf("exit %d: %s%s", code, out, stderr)
+		}
+		return nil
+	})
 
 	// The pin survives a restart.
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -221,7 +221,33 @@ func printMap(w io.Writer, m client.Map) {
 	if len(keys) == 0 {
 		fmt.Fprintln(tw, "(none)")
 	}
+	printNodePins(tw, m)
 	tw.Flush()
+}
+
+// printNodePins prints each node's answer to each db's pin: the version
+// it follows, or why it cannot.
+func printNodePins(tw io.Writer, m client.Map) {
+	first := true
+	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
+		pins := m.Nodes[id].Pins
+		for _, db := range slices.Sorted(maps.Keys(pins)) {
+			if first {
+				fmt.Fprintln(tw)
+				fmt.Fprintln(tw, "DB\tNODE\tPINNED TO\tFOLLOWS")
+				first = false
+			}
+			p := pins[db]
+			follows := p.Target
+			switch {
+			case p.Error != "":
+				follows = "cannot follow the pin: " + p.Error
+			case follows == "":
+				follows = "(not answered yet)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", db, id, p.Pin, follows)
+		}
+	}
 }
 
 // replicas counts the replicas of each of n partitions over the entries.

@@ -54,6 +54,22 @@ type Node struct {
 	Started time.Time `json:"started"`           // when the node started
 	// BinaryVersion is the spangle release the node runs.
 	BinaryVersion string `json:"binary_version,omitempty"`
+	// Pins holds, by db, the node's answer to each db's pin (spangle
+	// rollback and activate wait for them). At most MaxPins.
+	Pins map[string]PinState `json:"pins,omitempty"`
+}
+
+// MaxPins bounds the pins of a node entry.
+const MaxPins = 1024
+
+// PinState is a node's answer to a db's pin: the pin as node.Pin.String
+// writes it ("7", "newest before 7"), and once the node has answered it,
+// the version it resolved to (it serves it, or builds it) or why it
+// cannot follow the pin (it keeps serving the version it had).
+type PinState struct {
+	Pin    string `json:"pin"`
+	Target string `json:"target,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Partitions is a node's entry for one version of a db in the partitions
@@ -232,6 +248,17 @@ func DecodeNode(key string, b []byte) (Node, error) {
 	}
 	if err := checkText(n.Name, n.Address, n.BinaryVersion); err != nil {
 		return Node{}, fmt.Errorf("%w: node %q: %v", ErrInvalid, key, err)
+	}
+	if len(n.Pins) > MaxPins {
+		return Node{}, fmt.Errorf("%w: node %q: %d pins, at most %d", ErrInvalid, key, len(n.Pins), MaxPins)
+	}
+	for db, p := range n.Pins {
+		if !ValidName(db) || (p.Target != "" && !ValidName(p.Target)) {
+			return Node{}, fmt.Errorf("%w: node %q: bad pin of db %q", ErrInvalid, key, db)
+		}
+		if err := checkText(p.Pin, p.Error); err != nil {
+			return Node{}, fmt.Errorf("%w: node %q: pin of %s: %v", ErrInvalid, key, db, err)
+		}
 	}
 	return n, nil
 }

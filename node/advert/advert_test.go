@@ -2,6 +2,7 @@ package advert
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -10,12 +11,13 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	started := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	b, err := Encode(Node{ID: "n1", ShardID: "s", State: StateServing, Started: started})
+	pins := map[string]PinState{"d": {Pin: "newest before v3", Target: "v2"}, "e": {Pin: "v9", Error: "not in the source"}}
+	b, err := Encode(Node{ID: "n1", ShardID: "s", State: StateServing, Started: started, Pins: pins})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := DecodeNode("n1", b)
-	if err != nil || n.ID != "n1" || !n.Started.Equal(started) {
+	if err != nil || n.ID != "n1" || !n.Started.Equal(started) || !maps.Equal(n.Pins, pins) {
 		t.Fatalf("%+v %v", n, err)
 	}
 	b, _ = Encode(Partitions{Partitions: []int{0, 2}, NumPartitions: 3, Partitioner: "sequins"})
@@ -41,6 +43,18 @@ func TestDecodeErrors(t *testing.T) {
 		{"node other ID", func() error { _, err := DecodeNode("n", []byte(`{"id":"m","state":"SERVING"}`)); return err }, "names node"},
 		{"node bad key", func() error { _, err := DecodeNode("a.b", []byte(`{"state":"SERVING"}`)); return err }, "node key"},
 		{"node state", func() error { _, err := DecodeNode("n", []byte(`{"state":"ASLEEP"}`)); return err }, "unknown state"},
+		{"node pin of a bad db", func() error {
+			_, err := DecodeNode("n", []byte(`{"state":"SERVING","pins":{"a b":{"pin":"1"}}}`))
+			return err
+		}, "bad pin"},
+		{"node pin target", func() error {
+			_, err := DecodeNode("n", []byte(`{"state":"SERVING","pins":{"d":{"pin":"1","target":"x.y"}}}`))
+			return err
+		}, "bad pin"},
+		{"node pin error too long", func() error {
+			_, err := DecodeNode("n", []byte(`{"state":"SERVING","pins":{"d":{"pin":"1","error":"`+strings.Repeat("x", 600)+`"}}}`))
+			return err
+		}, "pin of d"},
 		{"partitions key", func() error { _, err := DecodePartitions("db.v1", []byte(`{}`)); return err }, "partitions key"},
 		{"partitions other db", func() error {
 			_, err := DecodePartitions("db.v1.n", []byte(`{"db":"x","num_partitions":1}`))

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// verdictPoll is how often the cluster map is read for the nodes' answers
+// to a pin.
+const verdictPoll = 100 * time.Millisecond
+
+// errPinRefused is a pin that a node cannot follow.
+var errPinRefused = errors.New("the pin cannot be followed")
+
+// pinAnswer is one node's answer to a pin.
+type pinAnswer struct {
+	node, state string // state: "switched to 7", "building 7", an error
+	refused     bool
+}
+
+// applyPin writes pin p and waits, within ctx, for the nodes' verdict: it
+// returns nil once every node serving p.DB follows p (it switched to the
+// version, or builds it), printing each node's answer. If a node cannot
+// follow it, the pin is withdrawn (the previous one, if any, put back) and
+// the error says which node and why; if ctx ends first, the pin stays and
+// the error names the nodes that have not answered.
+func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster string, p advert.Pin, stdout io.Writer) error {
+	c, err := newMapClient(nc, cluster)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background()) //nolint:errcheck // closes the watcher only
+	prev, err := kv.Get(ctx, advert.PinKey(p.DB))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%s: the current pin: %w", p.DB, err)
+	}
+	if err := putPin(ctx, kv, p); err != nil {
+		return err
+	}
+	want := node.Pin{Version: p.Version, Before: p.Before}
+	answers, err := awaitPinAnswers(ctx, c, p.DB, want.String())
+	switch {
+	case errors.Is(err, errPinRefused):
+		undo := withdrawPin(kv, p.DB, prev)
+		return errors.Join(fmt.Errorf("%s: %w", p.DB, err), undo)
+	case err != nil:
+		return fmt.Errorf("%s: pinned to %s, but %w; the pin stays (spangle status shows the nodes; spangle activate --latest %s removes it)",
+			p.DB, want, err, p.DB)
+	}
+	for _, a := range answers {
+		fmt.Fprintf(stdout, "  %s: %s\n", a.node, a.state)
+	}
+	return nil
+}
+
+// newMapClient returns a started client on nc that reads the cluster map.
+func newMapClient(nc *nats.Conn, cluster string) (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.Conn, cfg.ClusterName = nc, cluster
+	c, err := client.New(cfg)
+	if err == nil {
+		err = c.Start()
+	}
+	return c, err
+}
+
+// withdrawPin puts back the pin entry prev, or deletes the pin when there
+// was none.
+func withdrawPin(kv jetstream.KeyValue, db string, prev jetstream.KeyValueEntry) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if prev != nil {
+		_, err = kv.Put(ctx, advert.PinKey(db), prev.Value())
+	} else {
+		err = kv.Purge(ctx, advert.PinKey(db))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: and the pin could not be withdrawn: %w (spangle activate --latest %s removes it)", db, err, db)
+	}
+	return nil
+}
+
+// awaitPinAnswers polls the cluster map until every live node serving db
+// (a partitions entry for it, or a pin state) has answered the pin
+// written as want: the answers, errPinRefused naming a node that cannot
+// follow it, or, once ctx ends, an error naming the nodes still silent.
+func awaitPinAnswers(ctx context.Context, c *client.Client, db, want string) ([]pinAnswer, error) {
+	t := time.NewTicker(verdictPoll)
+	defer t.Stop()
+	var silent []string
+	for {
+		m := c.Map()
+		if m.Loaded {
+			var answers []pinAnswer
+			answers, silent = pinAnswers(m, db, want)
+			var refused []string
+			for _, a := range answers {
+				if a.refused {
+					refused = append(refused, a.node+": "+a.state)
+				}
+			}
+			switch {
+			case len(refused) > 0:
+				return nil, fmt.Errorf("%w: %s; the pin is withdrawn, the nodes keep the version they served", errPinRefused, strings.Join(refused, "; "))
+			case len(answers) > 0 && len(silent) == 0:
+				return answers, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if len(silent) == 0 {
+				return nil, fmt.Errorf("no node serving %s answered within --timeout", db)
+			}
+			return nil, fmt.Errorf("no answer within --timeout from %s", strings.Join(silent, ", "))
+		case <-t.C:
+		}
+	}
+}
+
+// pinAnswers reads the answers to the pin want of db from the map: those
+// given, and the nodes (serving db) that have not answered yet.
+func pinAnswers(m client.Map, db, want string) (answers []pinAnswer, silent []string) {
+	active := map[string]string{} // node ID → its active version of db
+	serves := map[string]bool{}
+	for _, p := range m.Partitions {
+		if p.DB == db {
+			serves[p.NodeID] = true
+			if p.Active {
+				active[p.NodeID] = p.Version
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
+		n := m.Nodes[id]
+		st, pinned := n.Pins[db]
+		if n.State == advert.StateDraining || (!pinned && !serves[id]) {
+			continue
+		}
+		name := id
+		if n.Name != "" && n.Name != id {
+			name = n.Name + " (" + id + ")"
+		}
+		switch {
+		case !pinned || st.Pin != want || (st.Target == "" && st.Error == ""):
+			silent = append(silent, name)
+		case st.Error != "":
+			answers = append(answers, pinAnswer{node: name, state: st.Error, refused: true})
+		case active[id] == st.Target:
+			answers = append(answers, pinAnswer{node: name, state: "serves " + st.Target})
+		default:
+			answers = append(answers, pinAnswer{node: name, state: "builds " + st.Target + "; it switches once built (spangle status shows the progress)"})
+		}
+	}
+	return answers, silent
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/advert"
+)
+
+// TestStatusShowsPins: status over HTTP and over NATS shows each db's pin
+// and why a node cannot follow it (issue 29: it showed neither).
+func TestStatusShowsPins(t *testing.T) {
+	var out bytes.Buffer
+	printStatus(&out, "http://n1", node.Status{Release: "v1.2.3", DBs: map[string]node.DBStatus{
+		"d": {Pinned: "v9", PinError: "node: the pinned version is not in the source: v9"},
+		"e": {},
+	}})
+	for _, want := range []string{"(spangle v1.2.3)", "d: pinned to v9", "d: cannot follow the pin: node: the pinned version is not in the source: v9"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status --http lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "e: pinned") {
+		t.Errorf("status --http shows a pin of an unpinned db:\n%s", out.String())
+	}
+
+	out.Reset()
+	printMap(&out, client.Map{Loaded: true, Nodes: map[string]advert.Node{
+		"n1": {ID: "n1", State: advert.StateServing, Pins: map[string]advert.PinState{
+			"d": {Pin: "v9", Error: "node: the pinned version is not in the source: v9"},
+			"e": {Pin: "newest before v3", Target: "v2"},
+			"f": {Pin: "v4"},
+		}},
+	}})
+	for _, want := range []string{"PINNED TO", "cannot follow the pin: node: the pinned version is not in the source: v9", "newest before v3  v2", "(not answered yet)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status --nats lacks %q:\n%s", want, out.String())
+		}
+	}
+}
