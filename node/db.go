@@ -35,8 +35,13 @@ type db struct {
 	// kept for peers naming them (retention.go); nil or a list replaced,
 	// never modified, on the loop goroutine only.
 	retired atomic.Pointer[[]*version]
-	// retireTimer fires at the earliest retention deadline; owned by loop.
-	retireTimer *time.Timer
+	// retireTimer fires at the earliest retention deadline (retention.go),
+	// retryTimer at the earliest retry of a failed build (failed), and
+	// repairTimer at the next try to repair repairRetry (repair.go). The
+	// loop owns all three: they start no goroutine, and stop when it
+	// returns.
+	retireTimer, retryTimer, repairTimer loopTimer
+	repairRetry                          *version
 
 	mu sync.Mutex // guards versions and failed
 	// versions holds the status of every version this node knows of for
@@ -168,6 +173,11 @@ func (d *db) kick(force bool) chan struct{} {
 
 func (d *db) loop() {
 	defer close(d.done)
+	defer func() {
+		d.retireTimer.stop()
+		d.retryTimer.stop()
+		d.repairTimer.stop()
+	}()
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -179,9 +189,45 @@ func (d *db) loop() {
 			d.trySwitch()
 		case v := <-d.repairCh:
 			d.repair(v)
-		case <-d.retireWake():
+		case <-d.retireTimer.C():
 			d.expireRetired()
+		case <-d.retryTimer.C():
+			d.update(false)
+			d.armRetry()
+		case <-d.repairTimer.C():
+			v := d.repairRetry
+			d.repairRetry = nil
+			d.repair(v)
 		}
+	}
+}
+
+// loopTimer is a timer owned by a db's loop goroutine, which selects on
+// C: it starts no goroutine, so there is nothing to join at shutdown.
+// The zero value is unarmed.
+type loopTimer struct{ t *time.Timer }
+
+// C is the timer's channel; nil (never ready) before it is first armed.
+func (lt *loopTimer) C() <-chan time.Time {
+	if lt.t == nil {
+		return nil
+	}
+	return lt.t.C
+}
+
+// arm makes the timer fire once, after d, replacing what it was set to.
+func (lt *loopTimer) arm(d time.Duration) {
+	if lt.t == nil {
+		lt.t = time.NewTimer(d)
+		return
+	}
+	lt.t.Reset(d)
+}
+
+// stop disarms the timer; C then stays quiet until the next arm.
+func (lt *loopTimer) stop() {
+	if lt.t != nil {
+		lt.t.Stop()
 	}
 }
 
@@ -310,10 +356,29 @@ func (d *db) update(force bool) {
 		d.mu.Lock()
 		d.failed[name] = failed
 		d.mu.Unlock()
-		if failed.delay > 0 {
-			time.AfterFunc(failed.delay, func() { d.kick(false) })
+		d.armRetry()
+	}
+}
+
+// armRetry sets the retry timer to the earliest retry time still to come
+// of the failed builds, or stops it when none waits; when it fires, the
+// loop looks for versions again (update), as a kick does. Called on the
+// loop.
+func (d *db) armRetry() {
+	now := time.Now()
+	var next time.Time
+	d.mu.Lock()
+	for _, f := range d.failed {
+		if f.delay > 0 && f.retryAt.After(now) && (next.IsZero() || f.retryAt.Before(next)) {
+			next = f.retryAt
 		}
 	}
+	d.mu.Unlock()
+	if next.IsZero() {
+		d.retryTimer.stop()
+		return
+	}
+	d.retryTimer.arm(next.Sub(now))
 }
 
 // maxFallbackBuilds bounds the builds one update tries, newest first,

@@ -1,9 +1,5 @@
 package node
 
-import (
-	"time"
-)
-
 // Damaged versions. blocks verifies a version's files against its
 // manifest when it opens one, so a version damaged on disk while the node
 // was down is removed and rebuilt at start (reuseLocalVersions). Damage
@@ -67,14 +63,12 @@ func (d *db) repair(v *version) {
 	}
 }
 
-// retryRepair queues v for repair again after RetryFailedAfter (never
-// when that is not positive: a SIGHUP does not repair either).
+// retryRepair repairs v again after RetryFailedAfter (never when that is
+// not positive: a SIGHUP does not repair either), on the loop's repair
+// timer. Called on the loop.
 func (d *db) retryRepair(v *version) {
 	if after := d.node.cfg.RetryFailedAfter; after > 0 {
-		time.AfterFunc(after, func() {
-			if d.ctx.Err() == nil {
-				d.requestRepair(v)
-			}
-		})
+		d.repairRetry = v
+		d.repairTimer.arm(after)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -126,4 +128,38 @@ func TestRepairAtOpen(t *testing.T) {
 	if got := testutil.ToFloat64(n.metrics.corrupt.WithLabelValues("d", "open")); got != 1 {
 		t.Errorf("spangle_corrupt_versions_total{where=open} = %v, want 1", got)
 	}
+}
+
+// TestRepairRetried: when rebuilding a damaged version fails (its source
+// files are damaged too), the damaged copy keeps serving what it can and
+// the repair is tried again after RetryFailedAfter, on the db loop's
+// timer, until the source is whole again.
+func TestRepairRetried(t *testing.T) {
+	const keys = 20000
+	root := t.TempDir()
+	writeVersion(t, root, "d", "v1", 4, keys)
+	n := newTestNode(t, root, func(c *Config) { c.RetryFailedAfter = 20 * time.Millisecond })
+	waitFor(t, "v1 active", func() bool { return n.activeVersion("d") == "v1" })
+
+	sources, err := filepath.Glob(filepath.Join(root, "d", "v1", "part-*"))
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("source files: %v %v", sources, err)
+	}
+	for _, path := range sources {
+		must0(t, os.WriteFile(path, []byte("not a SequenceFile"), 0o644))
+	}
+	damagePartitions(t, n.data, "d", "v1")
+	if _, corrupt := readAllKeys(t, n, "d", "v1", keys); corrupt == 0 {
+		t.Fatal("no lookup met the damaged pages")
+	}
+	waitFor(t, "the failed rebuild in the status", func() bool {
+		st := n.Status().DBs["d"].Versions["v1"].Nodes[n.Name()]
+		return strings.Contains(st.Error, "rebuilding failed")
+	})
+
+	writeVersion(t, root, "d", "v1", 4, keys)
+	waitFor(t, "every key right again", func() bool {
+		right, _ := readAllKeys(t, n, "d", "v1", keys)
+		return right == keys
+	})
 }

@@ -58,23 +58,12 @@ func (s *versionState) used() {
 	}
 }
 
-// retireWake is the loop's channel for the retention timer; nil (never
-// ready) while nothing is retired.
-func (d *db) retireWake() <-chan time.Time {
-	if d.retireTimer == nil {
-		return nil
-	}
-	return d.retireTimer.C
-}
-
 // armRetire sets the retention timer to the earliest deadline of the
 // retired versions, or stops it if there are none. Called on the loop.
 func (d *db) armRetire(now time.Time) {
 	rs := d.retired.Load()
 	if rs == nil || len(*rs) == 0 {
-		if d.retireTimer != nil {
-			d.retireTimer.Stop()
-		}
+		d.retireTimer.stop()
 		return
 	}
 	timeout := d.node.cfg.Cluster.Retention()
@@ -85,12 +74,7 @@ func (d *db) armRetire(now time.Time) {
 			next = left
 		}
 	}
-	next = max(next, time.Millisecond)
-	if d.retireTimer == nil {
-		d.retireTimer = time.NewTimer(next)
-	} else {
-		d.retireTimer.Reset(next)
-	}
+	d.retireTimer.arm(max(next, time.Millisecond))
 }
 
 // expireRetired removes the retired versions not asked for during the
@@ -127,8 +111,5 @@ func (d *db) closeRetired() {
 		for _, v := range *rs {
 			v.data.Close()
 		}
-	}
-	if d.retireTimer != nil {
-		d.retireTimer.Stop()
 	}
 }
