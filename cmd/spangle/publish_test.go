@@ -264,11 +264,14 @@ func TestPublishFlags(t *testing.T) {
 		{[]string{"dir", "--to", "nats-object://b", "--db", "d", "--version", "v", "--bandwidth", "lots"}, "--bandwidth"},
 		{[]string{"dir", "--to", "nats-object://b", "--db", "d", "--version", "v", "--op-timeout", "0s"}, "--op-timeout"},
 		{[]string{"dir", "--to", "s3://b", "--db", "d", "--version", "v"}, "--to"},
-		{[]string{"--to", "nats-object://b", "dir"}, "usage"},
+		{[]string{"--to", "nats-object://b", "dir"}, "--db and --version"},
 	} {
 		err := publish(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("publish %q: %v; want an error about %s", tc.args, err, tc.want)
+		}
+		if tc.want == "--db and --version" && !errors.As(err, new(usageError)) {
+			t.Errorf("publish %q: %v is not a usage error (exit 2)", tc.args, err)
 		}
 	}
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
