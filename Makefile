@@ -5,7 +5,7 @@ BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build image run test deps-test deps-cache deps-deploy test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example diagram clean
+.PHONY: all build image run test deps-test deps-cache deps-deploy test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example regions-example diagram clean
 
 all: build
 
@@ -33,6 +33,12 @@ examples:
 # Three nodes on one machine sharing one NATS server: a proxied request and the status.
 cluster-example:
 	examples/cluster/run.sh
+
+# A hub and two regions (one node with its embedded NATS server; a NATS
+# server of its own and two nodes): publish at the hub, a region pin, the
+# regions' status and the bytes sent to each.
+regions-example:
+	examples/regions/run.sh
 
 # The whole suite, with the race detector. Tests that need a program from
 # Debian's packages (Chromium for the dashboard, nginx and Varnish for

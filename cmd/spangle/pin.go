@@ -44,8 +44,12 @@ func activate(args []string, stdout, stderr io.Writer) error {
 	}
 	return pf.run(func(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn) error {
 		if *latest {
-			if err := kv.Purge(ctx, advert.PinKey(db)); err != nil {
+			if err := kv.Purge(ctx, pinKey(db, pf.region)); err != nil {
 				return err
+			}
+			if pf.region != "" {
+				fmt.Fprintf(stdout, "%s: unpinned in region %s; its nodes follow the db's pin for all regions, if any, else the newest version\n", db, pf.region)
+				return nil
 			}
 			fmt.Fprintf(stdout, "%s: unpinned; every node goes to the newest version of its source\n", db)
 			return nil
@@ -54,10 +58,10 @@ func activate(args []string, stdout, stderr io.Writer) error {
 		if !advert.ValidName(version) {
 			return usagef("bad version name %q", version)
 		}
-		if err := applyPin(ctx, kv, nc, pf.cluster, advert.Pin{DB: db, Version: version}, stdout); err != nil {
+		if err := applyPin(ctx, kv, nc, pf.cluster, pf.region, advert.Pin{DB: db, Version: version}, stdout); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: pinned to %s; `spangle activate --latest %s` unpins it\n", db, version, db)
+		fmt.Fprintf(stdout, "%s: pinned to %s%s; `%s` unpins it\n", db, version, pf.where(), pf.unpin(db))
 		return nil
 	})
 }
@@ -97,13 +101,13 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 		} else if !advert.ValidName(p.Version) {
 			return usagef("bad version name %q", p.Version)
 		}
-		if err := applyPin(ctx, kv, nc, pf.cluster, p, stdout); err != nil {
+		if err := applyPin(ctx, kv, nc, pf.cluster, pf.region, p, stdout); err != nil {
 			return err
 		}
 		if p.Before != "" {
-			fmt.Fprintf(stdout, "%s: rolled back from %s to the newest version before it; `spangle activate --latest %s` undoes it\n", db, p.Before, db)
+			fmt.Fprintf(stdout, "%s: rolled back from %s to the newest version before it%s; `%s` undoes it\n", db, p.Before, pf.where(), pf.unpin(db))
 		} else {
-			fmt.Fprintf(stdout, "%s: rolled back to %s; `spangle activate --latest %s` undoes it\n", db, p.Version, db)
+			fmt.Fprintf(stdout, "%s: rolled back to %s%s; `%s` undoes it\n", db, p.Version, pf.where(), pf.unpin(db))
 		}
 		return nil
 	})
@@ -111,8 +115,33 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 
 // pinFlags are the flags of activate and rollback.
 type pinFlags struct {
-	natsURL, cluster, creds string
-	timeout                 time.Duration
+	natsURL, cluster, creds, region string
+	timeout                         time.Duration
+}
+
+// pinKey is the versions-bucket key of db's pin: for all regions (region
+// ""), or for one region's.
+func pinKey(db, region string) string {
+	if region != "" {
+		return advert.RegionPinKey(db, region)
+	}
+	return advert.PinKey(db)
+}
+
+// unpin is the command that removes the pin, for the messages.
+func (pf *pinFlags) unpin(db string) string {
+	if pf.region != "" {
+		return "spangle activate --latest --region " + pf.region + " " + db
+	}
+	return "spangle activate --latest " + db
+}
+
+// where says in which region the pin applies, for the messages.
+func (pf *pinFlags) where() string {
+	if pf.region != "" {
+		return " in region " + pf.region
+	}
+	return ""
 }
 
 func addPinFlags(fs *flag.FlagSet) *pinFlags {
@@ -121,12 +150,16 @@ func addPinFlags(fs *flag.FlagSet) *pinFlags {
 	fs.StringVar(&pf.cluster, "cluster", "spangle", "spangle cluster name (names the versions bucket)")
 	fs.StringVar(&pf.creds, "creds", "", "NATS credentials file")
 	fs.DurationVar(&pf.timeout, "timeout", 30*time.Second, "how long to wait for every node's answer (a node that cannot follow the pin fails the command at once)")
+	fs.StringVar(&pf.region, "region", "", "pin in this region only (connect to the hub: --nats); its nodes take it before the db's pin for all")
 	return pf
 }
 
 // run connects to NATS, binds the cluster's versions bucket as it is
 // (never reconfiguring it), and calls fn.
 func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue, *nats.Conn) error) error {
+	if pf.region != "" && !advert.ValidName(pf.region) {
+		return usagef("bad region name %q", pf.region)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), pf.timeout)
 	defer cancel()
 	o := natsconn.Options{Name: "spangle-cli", Timeout: pf.timeout, CredsFile: pf.creds}
@@ -150,15 +183,15 @@ func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue, *nats.Conn)
 	return fn(ctx, kv, nc)
 }
 
-// putPin writes p, stamped with the time and the user.
-func putPin(ctx context.Context, kv jetstream.KeyValue, p advert.Pin) error {
+// putPin writes p at key, stamped with the time and the user.
+func putPin(ctx context.Context, kv jetstream.KeyValue, key string, p advert.Pin) error {
 	p.At = time.Now().UTC()
 	p.By = whoAmI()
 	b, err := advert.Encode(p)
 	if err != nil {
 		return err
 	}
-	_, err = kv.Put(ctx, advert.PinKey(p.DB), b)
+	_, err = kv.Put(ctx, key, b)
 	return err
 }
 

@@ -37,24 +37,25 @@ type pinAnswer struct {
 // follow it, the pin is withdrawn (the previous one, if any, put back) and
 // the error says which node and why; if ctx ends first, the pin stays and
 // the error names the nodes that have not answered.
-func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster string, p advert.Pin, stdout io.Writer) error {
-	c, err := newMapClient(nc, cluster)
+func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster, region string, p advert.Pin, stdout io.Writer) error {
+	c, err := newMapClient(nc, cluster, region)
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background()) //nolint:errcheck // closes the watcher only
-	prev, err := kv.Get(ctx, advert.PinKey(p.DB))
+	key := pinKey(p.DB, region)
+	prev, err := kv.Get(ctx, key)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("%s: the current pin: %w", p.DB, err)
 	}
-	if err := putPin(ctx, kv, p); err != nil {
+	if err := putPin(ctx, kv, key, p); err != nil {
 		return err
 	}
 	want := node.Pin{Version: p.Version, Before: p.Before}
 	answers, err := awaitPinAnswers(ctx, c, p.DB, want.String())
 	switch {
 	case errors.Is(err, errPinRefused):
-		undo := withdrawPin(kv, p.DB, prev)
+		undo := withdrawPin(kv, key, p.DB, prev)
 		return errors.Join(fmt.Errorf("%s: %w", p.DB, err), undo)
 	case err != nil:
 		return fmt.Errorf("%s: pinned to %s, but %w; the pin stays (spangle status shows the nodes; spangle activate --latest %s removes it)",
@@ -66,10 +67,11 @@ func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster
 	return nil
 }
 
-// newMapClient returns a started client on nc that reads the cluster map.
-func newMapClient(nc *nats.Conn, cluster string) (*client.Client, error) {
+// newMapClient returns a started client on nc that reads the cluster map:
+// the cluster's, or with a region that region's, through the hub.
+func newMapClient(nc *nats.Conn, cluster, region string) (*client.Client, error) {
 	cfg := client.DefaultConfig()
-	cfg.Conn, cfg.ClusterName = nc, cluster
+	cfg.Conn, cfg.ClusterName, cfg.Domain = nc, cluster, region
 	c, err := client.New(cfg)
 	if err == nil {
 		err = c.Start()
@@ -79,14 +81,14 @@ func newMapClient(nc *nats.Conn, cluster string) (*client.Client, error) {
 
 // withdrawPin puts back the pin entry prev, or deletes the pin when there
 // was none.
-func withdrawPin(kv jetstream.KeyValue, db string, prev jetstream.KeyValueEntry) error {
+func withdrawPin(kv jetstream.KeyValue, key, db string, prev jetstream.KeyValueEntry) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
 	if prev != nil {
-		_, err = kv.Put(ctx, advert.PinKey(db), prev.Value())
+		_, err = kv.Put(ctx, key, prev.Value())
 	} else {
-		err = kv.Purge(ctx, advert.PinKey(db))
+		err = kv.Purge(ctx, key)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: and the pin could not be withdrawn: %w (spangle activate --latest %s removes it)", db, err, db)

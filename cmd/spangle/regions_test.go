@@ -202,7 +202,10 @@ func proxiedKeys(base, version string, keys int) (int, error) {
 //     after its node restarts while cut off (and says the hub does not
 //     answer); restored, ra serves v3 without a restart;
 //  4. the link of ra flaps: ra serves on and builds nothing;
-//  5. region rb stopped whole: nothing changes in ra.
+//  5. spangle rollback --region rb at the hub: rb goes back, ra does not;
+//     spangle status --regions shows both;
+//  6. region rb stopped whole: nothing changes in ra, and the hub's
+//     status shows rb gone.
 func TestRegions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server and the binary")
@@ -324,11 +327,79 @@ hub_check_interval = "1s"
 		t.Errorf("ra built %d versions while its link flapped", n-builds)
 	}
 
-	// 5. Region rb stopped whole: ra serves on.
+	// 5. A region-targeted rollback at the hub: rb goes back to v2, ra
+	// stays at v3; the hub's status shows both.
+	if code, _, stderr := runCLI(t, bin, "rollback", "--region", "rb", "--nats", hub.url, "d", "v2"); code != 0 {
+		t.Fatalf("rollback --region rb: exit %d: %s", code, stderr)
+	}
+	for _, n := range []*clusterProc{b1, b2} {
+		waitFor(t, "rb back at v2", func() error { return readAll(n.base, "v2", keys) })
+	}
+	if err := readAll(a.base, "v3", keys); err != nil {
+		t.Fatalf("ra after rb's rollback: %v", err)
+	}
+	waitFor(t, "status --regions", func() error {
+		st, err := regionsStatusJSON(t, bin, hub.url)
+		if err != nil {
+			return err
+		}
+		ra, rb := st["ra"], st["rb"]
+		switch {
+		case !ra.Connected || !ra.Reachable || len(ra.Nodes) != 1 || fmt.Sprint(ra.Active["d"]) != "[v3]":
+			return fmt.Errorf("ra: %+v", ra)
+		case !rb.Connected || !rb.Reachable || len(rb.Nodes) != 2 || fmt.Sprint(rb.Active["d"]) != "[v2]" || rb.Pins["d"].Version != "v2":
+			return fmt.Errorf("rb: %+v", rb)
+		}
+		return nil
+	})
+
+	// 6. Region rb stopped whole: ra serves on; the hub's status says rb
+	// is gone (its region pin names it).
 	b1.kill(t)
 	b2.kill(t)
 	rbServer.stop(t)
 	if err := readAll(a.base, "v3", keys); err != nil {
 		t.Fatalf("ra, rb stopped: %v", err)
 	}
+	waitFor(t, "status --regions without rb", func() error {
+		st, err := regionsStatusJSON(t, bin, hub.url)
+		if err != nil {
+			return err
+		}
+		if ra, rb := st["ra"], st["rb"]; !ra.Connected || rb.Connected || rb.Reachable {
+			return fmt.Errorf("ra %+v, rb %+v", ra, rb)
+		}
+		return nil
+	})
+	if err := readAll(a.base, "v3", keys); err != nil {
+		t.Fatalf("ra, rb stopped: %v", err)
+	}
+}
+
+// regionStatusJSON is a region in the JSON of spangle status --regions.
+type regionStatusJSON struct {
+	Connected, Reachable bool
+	Nodes                []struct{ ID string }
+	Active               map[string][]string
+	Pins                 map[string]struct{ Version string }
+}
+
+// regionsStatusJSON runs spangle status --regions --json at the hub.
+func regionsStatusJSON(t *testing.T, bin, hub string) (map[string]regionStatusJSON, error) {
+	code, stdout, stderr := runCLI(t, bin, "status", "--regions", "--region", "ra,rb", "--json", "--timeout", "3s", "--nats", hub)
+	if code != 0 {
+		return nil, fmt.Errorf("status --regions: exit %d: %s", code, stderr)
+	}
+	var rs []struct {
+		Region string
+		regionStatusJSON
+	}
+	if err := json.Unmarshal([]byte(stdout), &rs); err != nil {
+		return nil, fmt.Errorf("status --regions: %v: %s", err, stdout)
+	}
+	out := map[string]regionStatusJSON{}
+	for _, r := range rs {
+		out[r.Region] = r.regionStatusJSON
+	}
+	return out, nil
 }

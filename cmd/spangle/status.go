@@ -21,9 +21,11 @@ import (
 // status runs "spangle status": the dbs, versions, partitions × replicas
 // and nodes, from a node's HTTP status or from the cluster's KV buckets.
 func status(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "usage: spangle status [--http URL | --nats URL] [--json]", stderr)
+	fs := newFlagSet("status", "usage: spangle status [--http URL | --nats URL] [--json] [--regions [--region R,…]]", stderr)
 	cf := addClientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON: the node's status (HTTP) or the cluster map (NATS)")
+	regions := fs.Bool("regions", false, "the regions of the hub at --nats (--region, and those a region pin names): connected, nodes, active versions, region pins")
+	regionNames := fs.String("region", "", "with --regions: regions to show, comma-separated")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,6 +34,13 @@ func status(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
+	if *regions {
+		var wanted []string
+		if *regionNames != "" {
+			wanted = strings.Split(*regionNames, ",")
+		}
+		return regionsStatus(ctx, cf, wanted, stdout, *asJSON)
+	}
 	if cf.natsURL == "" {
 		return httpStatus(ctx, cf, stdout, *asJSON)
 	}

@@ -113,7 +113,7 @@ func (w *mapWatcher) watch(ctx context.Context) error {
 	c := w.c
 	nc := c.cfg.Conn
 	reconnects := nc.Stats().Reconnects
-	js, err := natsconn.JetStream(nc, natsconn.Options{})
+	js, err := natsconn.JetStream(nc, natsconn.Options{Domain: c.cfg.Domain})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,12 @@ type Config struct {
 	// "spangle.<ClusterName>." and the KV buckets are
 	// "spangle_<ClusterName>_*". Default "spangle".
 	ClusterName string
+	// Domain is the JetStream domain of the KV buckets the cluster map is
+	// read from: "" for the connection's own, a region's name to read
+	// that region's map from the hub across leafnodes (spangle status
+	// --regions). Lookups are not routed by it: a region's front door is
+	// reached in that region. Default "".
+	Domain string
 	// Partitioners adds partitioners by identity, for versions built with
 	// a Wasm plugin ("wasm:sha256:..."): open the module with
 	// plugins.OpenPartitioner. A version whose partitioner is neither
@@ -82,6 +88,8 @@ func (c *Config) Validate() error {
 		return bad("set either URLs (HTTP) or Conn (NATS)")
 	case !names.Valid(c.ClusterName):
 		return bad("ClusterName %q must match ^[-_a-zA-Z0-9]+$", c.ClusterName)
+	case c.Domain != "" && !names.Valid(c.Domain):
+		return bad("Domain %q must match ^[-_a-zA-Z0-9]+$", c.Domain)
 	case c.MapRetry <= 0:
 		return bad("MapRetry %v is not positive", c.MapRetry)
 	case c.Timeout <= 0:

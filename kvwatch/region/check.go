@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // CheckDomain checks that the JetStream nc reaches is the region's own:
@@ -14,7 +18,7 @@ import (
 // would keep its buckets where another region, or the hub, reaches them
 // under a name that is not the region's.
 func CheckDomain(ctx context.Context, nc *nats.Conn, name string) error {
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, natsconn.Options{})
 	if err != nil {
 		return err
 	}
@@ -37,7 +41,7 @@ func CheckDomain(ctx context.Context, nc *nats.Conn, name string) error {
 // A failed check changes nothing: the region serves what its mirrors
 // hold, and the mirrors fill when the hub answers.
 func CheckHub(ctx context.Context, nc *nats.Conn, c Config, leafs func() int) error {
-	js, err := jetstream.NewWithDomain(nc, c.HubDomain)
+	js, err := natsconn.JetStream(nc, natsconn.Options{Domain: c.HubDomain})
 	if err != nil {
 		return err
 	}
@@ -47,7 +51,7 @@ func CheckHub(ctx context.Context, nc *nats.Conn, c Config, leafs func() int) er
 	}
 	if leafs != nil && leafs() == 0 {
 		return fmt.Errorf("%w: the leafnode link to the hub at %q is not up (check region.hub, region.hub_creds and region.hub_tls_ca; the NATS server's log says why): %v",
-			ErrHub, c.Hub, err)
+			ErrHub, redacted(c.Hub), err)
 	}
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
@@ -55,4 +59,16 @@ func CheckHub(ctx context.Context, nc *nats.Conn, c Config, leafs func() int) er
 			ErrHub, c.HubDomain, c.HubDomain, c.HubDomain, err)
 	}
 	return fmt.Errorf("%w: JetStream of domain %q (region.hub_domain): %v", ErrHub, c.HubDomain, err)
+}
+
+// redacted returns the hub's URLs with their passwords replaced, for
+// messages.
+func redacted(hubs string) string {
+	out := strings.Split(hubs, ",")
+	for i, h := range out {
+		if u, err := url.Parse(strings.TrimSpace(h)); err == nil {
+			out[i] = u.Redacted()
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -31,8 +31,8 @@
 // CheckDomain checks that the region's server has the region's domain,
 // CheckHub that the hub's JetStream answers through the leafnode.
 //
-// The package imports nothing of spangle but kvwatch/names; kvwatch uses
-// it.
+// The package imports nothing of spangle but kvwatch/names and
+// kvwatch/natsconn; kvwatch uses it.
 //
 // # Caveats
 //

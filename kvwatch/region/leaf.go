@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // Deny lists the subjects a region's leafnode link never carries, in
@@ -64,4 +66,26 @@ func Remote(c Config) (*server.RemoteLeafOpts, error) {
 		r.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	return r, nil
+}
+
+// HubLeafPublish is what a region may send into the hub, as the publish
+// allow-list of its leafnode user at the hub (leafnodes { authorization
+// { users: [ { user: <region>, permissions: { publish: { allow: [...] } } } ] } }):
+// its mirrors' requests to the hub's JetStream (consumers, stream info,
+// direct gets) in domain hubDomain, flow-control answers, and replies.
+// Nothing else crosses from the region: not another region's JetStream
+// API ("$JS.<other>.API"), not the hub's other API calls (create, delete,
+// purge, a write through a mirror), not a KV subject, not a lookup.
+func HubLeafPublish(hubDomain string) []string {
+	api := names.APIPrefix(hubDomain)
+	return []string{
+		api + ".INFO",
+		api + ".STREAM.INFO.>",
+		api + ".CONSUMER.CREATE.>",
+		api + ".CONSUMER.DELETE.>",
+		api + ".CONSUMER.INFO.>",
+		api + ".DIRECT.GET.>",
+		"$JS.FC.>",
+		"_INBOX.>",
+	}
 }

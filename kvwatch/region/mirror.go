@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // ObjectMirror returns the configuration of a region's mirror of the
@@ -119,4 +122,50 @@ func EnsureVersionsMirror(ctx context.Context, js jetstream.JetStream, want jets
 		}
 	}
 	return nil, fmt.Errorf("region: mirror %s: created and deleted meanwhile", want.Bucket)
+}
+
+// Mirror is the state of a region's mirror, as the region reports it.
+type Mirror struct {
+	// Connected: the mirror heard from its source within the last
+	// ActiveWithin and reports no error.
+	Connected bool
+	// Pending is how many of the source's messages the mirror has yet to
+	// receive (its lag).
+	Pending uint64
+	// Active is how long ago the mirror last heard from its source; -1
+	// if never.
+	Active time.Duration
+	// Error is the mirror's last error, if any ("stream not found" while
+	// the hub's bucket does not exist, say).
+	Error string
+}
+
+// ActiveWithin is how recently a connected mirror heard from its source:
+// nats-server's mirrors get a heartbeat every second and count as stalled
+// after 10 s.
+const ActiveWithin = 10 * time.Second
+
+// MirrorState asks the JetStream of domain (a region, across the
+// leafnode) for the state of its mirror stream: a read-only request,
+// answered by the region itself. An error means the region did not
+// answer (cut off, stopped) or has no such stream.
+func MirrorState(ctx context.Context, nc *nats.Conn, domain, stream string) (Mirror, error) {
+	js, err := natsconn.JetStream(nc, natsconn.Options{Domain: domain})
+	if err != nil {
+		return Mirror{}, err
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return Mirror{}, fmt.Errorf("region %s: stream %s: %w", domain, stream, err)
+	}
+	si := s.CachedInfo().Mirror
+	if si == nil {
+		return Mirror{}, fmt.Errorf("%w: region %s: stream %s is not a mirror", ErrNotMirror, domain, stream)
+	}
+	m := Mirror{Pending: si.Lag, Active: si.Active}
+	if si.Error != nil {
+		m.Error = si.Error.Error()
+	}
+	m.Connected = m.Error == "" && si.Active >= 0 && si.Active < ActiveWithin
+	return m, nil
 }

@@ -193,6 +193,17 @@ func TestMirrors(t *testing.T) {
 		}
 		return nil
 	})
+	// The hub asks the region for the state of its mirrors.
+	for _, stream := range []string{"KV_spangle_c_versions", "OBJ_data"} {
+		m, err := MirrorState(ctx, hub, "ra", stream)
+		if err != nil || !m.Connected || m.Pending != 0 || m.Error != "" {
+			t.Errorf("mirror %s of ra: %+v, %v; want connected, nothing pending", stream, m, err)
+		}
+	}
+	if _, err := MirrorState(ctx, hub, "ra", "KV_nothing"); err == nil {
+		t.Error("the state of a stream that does not exist")
+	}
+
 	// A stream of that name that is not the mirror is refused, naming it.
 	if _, err := rjs.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "own"}); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,94 @@
+// Package regions holds no code: its test runs examples/regions/run.sh,
+// a hub and two regions on this machine, as a user would.
+package regions
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// freeBase returns a port p with p..p+13 free a moment ago, below the
+// range the system hands out to outgoing connections (which other tests
+// running meanwhile would take from under the script).
+func freeBase(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		p := 20000 + rand.IntN(10000)
+		free := true
+		for i := 1; i <= 13 && free; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return p
+		}
+	}
+	t.Fatal("no 14 free ports in a row")
+	return 0
+}
+
+// TestRunScript runs run.sh: every node of both regions serves version
+// 1, then 2; the region pin moves us back to 1 alone; status --regions
+// shows it.
+func TestRunScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds spangle and nats-server and runs a hub and two regions")
+	}
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	cmd := exec.Command("bash", "run.sh")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT_BASE=%d", freeBase(t)), "DEADLINE_SECS=120", "KEEP=")
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { // bounded: the script's own deadlines, and the kill below
+		defer close(done)
+		out, err = cmd.CombinedOutput()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("run.sh still running after 5 min:\n%s", out)
+	}
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, out)
+	}
+	s := string(out)
+	for _, want := range []string{
+		"every node of eu and us serves version 1",
+		"every node serves version 2",
+		"$ spangle status --regions",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("run.sh did not print %q:\n%s", want, s)
+		}
+	}
+	// REGION CONNECTED PENDING NODES DB ACTIVE REGION PIN
+	for _, row := range []string{`eu\s+yes\s+0\s+1\s+baby-names\s+2\s+-`, `us\s+yes\s+0\s+2\s+baby-names\s+1\s+1`} {
+		if !regexp.MustCompile(`(?m)^` + row).MatchString(s) {
+			t.Errorf("status --regions has no row %q:\n%s", row, s)
+		}
+	}
+}

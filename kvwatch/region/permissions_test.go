@@ -1,0 +1,130 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
+	"github.com/spangledb/spangle/node/nodetest"
+)
+
+// TestLeafPermissions: with each region logging in to the hub's leafnode
+// listener as its own user, allowed to send into the hub only
+// HubLeafPublish(hub) (docs/SECURITY.md), a region's mirrors of the hub
+// fill, the hub reads a region's buckets, and a region cannot reach
+// another region's JetStream (not even to read it) nor write the hub's
+// buckets.
+func TestLeafPermissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leaf := freePort(t)
+	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
+	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
+	// The hub's users (nats-server's authorization { users }), which its
+	// leafnode listener also takes logins from: an operator without
+	// limits, and one user per region.
+	o.Users = []*server.User{{Username: "admin", Password: "pw-admin"}}
+	for _, r := range []string{"ra", "rb"} {
+		o.Users = append(o.Users, &server.User{Username: r, Password: "pw-" + r,
+			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: HubLeafPublish("hub")}}})
+	}
+	hub := natstest.RunServer(t, o)
+	regionSrv := func(name string) *server.Server {
+		c := DefaultConfig()
+		c.Name, c.Hub = name, fmt.Sprintf("nats-leaf://%s:pw-%s@127.0.0.1:%d", name, name, leaf)
+		remote, err := Remote(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro := &server.Options{ServerName: name, JetStreamDomain: name}
+		ro.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+		ro.LeafNode.ReconnectInterval = 50 * time.Millisecond
+		s := natstest.RunServer(t, ro)
+		nodetest.WaitFor(t, 10*time.Second, name+"'s leafnode up", nodetest.True(func() bool { return s.NumLeafNodes() == 1 }))
+		return s
+	}
+	ra, rb := regionSrv("ra"), regionSrv("rb")
+	hjs := natstest.JetStream(t, strings.Replace(hub.ClientURL(), "nats://", "nats://admin:pw-admin@", 1))
+	ajs := natstest.JetStream(t, ra.ClientURL())
+	bjs := natstest.JetStream(t, rb.ClientURL())
+
+	hkv, err := hjs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "spangle_c_versions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hobs, err := hjs.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hkv.Put(ctx, "d", []byte("v1"))
+	hobs.PutBytes(ctx, "d/v1/part-0", []byte("hello"))
+	if _, err := bjs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "spangle_c_nodes"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureObjectMirror(ctx, ajs, "data", "hub", 1); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := EnsureVersionsMirror(ctx, ajs, VersionsMirror("spangle_c_versions", "hub", "", 1), "hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := ajs.ObjectStore(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, 30*time.Second, "ra's mirrors", func() error {
+		if b, err := obs.GetBytes(ctx, "d/v1/part-0"); err != nil || string(b) != "hello" {
+			return fmt.Errorf("object: %q, %v", b, err)
+		}
+		if e, err := kv.Get(ctx, "d"); err != nil || string(e.Value()) != "v1" {
+			return fmt.Errorf("versions: %v", err)
+		}
+		return nil
+	})
+
+	// The hub reads rb's buckets through the leafnode (status --regions).
+	hubToB, err := jetstream.NewWithDomain(hjs.Conn(), "rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hubToB.KeyValue(ctx, "spangle_c_nodes"); err != nil {
+		t.Errorf("the hub cannot read rb's bucket: %v", err)
+	}
+
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 500*time.Millisecond) }
+	// ra reaches neither rb's JetStream nor the hub's writes.
+	aToB, _ := jetstream.NewWithDomain(ajs.Conn(), "rb")
+	c1, cancel1 := short()
+	defer cancel1()
+	if _, err := aToB.KeyValue(c1, "spangle_c_nodes"); err == nil {
+		t.Error("ra reads rb's bucket")
+	}
+	c2, cancel2 := short()
+	defer cancel2()
+	if err := aToB.DeleteStream(c2, "KV_spangle_c_nodes"); err == nil {
+		t.Error("ra deleted rb's bucket")
+	}
+	if _, err := bjs.KeyValue(ctx, "spangle_c_nodes"); err != nil {
+		t.Errorf("rb's bucket: %v", err)
+	}
+	c3, cancel3 := short()
+	defer cancel3()
+	if _, err := kv.Put(c3, "d", []byte("forged")); err == nil { // nats.go sends it to the hub
+		t.Error("ra wrote the hub's versions bucket through its mirror")
+	}
+	aToHub, _ := jetstream.NewWithDomain(ajs.Conn(), "hub")
+	c4, cancel4 := short()
+	defer cancel4()
+	if err := aToHub.DeleteStream(c4, "OBJ_data"); err == nil {
+		t.Error("ra deleted the hub's Object Store bucket")
+	}
+	if e, err := hkv.Get(ctx, "d"); err != nil || string(e.Value()) != "v1" {
+		t.Errorf("the hub's versions entry: %v", err)
+	}
+}
