@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,31 @@ func TestRun(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestStartRegionRefused: a region name that is not a valid JetStream
+// domain, or a region with the embedded server and no hub, stops Start
+// with an error naming the key.
+func TestStartRegionRefused(t *testing.T) {
+	for _, tc := range []struct{ name, hub, want string }{
+		{"eu.west", "nats-leaf://127.0.0.1:7422", "region.name"},
+		{"eu", "", "region.hub"},
+		{"eu", "http://127.0.0.1:7422", "region.hub"},
+	} {
+		cfg := spangle.DefaultConfig()
+		cfg.Node.Source = t.TempDir()
+		cfg.Node.DataDir = filepath.Join(t.TempDir(), "data")
+		cfg.Bind = "127.0.0.1:0"
+		cfg.NATS.EmbeddedListen = "127.0.0.1:-1"
+		cfg.NATS.Region.Name, cfg.NATS.Region.Hub = tc.name, tc.hub
+		s, err := spangle.Start(cfg)
+		if err == nil {
+			s.Shutdown(context.Background())
+			t.Fatalf("name %q hub %q: started", tc.name, tc.hub)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("name %q hub %q: %v, want it to name %s", tc.name, tc.hub, err, tc.want)
+		}
 	}
 }

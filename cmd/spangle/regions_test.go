@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,11 @@ import (
 
 	"github.com/spangledb/spangle/node/nodetest"
 )
+
+// regionsVersionBytes sizes the versions TestRegions publishes (random
+// values beside the keys it reads). The README's figures come from a run
+// with -args -regions.version-bytes=33554432.
+var regionsVersionBytes = flag.Int("regions.version-bytes", 1<<20, "bytes of random values in each version TestRegions publishes")
 
 // hubProc is the hub: a nats-server process with JetStream in domain
 // "hub", a leafnode listener that advertises no other URL (so that a leaf
@@ -217,7 +223,7 @@ func TestRegions(t *testing.T) {
 	rbServer := startRegionServer(t, natsBin, "rb", "nats-leaf://"+relayB.addr())
 	src := t.TempDir()
 	for _, v := range []string{"v1", "v2", "v3"} {
-		writePaddedVersion(t, src, v, keys, 1<<20)
+		writePaddedVersion(t, src, v, keys, *regionsVersionBytes)
 	}
 	publish := publisher(t, bin, src, "nats-object://"+bucket, hub.url)
 

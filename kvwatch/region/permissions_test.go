@@ -127,4 +127,22 @@ func TestLeafPermissions(t *testing.T) {
 	if e, err := hkv.Get(ctx, "d"); err != nil || string(e.Value()) != "v1" {
 		t.Errorf("the hub's versions entry: %v", err)
 	}
+
+	// Bad credentials: the link never comes up, and the check says so
+	// and what to look at.
+	c := DefaultConfig()
+	c.Name, c.Hub = "rc", fmt.Sprintf("nats-leaf://rc:wrong@127.0.0.1:%d", leaf)
+	remote, err := Remote(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &server.Options{ServerName: "rc", JetStreamDomain: "rc"}
+	ro.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	rc := natstest.RunServer(t, ro)
+	c5, cancel5 := context.WithTimeout(ctx, time.Second)
+	defer cancel5()
+	err = CheckHub(c5, natstest.JetStream(t, rc.ClientURL()).Conn(), c, func() int { return rc.NumLeafNodes() })
+	if err == nil || !strings.Contains(err.Error(), "region.hub_creds") || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("bad credentials: %v; want the keys to check, and no password", err)
+	}
 }
