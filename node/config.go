@@ -113,6 +113,12 @@ type Config struct {
 	// nil, the default, runs the node alone.
 	Cluster Cluster
 
+	// CursorKey keys the MAC of listing cursors (cursor.go): set it to
+	// the cluster's peer token, so that a cursor is only good on the nodes
+	// sharing it and cannot pin a version a peer request would be refused.
+	// Default "": a fixed key, which detects damage but not forgery.
+	CursorKey string
+
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
 	// decoder is a module ("wasm:<path>"). Zero fields take the plugins
 	// package's defaults; an empty CacheDir becomes <DataDir>/wasm-cache,

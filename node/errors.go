@@ -28,3 +28,18 @@ var ErrConfig = errors.New("node: invalid config")
 // ErrTooLarge: a batch lookup whose values exceed GetOptions.MaxBytes
 // (HTTP 413).
 var ErrTooLarge = errors.New("node: batch reply too large")
+
+// Listing errors (List).
+var (
+	// ErrBadListing: a listing's parameters are out of range: a limit
+	// that is not positive, a prefix, start or end longer than
+	// MaxListKeyLen, a cursor of another db (HTTP 400).
+	ErrBadListing = errors.New("node: bad listing request")
+	// ErrBadCursor: a listing's cursor is not one a node of this cluster
+	// made (garbage, damaged, forged; HTTP 400).
+	ErrBadCursor = errors.New("node: bad cursor")
+	// ErrVersionGone: a listing's cursor names a version no longer held
+	// (HTTP 410): its pages are over, and a page of another version would
+	// mix versions.
+	ErrVersionGone = errors.New("node: the cursor's version is gone")
+)

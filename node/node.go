@@ -45,6 +45,8 @@ type Node struct {
 	readyCh   chan struct{}
 	wg        sync.WaitGroup // every goroutine the node starts
 
+	cursorKey []byte // Config.CursorKey; nil: cursorDefaultKey
+
 	id  string      // set by Start: Config.NodeID or <data_dir>/node_id
 	adv *advertiser // set by Start when Config.Advertiser is set
 	// pins holds the db pins (pin.go), kept in <data_dir>/pins.json.
@@ -104,6 +106,9 @@ func New(cfg Config) (*Node, error) {
 		drainCh:   make(chan struct{}),
 
 		pinAnswered: make(chan struct{}, 1),
+	}
+	if cfg.CursorKey != "" {
+		n.cursorKey = []byte(cfg.CursorKey)
 	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)

@@ -1,0 +1,468 @@
+package node
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spangledb/spangle/blocks"
+)
+
+// ListOptions qualify a listing: which keys (a prefix, a range, or both:
+// their intersection), how many, from where.
+type ListOptions struct {
+	// Prefix keeps the keys starting with it; empty: all.
+	Prefix []byte
+	// Start and End bound the keys: from Start (included) to End
+	// (excluded); empty: unbounded.
+	Start, End []byte
+	// Limit is the most keys of the page: required, positive. The door
+	// bounds it (edge's MaxListKeys).
+	Limit int
+	// MaxBytes, when positive, bounds the page's keys and values bytes:
+	// the page stops before the record that would pass it (a first
+	// record larger than it alone is ErrTooLarge).
+	MaxBytes int
+	// Values lists the values too, decoded as Get decodes them (unless
+	// Raw).
+	Values bool
+	// Raw skips the db's decoder, as GetOptions.Raw.
+	Raw bool
+	// Cursor continues a listing where the page that returned it ended,
+	// in the same version. Untrusted: ErrBadCursor when no node of the
+	// cluster made it for db, ErrVersionGone when its version is no
+	// longer held.
+	Cursor string
+
+	// Version and Partitions make a peer's page: that version only
+	// (ErrUnknownVersion when not held here), those partitions only
+	// (ErrPartitionNotHeld for one not held here), never asked of other
+	// nodes, and no cursor: More says whether keys follow the page's
+	// last in those partitions. Partitions without Version are ignored.
+	Version    string
+	Partitions []int
+}
+
+// ListPage is one page of a listing.
+type ListPage struct {
+	Version string
+	// Keys are in bytewise order, each once; Values, with
+	// ListOptions.Values, are theirs (same length). Owned by the caller.
+	Keys, Values [][]byte
+	// Cursor continues the listing; "" on its last page (and on a peer's
+	// page).
+	Cursor string
+	// More reports keys after the last of the page (Cursor is set for a
+	// client's listing).
+	More bool
+	// Modified, ContentType (of the values) and CacheControl are the
+	// version's and the db's, as for Get.
+	Modified     time.Time
+	ContentType  string
+	CacheControl string
+}
+
+// List returns a page of db's keys in bytewise order: those of opts'
+// prefix and range, at most opts.Limit keys and opts.MaxBytes bytes, from
+// the db's active version or, with a cursor, the version of its first
+// page. It merges the partitions' ordered keys (a k-way merge); a prefix
+// that the db's partitioner places in one partition
+// (plugins.PrefixPartitioner) reads that partition only. In cluster mode
+// the partitions held elsewhere are asked of their holders
+// (ListRemote), before the local ones are read; a partition no holder
+// answered for fails the page (an error naming it), never a short page.
+// It never waits on a build or on the source. The caller owns opts' slices
+// and the page.
+func (n *Node) List(ctx context.Context, db string, opts ListOptions) (ListPage, error) {
+	d := (*n.dbs.Load())[db]
+	if d == nil {
+		return ListPage{}, ErrUnknownDB
+	}
+	switch {
+	case opts.Limit <= 0:
+		return ListPage{}, fmt.Errorf("%w: limit %d is not positive", ErrBadListing, opts.Limit)
+	case len(opts.Prefix) > MaxListKeyLen, len(opts.Start) > MaxListKeyLen, len(opts.End) > MaxListKeyLen:
+		return ListPage{}, fmt.Errorf("%w: a prefix, start or end longer than %d bytes, the longest key", ErrBadListing, MaxListKeyLen)
+	}
+	peer := opts.Version != ""
+	pinned := opts.Version
+	var after []byte
+	if opts.Cursor != "" && !peer {
+		c, err := decodeCursor(opts.Cursor, n.cursorKey)
+		if err != nil {
+			return ListPage{}, err
+		}
+		if c.db != db {
+			return ListPage{}, fmt.Errorf("%w: the cursor lists db %q, not %q", ErrBadListing, c.db, db)
+		}
+		pinned, after = c.version, c.after
+	}
+	rg := listRange(opts.Prefix, opts.Start, opts.End, after)
+	for {
+		var v *version
+		switch {
+		case pinned != "":
+			if v = d.byName(pinned); v == nil {
+				if peer {
+					return ListPage{}, ErrUnknownVersion
+				}
+				return ListPage{}, fmt.Errorf("%w: %s version %s", ErrVersionGone, db, pinned)
+			}
+		default:
+			if v = d.active.Load(); v == nil {
+				return ListPage{}, ErrNoVersion
+			}
+		}
+		page, err := n.listVersion(ctx, d, v, rg, opts, peer)
+		if errors.Is(err, blocks.ErrClosed) {
+			if pinned != "" {
+				if peer {
+					return ListPage{}, ErrUnknownVersion
+				}
+				return ListPage{}, fmt.Errorf("%w: %s version %s", ErrVersionGone, db, pinned)
+			}
+			continue // retired meanwhile: its successor is active
+		}
+		if err != nil {
+			if errors.Is(err, blocks.ErrCorrupt) {
+				d.corrupted(v, err)
+			}
+			return ListPage{}, err
+		}
+		if page.More && !peer {
+			page.Cursor = encodeCursor(cursor{db: db, version: v.name, after: page.Keys[len(page.Keys)-1]}, n.cursorKey)
+		}
+		return page, nil
+	}
+}
+
+// listRange is the range of keys a listing reads: the intersection of
+// the prefix's and [start, end), after the key a cursor names. An empty
+// End is unbounded.
+func listRange(prefix, start, end, after []byte) blocks.Range {
+	rg := blocks.Range{Start: start, End: end}
+	if bytes.Compare(prefix, rg.Start) > 0 {
+		rg.Start = prefix
+	}
+	if pe := prefixEnd(prefix); pe != nil && (len(rg.End) == 0 || bytes.Compare(pe, rg.End) < 0) {
+		rg.End = pe
+	}
+	if after != nil {
+		next := append(append(make([]byte, 0, len(after)+1), after...), 0) // the first key after it
+		if bytes.Compare(next, rg.Start) > 0 {
+			rg.Start = next
+		}
+	}
+	return rg
+}
+
+// prefixEnd returns the first key after every key starting with prefix,
+// nil when there is none (an empty prefix, or one of 0xff bytes only).
+func prefixEnd(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xff {
+			end := append([]byte(nil), prefix[:i+1]...)
+			end[i]++
+			return end
+		}
+	}
+	return nil
+}
+
+// emptyRange reports whether rg holds no key.
+func emptyRange(rg blocks.Range) bool {
+	return len(rg.End) > 0 && bytes.Compare(rg.Start, rg.End) >= 0
+}
+
+// listVersion lists v: the partitions held elsewhere first (their pages
+// are in memory before any local read transaction opens), then a merge
+// of those pages with the local partitions' iterators.
+func (n *Node) listVersion(ctx context.Context, d *db, v *version, rg blocks.Range, opts ListOptions, peer bool) (ListPage, error) {
+	page := ListPage{Version: v.name, Modified: v.lastModified(), ContentType: d.cfg.ContentType, CacheControl: d.cfg.CacheControl}
+	if opts.Values && d.decoder != nil && !opts.Raw {
+		page.ContentType = d.contentType
+	}
+	if v.n == 0 || emptyRange(rg) {
+		return page, nil
+	}
+	parts, err := n.listPartitions(v, opts, peer)
+	if err != nil {
+		return ListPage{}, err
+	}
+	var local, remote []int
+	for _, p := range parts {
+		switch {
+		case v.data.Holds(p):
+			local = append(local, p)
+		case peer || !n.clustered():
+			return ListPage{}, fmt.Errorf("%w: %s/%s partition %d", ErrPartitionNotHeld, d.name, v.name, p)
+		default:
+			remote = append(remote, p)
+		}
+	}
+	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
+	if len(remote) > 0 {
+		lister, ok := n.cfg.Cluster.(RemoteLister)
+		if !ok {
+			return ListPage{}, fmt.Errorf("%w: %s/%s: %d partitions held elsewhere and no remote listing", ErrNoReplica, d.name, v.name, len(remote))
+		}
+		pages, err := lister.ListRemote(ctx, d.info(v), remote, RemoteListRequest{
+			Start: rg.Start, End: rg.End, Limit: opts.Limit, MaxBytes: opts.MaxBytes, Values: opts.Values,
+		})
+		if err != nil {
+			return ListPage{}, err
+		}
+		for i := range pages {
+			m.addRemote(&pages[i])
+		}
+	}
+	err = v.data.View(func(r *blocks.Reader) error {
+		for _, p := range local {
+			it, err := r.Iter(p, rg)
+			if err != nil {
+				return err
+			}
+			if err := m.addLocal(it); err != nil {
+				return err
+			}
+		}
+		return m.run(ctx)
+	})
+	if err != nil {
+		return ListPage{}, err
+	}
+	page.Keys, page.Values, page.More = m.keys, m.vals, m.more
+	if opts.Values && d.decoder != nil && !opts.Raw {
+		for i, val := range page.Values {
+			if page.Values[i], err = d.decoder.Decode(ctx, val); err != nil {
+				return ListPage{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
+			}
+		}
+	}
+	return page, nil
+}
+
+// listPartitions returns the partitions a listing reads: a peer's, or
+// the one a prefix-keeping partitioner names, or all of them.
+func (n *Node) listPartitions(v *version, opts ListOptions, peer bool) ([]int, error) {
+	if peer && opts.Partitions != nil {
+		for _, p := range opts.Partitions {
+			if p < 0 || p >= v.n {
+				return nil, fmt.Errorf("%w: partition %d of %d", ErrBadListing, p, v.n)
+			}
+		}
+		return opts.Partitions, nil
+	}
+	if pp, ok := v.partitioner.(PrefixPartitioner); ok && len(opts.Prefix) > 0 {
+		p, ok, err := pp.PrefixPartition(opts.Prefix, v.n)
+		if err != nil {
+			return nil, fmt.Errorf("node: partition prefix: %w", err)
+		}
+		if ok {
+			return []int{p}, nil
+		}
+	}
+	parts := make([]int, v.n)
+	for i := range parts {
+		parts[i] = i
+	}
+	return parts, nil
+}
+
+// PrefixPartitioner is a partitioner that can say that every key with a
+// prefix is placed in one partition (package plugins: a Wasm module with
+// the spangle_prefix_partition export); a prefix listing then reads that
+// partition only.
+type PrefixPartitioner interface {
+	// PrefixPartition returns the partition in [0, n) of every key
+	// starting with prefix, and true; false when such keys may be placed
+	// apart.
+	PrefixPartition(prefix []byte, n int) (p int, ok bool, err error)
+}
+
+// RemoteLister lists partitions of a version that other nodes hold; a
+// Cluster that implements it lets List fan out (node/cluster does).
+type RemoteLister interface {
+	// ListRemote returns, for each of parts (none held here), the page
+	// its holders answer for req: every partition in exactly one page. A
+	// partition no holder answered for within the proxy's timeouts is an
+	// error wrapping ErrProxyTimeout or ErrNoReplica and naming it.
+	ListRemote(ctx context.Context, v VersionInfo, parts []int, req RemoteListRequest) ([]RemotePage, error)
+}
+
+// RemoteListRequest is the range and bounds of a page asked of peers.
+type RemoteListRequest struct {
+	Start, End []byte // End empty: unbounded
+	Limit      int
+	MaxBytes   int
+	Values     bool // values as stored
+}
+
+// RemotePage is a peer's page of some partitions: their keys merged in
+// order, More when keys follow the last one in those partitions.
+type RemotePage struct {
+	Partitions   []int
+	Keys, Values [][]byte
+	More         bool
+	Peer         string
+}
+
+// listSource is one ordered input of the merge: a local partition's
+// iterator, or a peer's page.
+type listSource struct {
+	it   *blocks.Iter // local; nil for a page
+	page *RemotePage
+	i    int    // the page's current record
+	key  []byte // the current key
+}
+
+// next moves to the source's next key; false at its end.
+func (s *listSource) next() (bool, error) {
+	if s.it != nil {
+		if s.it.Next() {
+			s.key = s.it.Key()
+			return true, nil
+		}
+		return false, s.it.Err()
+	}
+	if s.i++; s.i < len(s.page.Keys) {
+		s.key = s.page.Keys[s.i]
+		return true, nil
+	}
+	return false, nil
+}
+
+func (s *listSource) value() ([]byte, error) {
+	if s.it != nil {
+		return s.it.Value()
+	}
+	return s.page.Values[s.i], nil
+}
+
+// listMerge is the k-way merge of a page: a heap of sources by their
+// current key.
+type listMerge struct {
+	srcs     listHeap
+	limit    int
+	maxBytes int
+	values   bool
+	// bound is the smallest last key of the peers' pages that have more
+	// after it: the merge cannot go past it without asking again.
+	bound []byte
+
+	keys, vals [][]byte
+	arena      []byte // the page's key and value bytes, in chunks
+	more       bool
+}
+
+func (m *listMerge) addLocal(it *blocks.Iter) error {
+	s := &listSource{it: it}
+	ok, err := s.next()
+	if ok {
+		m.srcs = append(m.srcs, s)
+	}
+	return err
+}
+
+func (m *listMerge) addRemote(p *RemotePage) {
+	if p.More && len(p.Keys) > 0 {
+		if last := p.Keys[len(p.Keys)-1]; m.bound == nil || bytes.Compare(last, m.bound) < 0 {
+			m.bound = last
+		}
+	}
+	if len(p.Keys) > 0 {
+		m.srcs = append(m.srcs, &listSource{page: p, key: p.Keys[0]})
+	}
+}
+
+// run merges until the page is full or the sources end. Checking ctx
+// every 256 keys: local reads do not block.
+func (m *listMerge) run(ctx context.Context) error {
+	heap.Init(&m.srcs)
+	size := 0
+	var last []byte
+	for len(m.srcs) > 0 {
+		top := m.srcs[0]
+		k := top.key
+		switch {
+		case m.bound != nil && bytes.Compare(k, m.bound) > 0:
+			m.more = true
+			return nil
+		case last != nil && bytes.Equal(k, last):
+			// A key stored in two partitions (presharded input): once.
+		case len(m.keys) == m.limit:
+			m.more = true
+			return nil
+		default:
+			if len(m.keys)%256 == 255 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			var val []byte
+			if m.values {
+				var err error
+				if val, err = top.value(); err != nil {
+					return err
+				}
+			}
+			if size += len(k) + len(val); m.maxBytes > 0 && size > m.maxBytes {
+				if len(m.keys) == 0 {
+					return fmt.Errorf("%w: a record of %d bytes, over the page's %d", ErrTooLarge, len(k)+len(val), m.maxBytes)
+				}
+				m.more = true
+				return nil
+			}
+			last = m.keep(k)
+			m.keys = append(m.keys, last)
+			if m.values {
+				m.vals = append(m.vals, m.keep(val))
+			}
+		}
+		ok, err := top.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			heap.Fix(&m.srcs, 0)
+		} else {
+			heap.Pop(&m.srcs)
+		}
+	}
+	// Every source ended; a peer's page that has more ended at bound.
+	m.more = m.bound != nil
+	return nil
+}
+
+// keep copies b into the page's arena: chunks of 64 KiB (a larger b gets
+// its own), so that a page makes few allocations.
+func (m *listMerge) keep(b []byte) []byte {
+	const chunk = 64 << 10
+	if len(b) > chunk/4 {
+		return append([]byte{}, b...)
+	}
+	if cap(m.arena)-len(m.arena) < len(b) {
+		m.arena = make([]byte, 0, chunk)
+	}
+	start := len(m.arena)
+	m.arena = append(m.arena, b...)
+	return m.arena[start:len(m.arena):len(m.arena)]
+}
+
+// listHeap orders sources by their current key (container/heap).
+type listHeap []*listSource
+
+func (h listHeap) Len() int           { return len(h) }
+func (h listHeap) Less(i, j int) bool { return bytes.Compare(h[i].key, h[j].key) < 0 }
+func (h listHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *listHeap) Push(x any)        { *h = append(*h, x.(*listSource)) }
+func (h *listHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return s
+}
