@@ -102,21 +102,18 @@ func (n *Node) List(ctx context.Context, db string, opts ListOptions) (ListPage,
 	}
 	rg := listRange(opts.Prefix, opts.Start, opts.End, after)
 	for {
-		var v *version
+		v, err := d.pick(pinned)
 		switch {
-		case pinned != "":
-			if v = d.byName(pinned); v == nil {
-				if peer {
-					return ListPage{}, ErrUnknownVersion
-				}
-				return ListPage{}, fmt.Errorf("%w: %s version %s", ErrVersionGone, db, pinned)
-			}
-		default:
-			if v = d.active.Load(); v == nil {
-				return ListPage{}, ErrNoVersion
-			}
+		case errors.Is(err, ErrUnknownVersion) && !peer:
+			return ListPage{}, fmt.Errorf("%w: %s version %s", ErrVersionGone, db, pinned)
+		case err != nil:
+			return ListPage{}, err
 		}
-		page, err := n.listVersion(ctx, d, v, rg, opts, peer)
+		r := reader{d: d, v: v}
+		if !peer && n.clustered() {
+			r.peers = n.cfg.Cluster
+		}
+		page, err := r.list(ctx, rg, opts)
 		if errors.Is(err, blocks.ErrClosed) {
 			if pinned != "" {
 				if peer {
@@ -177,10 +174,11 @@ func emptyRange(rg blocks.Range) bool {
 	return len(rg.End) > 0 && bytes.Compare(rg.Start, rg.End) >= 0
 }
 
-// listVersion lists v: the partitions held elsewhere first (their pages
-// are in memory before any local read transaction opens), then a merge
-// of those pages with the local partitions' iterators.
-func (n *Node) listVersion(ctx context.Context, d *db, v *version, rg blocks.Range, opts ListOptions, peer bool) (ListPage, error) {
+// list lists r's version: the partitions read from peers first (their
+// pages are in memory before any local read transaction opens), then a
+// merge of those pages with the local partitions' iterators.
+func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (ListPage, error) {
+	d, v := r.d, r.v
 	page := ListPage{Version: v.name, Modified: v.lastModified(), ContentType: d.cfg.ContentType, CacheControl: d.cfg.CacheControl}
 	if opts.Values && d.decoder != nil && !opts.Raw {
 		page.ContentType = d.contentType
@@ -188,16 +186,16 @@ func (n *Node) listVersion(ctx context.Context, d *db, v *version, rg blocks.Ran
 	if v.n == 0 || emptyRange(rg) {
 		return page, nil
 	}
-	parts, err := n.listPartitions(v, opts, peer)
+	parts, err := v.listPartitions(opts)
 	if err != nil {
 		return ListPage{}, err
 	}
 	var local, remote []int
 	for _, p := range parts {
 		switch {
-		case v.data.Holds(p):
+		case r.local(p):
 			local = append(local, p)
-		case peer || !n.clustered():
+		case r.peers == nil:
 			return ListPage{}, fmt.Errorf("%w: %s/%s partition %d", ErrPartitionNotHeld, d.name, v.name, p)
 		default:
 			remote = append(remote, p)
@@ -205,7 +203,7 @@ func (n *Node) listVersion(ctx context.Context, d *db, v *version, rg blocks.Ran
 	}
 	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
 	if len(remote) > 0 {
-		lister, ok := n.cfg.Cluster.(RemoteLister)
+		lister, ok := r.peers.(RemoteLister)
 		if !ok {
 			return ListPage{}, fmt.Errorf("%w: %s/%s: %d partitions held elsewhere and no remote listing", ErrNoReplica, d.name, v.name, len(remote))
 		}
@@ -247,8 +245,8 @@ func (n *Node) listVersion(ctx context.Context, d *db, v *version, rg blocks.Ran
 
 // listPartitions returns the partitions a listing reads: a peer's, or
 // the one a prefix-keeping partitioner names, or all of them.
-func (n *Node) listPartitions(v *version, opts ListOptions, peer bool) ([]int, error) {
-	if peer && opts.Partitions != nil {
+func (v *version) listPartitions(opts ListOptions) ([]int, error) {
+	if opts.Version != "" && opts.Partitions != nil {
 		for _, p := range opts.Partitions {
 			if p < 0 || p >= v.n {
 				return nil, fmt.Errorf("%w: partition %d of %d", ErrBadListing, p, v.n)
