@@ -144,6 +144,7 @@ type httpFile struct {
 	MaxBatchKeys       int      `toml:"max_batch_keys"`
 	MaxBatchBytes      size     `toml:"max_batch_bytes"`
 	MaxBatchReplyBytes size     `toml:"max_batch_reply_bytes"`
+	MaxListKeys        int      `toml:"max_list_keys"`
 	BatchBytesInFlight size     `toml:"batch_bytes_in_flight"`
 	BatchWait          duration `toml:"batch_wait"`
 	CacheTags          *bool    `toml:"cache_tags"`
@@ -487,6 +488,7 @@ func (f shardingFile) apply(cfg *Config) {
 	setNonZero(&c.HealMaxParallel, f.HealMaxParallel)
 	c.PeerToken = f.PeerToken
 	cfg.HTTP.PeerToken = f.PeerToken
+	cfg.Node.CursorKey = f.PeerToken // listing cursors: only the cluster's are good
 	if f.Heal != nil {
 		c.DisableHeal = !*f.Heal
 	}
@@ -561,6 +563,7 @@ func (f httpFile) apply(h *edge.Config) error {
 	}
 	setNonZero(&h.MaxConns, f.MaxConns)
 	setNonZero(&h.MaxBatchKeys, f.MaxBatchKeys)
+	setNonZero(&h.MaxListKeys, f.MaxListKeys)
 	setDuration(&h.BatchWait, f.BatchWait)
 	for _, sz := range []struct {
 		key string

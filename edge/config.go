@@ -85,6 +85,10 @@ type Config struct {
 	// batch that would exceed it stops reading values there and is 413.
 	// Default 16 MiB.
 	MaxBatchReplyBytes int
+	// MaxListKeys is the default and the largest limit of a key listing
+	// (GET /<db>/?prefix=…&limit=N): a larger limit is 400. A page is
+	// also bounded by MaxBatchReplyBytes of keys and values. Default 1000.
+	MaxListKeys int
 	// BatchBytesInFlight bounds the bytes of batch requests being read
 	// or answered at once, over the whole server: each counts its
 	// announced length (MaxBatchBytes when unknown) and twice the reply
@@ -116,6 +120,7 @@ func DefaultConfig() Config {
 		MaxBatchKeys:       DefaultMaxBatchKeys,
 		MaxBatchBytes:      DefaultMaxBatchBytes,
 		MaxBatchReplyBytes: 16 << 20,
+		MaxListKeys:        1000,
 		BatchBytesInFlight: 64 << 20,
 		BatchWait:          time.Second,
 		MaxConns:           defaultMaxConns(),
@@ -147,6 +152,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
 	case c.MaxBatchReplyBytes <= 0:
 		return fmt.Errorf("%w: MaxBatchReplyBytes %d is not positive", ErrInvalidConfig, c.MaxBatchReplyBytes)
+	case c.MaxListKeys <= 0:
+		return fmt.Errorf("%w: MaxListKeys %d is not positive", ErrInvalidConfig, c.MaxListKeys)
 	case c.BatchBytesInFlight < int64(c.MaxBatchBytes)+2*int64(c.MaxBatchReplyBytes):
 		return fmt.Errorf("%w: BatchBytesInFlight %d is below MaxBatchBytes %d plus twice MaxBatchReplyBytes %d",
 			ErrInvalidConfig, c.BatchBytesInFlight, c.MaxBatchBytes, c.MaxBatchReplyBytes)

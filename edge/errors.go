@@ -8,6 +8,7 @@ import (
 
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/batchwire"
+	"github.com/spangledb/spangle/node/listwire"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
@@ -65,6 +66,15 @@ var wireCodes = [...]wireCode{
 	{err: errTooLarge, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
 		level: slog.LevelInfo, detail: true},
 	{err: node.ErrTooLarge, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
+		level: slog.LevelInfo, detail: true},
+	// Key listings.
+	{err: node.ErrBadListing, status: http.StatusBadRequest, peer: http.StatusBadRequest,
+		level: slog.LevelInfo, detail: true},
+	{err: node.ErrBadCursor, status: http.StatusBadRequest, peer: http.StatusBadRequest,
+		level: slog.LevelInfo, detail: true},
+	{err: node.ErrVersionGone, status: http.StatusGone, peer: http.StatusGone,
+		level: slog.LevelInfo, detail: true},
+	{err: listwire.ErrMalformed, status: http.StatusBadRequest, peer: http.StatusBadRequest,
 		level: slog.LevelInfo, detail: true},
 }
 

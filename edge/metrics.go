@@ -62,6 +62,11 @@ type metrics struct {
 	// peerRefused counts ?proxy= requests without the peer token
 	// (spangle_http_peer_refused_total).
 	peerRefused prometheus.Counter
+	// listRequests counts key listings by status
+	// (spangle_http_list_requests_total{code}), listKeys the keys they
+	// returned (spangle_http_list_keys_total).
+	listRequests *prometheus.CounterVec
+	listKeys     prometheus.Counter
 
 	dbs     sync.Map  // db name → *dbHandle, for dbs the backend knows
 	unknown *dbHandle // db=""
@@ -112,6 +117,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.batchRejected, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "spangle_http_batch_rejected_total",
 		Help: "Batch lookups answered 503 because the node-wide budget of batch bytes in flight stayed full for batch_wait.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.listRequests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spangle_http_list_requests_total",
+		Help: "Key listings (GET /<db>/?prefix=...) answered over HTTP, peers' included, by status code.",
+	}, []string{"code"})); err != nil {
+		return nil, err
+	}
+	if m.listKeys, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "spangle_http_list_keys_total",
+		Help: "Keys returned by key listings over HTTP.",
 	})); err != nil {
 		return nil, err
 	}

@@ -51,6 +51,7 @@ type Server struct {
 	maxBatchKeys   int
 	maxBatchBytes  int
 	maxReplyBytes  int
+	maxListKeys    int
 	maxConns       int
 	peerToken      []byte // nil: peers' requests are not checked
 	batchWait      time.Duration
@@ -111,6 +112,7 @@ func NewServer(cfg Config) (*Server, error) {
 		maxBatchKeys:  cfg.MaxBatchKeys,
 		maxBatchBytes: cfg.MaxBatchBytes,
 		maxReplyBytes: cfg.MaxBatchReplyBytes,
+		maxListKeys:   cfg.MaxListKeys,
 		maxConns:      cfg.MaxConns,
 		peerToken:     peerToken(cfg.PeerToken),
 		batchWait:     cfg.BatchWait,
@@ -180,9 +182,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch rt {
 	case routeKey:
 		s.serveKey(w, r, db, key)
-	case routeStatus, routeDBStatus:
+	case routeDBStatus:
+		if isListing(r.URL.RawQuery) {
+			s.serveList(w, r, db) // list.go
+			return
+		}
 		w.Header()[hdrVary] = valVaryAccept // JSON or HTML
-		s.serveStatus(w, r, rt == routeDBStatus, db)
+		s.serveStatus(w, r, true, db)
+	case routeStatus:
+		w.Header()[hdrVary] = valVaryAccept // JSON or HTML
+		s.serveStatus(w, r, false, db)
 	case routeHealthz:
 		s.serveHealthz(w, r)
 	case routeLivez:
