@@ -118,6 +118,7 @@ type shardingFile struct {
 	TimeToConverge       duration `toml:"time_to_converge"`
 	ProxyTimeout         duration `toml:"proxy_timeout"`
 	ProxyStageTimeout    duration `toml:"proxy_stage_timeout"`
+	ProxyListTimeout     duration `toml:"proxy_list_timeout"`
 	ProxyBatchKeys       int      `toml:"proxy_batch_keys"`
 	ProxyConnsPerPeer    int      `toml:"proxy_conns_per_peer"`
 	VersionRemoveTimeout duration `toml:"version_remove_timeout"`
@@ -481,6 +482,7 @@ func (f shardingFile) apply(cfg *Config) {
 	setDuration(&c.TimeToConverge, f.TimeToConverge)
 	setDuration(&c.ProxyTimeout, f.ProxyTimeout)
 	setDuration(&c.ProxyStageTimeout, f.ProxyStageTimeout)
+	setDuration(&c.ProxyListTimeout, f.ProxyListTimeout)
 	setNonZero(&c.ProxyBatchKeys, f.ProxyBatchKeys)
 	setNonZero(&c.ProxyConnsPerPeer, f.ProxyConnsPerPeer)
 	setDuration(&c.VersionRemoveTimeout, f.VersionRemoveTimeout)

@@ -79,6 +79,7 @@ var bounds = []bound{
 
 	durBound("sharding.time_to_converge", 100*time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.Cluster.TimeToConverge }),
 	durBound("sharding.proxy_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Cluster.ProxyTimeout }),
+	durBound("sharding.proxy_list_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Cluster.ProxyListTimeout }),
 	durBound("sharding.proxy_stage_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Cluster.ProxyStageTimeout }).
 		withZero("proxy_timeout divided by replication"),
 	durBound("sharding.version_remove_timeout", time.Second, 7*24*time.Hour, func(c *Config) time.Duration { return c.Cluster.VersionRemoveTimeout }),

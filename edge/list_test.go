@@ -32,7 +32,10 @@ func listKeysRecords(version string, n int) []nodetest.Record {
 		case 2:
 			k = append([]byte{0xff, byte(i)}, k...) // not UTF-8
 		case 3:
-			k = fmt.Appendf(nil, "u/%02d", i%20)
+			k = fmt.Appendf(nil, "u/%02d", i%20) // a prefix of others, once
+			if i >= 20 {
+				k = fmt.Appendf(nil, "t%d", i)
+			}
 		}
 		recs = append(recs, nodetest.Record{Key: k, Value: fmt.Appendf(nil, "%s:%d\n", version, i)})
 	}
@@ -270,3 +273,5 @@ func startNode(t *testing.T, root string) *node.Node {
 	nodetest.Start(t, n)
 	return n
 }
+
+func jsonPage(body string, p *listPage) error { return json.Unmarshal([]byte(body), p) }

@@ -55,6 +55,7 @@ func New(cfg Config) (*Cluster, error) {
 	pc := proxy.DefaultConfig()
 	pc.Timeout = cfg.ProxyTimeout
 	pc.StageTimeout = cfg.stageTimeout()
+	pc.ListTimeout = cfg.ProxyListTimeout
 	pc.MaxBatchKeys = cfg.ProxyBatchKeys
 	pc.MaxConnsPerPeer = cfg.ProxyConnsPerPeer
 	pc.PeerToken = cfg.PeerToken

@@ -34,6 +34,11 @@ type Config struct {
 	TimeToConverge time.Duration
 	// ProxyTimeout caps a proxied lookup. Default 100ms.
 	ProxyTimeout time.Duration
+	// ProxyListTimeout caps a page of a key listing asked of the peers
+	// holding partitions this node lacks (a staged request per group of
+	// partitions, backups after ProxyStageTimeout): past it the listing
+	// fails with 504, naming the partitions missing. Default 2s.
+	ProxyListTimeout time.Duration
 	// ProxyStageTimeout is how long a proxied attempt runs alone before a
 	// backup attempt starts on the next replica. Default 0:
 	// ProxyTimeout / Replication (stageTimeout).
@@ -86,6 +91,7 @@ func DefaultConfig() Config {
 		Assignment:           assign.NameSequential,
 		TimeToConverge:       10 * time.Second,
 		ProxyTimeout:         100 * time.Millisecond,
+		ProxyListTimeout:     2 * time.Second,
 		ProxyBatchKeys:       proxy.DefaultConfig().MaxBatchKeys,
 		ProxyConnsPerPeer:    proxy.DefaultConfig().MaxConnsPerPeer,
 		VersionRemoveTimeout: 10 * time.Minute,
@@ -112,6 +118,8 @@ func (c Config) Validate() error {
 		return bad("time_to_converge %v: want a positive duration", c.TimeToConverge)
 	case c.ProxyTimeout <= 0:
 		return bad("proxy_timeout %v: want a positive duration", c.ProxyTimeout)
+	case c.ProxyListTimeout <= 0:
+		return bad("proxy_list_timeout %v: want a positive duration", c.ProxyListTimeout)
 	case c.ProxyStageTimeout < 0:
 		return bad("proxy_stage_timeout %v is negative", c.ProxyStageTimeout)
 	case c.ProxyBatchKeys < 1:

@@ -25,6 +25,10 @@ type Config struct {
 	// a LAN, so 100ms only runs out when every replica is stuck. Must be
 	// > 0.
 	Timeout time.Duration
+	// ListTimeout caps a page of a key listing asked of peers (List),
+	// from the first attempt to the last byte of the winning page; a
+	// page costs a peer more than a lookup. Default 2s. Must be > 0.
+	ListTimeout time.Duration
 	// StageTimeout is how long an attempt runs alone before a backup
 	// attempt starts on the next peer: sequins' proxy_stage_timeout. The
 	// proxy does not know the replication; sequins' default,
@@ -99,6 +103,7 @@ func DefaultConfig() Config {
 	return Config{
 		Timeout:         100 * time.Millisecond,
 		StageTimeout:    50 * time.Millisecond,
+		ListTimeout:     2 * time.Second,
 		MaxBodyBytes:    64 << 20,
 		CacheSize:       4096,
 		CacheBytes:      16 << 20,
@@ -113,6 +118,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Timeout <= 0:
 		return fmt.Errorf("%w: Timeout %v must be > 0", ErrInvalidConfig, c.Timeout)
+	case c.ListTimeout <= 0:
+		return fmt.Errorf("%w: ListTimeout %v must be > 0", ErrInvalidConfig, c.ListTimeout)
 	case c.StageTimeout <= 0:
 		return fmt.Errorf("%w: StageTimeout %v must be > 0", ErrInvalidConfig, c.StageTimeout)
 	case c.MaxBodyBytes <= 0:
