@@ -201,6 +201,8 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 			remote = append(remote, p)
 		}
 	}
+	d.node.metrics.listPartitions.WithLabelValues("local").Add(float64(len(local)))
+	d.node.metrics.listPartitions.WithLabelValues("remote").Add(float64(len(remote)))
 	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
 	if len(remote) > 0 {
 		lister, ok := r.peers.(RemoteLister)

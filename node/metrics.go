@@ -24,6 +24,9 @@ type metrics struct {
 	healFailures *prometheus.CounterVec // db
 	healing      *prometheus.GaugeVec   // db
 
+	// Listings (list.go): partitions read per page, here or from peers.
+	listPartitions *prometheus.CounterVec // where (local, remote)
+
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
 }
@@ -70,11 +73,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		healing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_heal_in_progress_partitions", Help: "Partitions this node is loading for healing now, by db.",
 		}, []string{"db"}),
+		listPartitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_list_partitions_total",
+			Help: "Partitions read by key listings' pages, by where: local (this node's copy) or remote (asked of the peers holding them). A prefix the partitioner keeps together reads one.",
+		}, []string{"where"}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt,
-			m.healed, m.healLoads, m.healFailures, m.healing)
+			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions)
 	}
 	return m
 }

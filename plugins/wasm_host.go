@@ -25,6 +25,7 @@ const (
 	fnFree
 	fnPartition
 	fnBatch
+	fnPrefix
 	fnDecode
 	fnContentType
 	fnInitialize
@@ -45,6 +46,7 @@ var abiFuncs = [numFns]struct {
 	fnFree:        {"spangle_free", []api.ValueType{i32, i32}, nil},
 	fnPartition:   {"spangle_partition", []api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
 	fnBatch:       {"spangle_partition_batch", []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+	fnPrefix:      {"spangle_prefix_partition", []api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
 	fnDecode:      {"spangle_decode", []api.ValueType{i32, i32}, []api.ValueType{i64}},
 	fnContentType: {"spangle_content_type", nil, []api.ValueType{i64}},
 	fnInitialize:  {"_initialize", nil, nil},

@@ -60,6 +60,45 @@ func (p *WasmPartitioner) Partition(key []byte, n int) (int, int, error) {
 	return part, part, err
 }
 
+// PrefixPartition returns the partition in [0, n) of every key that
+// starts with prefix, and true, when the module exports
+// spangle_prefix_partition and it says so (ABI.md); false when it returns
+// -1 (keys with that prefix may be placed apart) or the module lacks the
+// export. A key listing of that prefix then reads one partition. Errors
+// as Partition's.
+func (p *WasmPartitioner) PrefixPartition(prefix []byte, n int) (int, bool, error) {
+	if !p.h.exported[fnPrefix] {
+		return 0, false, nil
+	}
+	if err := p.checkN(n); err != nil {
+		return 0, false, err
+	}
+	in, err := p.h.acquire(context.Background())
+	if err != nil {
+		return 0, false, err
+	}
+	defer p.h.release(in)
+	ptr, err := in.write(prefix)
+	if err != nil {
+		return 0, false, err
+	}
+	s := in.stack
+	s[0], s[1], s[2] = api.EncodeU32(ptr), api.EncodeU32(uint32(len(prefix))), api.EncodeI32(int32(n))
+	if err := in.call(context.Background(), fnPrefix); err != nil {
+		return 0, false, err
+	}
+	switch r := api.DecodeI32(s[0]); {
+	case r == -1:
+		return 0, false, nil
+	case r < 0:
+		return 0, false, in.guestError(fnPrefix, int64(r))
+	case int(r) >= n:
+		return 0, false, in.badResult(fnPrefix, "returned partition %d, want [0, %d) or -1", r, n)
+	default:
+		return int(r), true, nil
+	}
+}
+
 // PartitionBatch sets out[i] to the partition of keys[i] in [0, n), with
 // spangle_partition_batch when the module exports it (in calls of at most
 // 4096 keys), else a call per key. out must be at least as long as keys.

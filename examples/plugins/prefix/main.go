@@ -59,6 +59,23 @@ func partitionBatch(keys *byte, lens *uint32, count uint32, n int32, out *int32)
 	return 0
 }
 
+// prefixPartition tells the host that the keys starting with prefix share
+// one partition when the prefix holds a ':' (their placement depends only
+// on the bytes before it), so that a key listing of that prefix reads one
+// partition; -1 when they may be placed apart.
+//
+//go:wasmexport spangle_prefix_partition
+func prefixPartition(prefix *byte, prefixLen uint32, n int32) int32 {
+	if n <= 0 {
+		return -2
+	}
+	p := unsafe.Slice(prefix, prefixLen)
+	if bytes.IndexByte(p, ':') < 0 {
+		return -1
+	}
+	return place(p, n)
+}
+
 // place returns the partition of key among n: FNV-1a of its prefix.
 func place(key []byte, n int32) int32 {
 	if i := bytes.IndexByte(key, ':'); i >= 0 {

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
-	"go.uber.org/goleak"
 	"hash/fnv"
 	"os"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
 	"github.com/spangledb/spangle/examples/plugins/internal/wasmbuild"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/plugins"
 )
 
@@ -78,5 +83,75 @@ func TestColocation(t *testing.T) {
 	// "" and ":leading" have the same (empty) prefix.
 	if a, b := out[len(keys)-3], out[len(keys)-2]; a != b {
 		t.Errorf("empty prefixes in %d and %d", a, b)
+	}
+}
+
+// TestPrefixPartition: a prefix holding a ':' names the partition of
+// every key starting with it; one without is -1 (not one partition).
+func TestPrefixPartition(t *testing.T) {
+	p := open(t)
+	const n = 16
+	for _, prefix := range []string{"user7:", "user7:orders", "user7:orders:2024", ":", "a:b:c"} {
+		got, ok, err := p.PrefixPartition([]byte(prefix), n)
+		if err != nil || !ok {
+			t.Fatalf("PrefixPartition(%q) = %d, %v, %v", prefix, got, ok, err)
+		}
+		for _, suffix := range []string{"", "x", ":y", "\xff"} {
+			if w := want([]byte(prefix+suffix), n); w != got {
+				t.Fatalf("key %q is in %d, PrefixPartition(%q) says %d", prefix+suffix, w, prefix, got)
+			}
+		}
+	}
+	for _, prefix := range []string{"", "user7", "user"} {
+		if got, ok, err := p.PrefixPartition([]byte(prefix), n); err != nil || ok {
+			t.Errorf("PrefixPartition(%q) = %d, %v, %v; want not one partition", prefix, got, ok, err)
+		}
+	}
+}
+
+// TestListPrefix: a node serving a db partitioned by this plugin answers
+// a key listing of a prefix with a ':' from one partition
+// (spangle_list_partitions_total), one without from all of them, both
+// complete.
+func TestListPrefix(t *testing.T) {
+	root := t.TempDir()
+	var recs []nodetest.Record
+	for u := range 50 {
+		for _, s := range []string{"profile", "orders", "orders:2024", "cart"} {
+			recs = append(recs, nodetest.Record{Key: fmt.Appendf(nil, "user%d:%s", u, s), Value: []byte(s)})
+		}
+	}
+	nodetest.WriteVersion(t, root, "users", "1", 8, recs)
+	reg := prometheus.NewRegistry()
+	cfg := node.DefaultConfig()
+	cfg.Source, cfg.DataDir, cfg.RequireSuccessFile, cfg.Registerer = root, t.TempDir(), true, reg
+	cfg.Plugins.CacheDir = guest.CacheDir(t)
+	cfg.DBs = map[string]node.DBConfig{"users": {Partitioner: "wasm:" + guest.Path(t)}}
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Start(t, n)
+	for _, tc := range []struct {
+		prefix string
+		keys   int
+		parts  float64
+	}{{"user7:", 4, 1}, {"user7:orders", 2, 1}, {"user1", 4 * 11, 8}} {
+		before := nodetest.Metric(t, reg, "spangle_list_partitions_total", "where", "local")
+		page, err := n.List(context.Background(), "users", node.ListOptions{Prefix: []byte(tc.prefix), Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Keys) != tc.keys || page.Cursor != "" {
+			t.Errorf("prefix %q: %d keys (cursor %q), want %d", tc.prefix, len(page.Keys), page.Cursor, tc.keys)
+		}
+		for _, k := range page.Keys {
+			if !bytes.HasPrefix(k, []byte(tc.prefix)) {
+				t.Errorf("prefix %q: key %q", tc.prefix, k)
+			}
+		}
+		if got := nodetest.Metric(t, reg, "spangle_list_partitions_total", "where", "local") - before; got != tc.parts {
+			t.Errorf("prefix %q read %v partitions, want %v", tc.prefix, got, tc.parts)
+		}
 	}
 }
