@@ -216,6 +216,7 @@ func (s *Server) natsDoorConfig(cfg Config, clusterName string, reg prometheus.R
 	ncfg := edge.DefaultNATSConfig()
 	ncfg.MaxBatchKeys = cfg.HTTP.MaxBatchKeys
 	ncfg.MaxBatchBytes = cfg.HTTP.MaxBatchBytes
+	ncfg.MaxListKeys = cfg.HTTP.MaxListKeys
 	ncfg.Backend = s.node
 	ncfg.ClusterName = clusterName
 	ncfg.Logger, ncfg.Registerer = s.log, reg

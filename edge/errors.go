@@ -18,6 +18,10 @@ var ErrInvalidConfig = errors.New("edge: invalid config")
 // MaxBatchBytes, or the NATS server's max_payload for a reply.
 var errTooLarge = errors.New("edge: too large")
 
+// errNotSupported reports a request the backend cannot answer (a
+// backend without key listings): 501.
+var errNotSupported = errors.New("edge: not supported")
+
 // statusClientClosedRequest is the non-standard status (nginx's, kept by
 // sequins) recorded when the client went away before the answer was ready.
 // The client never sees it; it shows in metrics and logs.
@@ -68,6 +72,8 @@ var wireCodes = [...]wireCode{
 	{err: node.ErrTooLarge, status: http.StatusRequestEntityTooLarge, peer: http.StatusRequestEntityTooLarge,
 		level: slog.LevelInfo, detail: true},
 	// Key listings.
+	{err: errNotSupported, status: http.StatusNotImplemented, peer: http.StatusNotImplemented,
+		level: slog.LevelInfo, detail: true},
 	{err: node.ErrBadListing, status: http.StatusBadRequest, peer: http.StatusBadRequest,
 		level: slog.LevelInfo, detail: true},
 	{err: node.ErrBadCursor, status: http.StatusBadRequest, peer: http.StatusBadRequest,

@@ -32,6 +32,10 @@ type NATSConfig struct {
 	// MaxBatchKeys bounds the keys of one batch lookup (mget); more is
 	// 413. Default 1000.
 	MaxBatchKeys int
+	// MaxListKeys is the default and the largest limit of a key listing
+	// (list); a larger one is 400. Default 1000 (spangle serve: [http]
+	// max_list_keys).
+	MaxListKeys int
 	// MaxBatchBytes bounds a batch request's payload; more is 413. The
 	// NATS server's max_payload (1 MiB by default) bounds every request
 	// and reply as well. Default 1 MiB.
@@ -65,6 +69,7 @@ func DefaultNATSConfig() NATSConfig {
 		ClusterName:   "spangle",
 		MaxBatchKeys:  DefaultMaxBatchKeys,
 		MaxBatchBytes: DefaultMaxBatchBytes,
+		MaxListKeys:   1000,
 		RetryInterval: time.Second,
 		Handlers:      runtime.GOMAXPROCS(0),
 	}
@@ -81,6 +86,8 @@ func (c *NATSConfig) Validate() error {
 		return fmt.Errorf("%w: ClusterName %q must match ^[-_a-zA-Z0-9]+$", ErrInvalidConfig, c.ClusterName)
 	case c.MaxBatchKeys <= 0:
 		return fmt.Errorf("%w: MaxBatchKeys %d is not positive", ErrInvalidConfig, c.MaxBatchKeys)
+	case c.MaxListKeys <= 0:
+		return fmt.Errorf("%w: MaxListKeys %d is not positive", ErrInvalidConfig, c.MaxListKeys)
 	case c.MaxBatchBytes <= 0:
 		return fmt.Errorf("%w: MaxBatchBytes %d is not positive", ErrInvalidConfig, c.MaxBatchBytes)
 	case c.Handlers <= 0:

@@ -8,14 +8,14 @@ import (
 )
 
 // natsMetrics are the NATS front door's metrics: by operation (get, part,
-// mget), not by db, so that they stay few.
+// mget, list), not by db, so that they stay few.
 type natsMetrics struct {
 	requests *prometheus.CounterVec   // spangle_nats_requests_total{op,code}
 	duration *prometheus.HistogramVec // spangle_nats_request_duration_seconds{op}
 	parts    prometheus.Gauge         // spangle_nats_part_subscriptions
 	panics   prometheus.Counter       // spangle_panics_total{door="nats"}
 
-	get, part, mget *natsOp
+	get, part, mget, list *natsOp
 }
 
 // natsOp holds one operation's label-bound handles.
@@ -30,7 +30,7 @@ func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
 	m := &natsMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_nats_requests_total",
-			Help: "Requests answered by the NATS front door, by operation (get, part, mget) and Spangle-Status.",
+			Help: "Requests answered by the NATS front door, by operation (get, part, mget, list) and Spangle-Status.",
 		}, []string{"op", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spangle_nats_request_duration_seconds",
@@ -60,7 +60,7 @@ func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
 	for _, op := range []struct {
 		name string
 		dst  **natsOp
-	}{{"get", &m.get}, {"part", &m.part}, {"mget", &m.mget}} {
+	}{{"get", &m.get}, {"part", &m.part}, {"mget", &m.mget}, {"list", &m.list}} {
 		o := &natsOp{name: op.name, requests: m.requests, duration: m.duration.WithLabelValues(op.name)}
 		for i, code := range lookupCodes {
 			o.codes[i] = m.requests.WithLabelValues(op.name, strconv.Itoa(code))

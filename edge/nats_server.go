@@ -40,6 +40,7 @@ type NATSServer struct {
 	met        *natsMetrics
 	getPrefix  string // "spangle.<cluster>.get."
 	mgetPrefix string // "spangle.<cluster>.mget."
+	listPrefix string // "spangle.<cluster>.list."
 
 	// ctx is the context of every lookup: cancelled once Shutdown has
 	// waited for the in-flight ones, or given up.
@@ -100,6 +101,7 @@ func NewNATSServer(cfg NATSConfig) (*NATSServer, error) {
 		met:        met,
 		getPrefix:  names.GetSubject(cfg.ClusterName, ""),
 		mgetPrefix: names.MGetSubject(cfg.ClusterName, ""),
+		listPrefix: names.ListSubject(cfg.ClusterName, ""),
 		ctx:        ctx,
 		cancel:     cancel,
 		parts:      map[string]*subscription{},
@@ -124,6 +126,7 @@ func (s *NATSServer) Start() error {
 	}{
 		{s.getPrefix + "*", prefix + ".get", s.onGet},
 		{s.mgetPrefix + "*", prefix + ".mget", s.onMGet},
+		{s.listPrefix + "*", prefix + ".list", s.onList},
 	} {
 		for range s.cfg.Handlers {
 			sub, err := s.nc.QueueSubscribe(sc.subject, sc.queue, sc.handler)
@@ -143,7 +146,7 @@ func (s *NATSServer) Start() error {
 		defer s.wg.Done()
 		s.follow()
 	}()
-	s.log.Info("NATS front door started", "get", s.getPrefix+"*", "mget", s.mgetPrefix+"*", "handlers", s.cfg.Handlers)
+	s.log.Info("NATS front door started", "get", s.getPrefix+"*", "mget", s.mgetPrefix+"*", "list", s.listPrefix+"*", "handlers", s.cfg.Handlers)
 	return nil
 }
 

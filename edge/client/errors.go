@@ -19,6 +19,9 @@ var (
 	// ErrUnavailable: no node answered within the attempts (connection
 	// errors, timeouts, no responders, 5xx); it wraps the last failure.
 	ErrUnavailable = errors.New("client: no node answered")
+	// ErrVersionGone: a listing's version is no longer held anywhere
+	// (410): list again, from the start.
+	ErrVersionGone = errors.New("client: the listing's version is gone")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client: closed")
 )
@@ -41,9 +44,11 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("client: %s answered %d: %s", e.From, e.Status, msg)
 }
 
-// Is reports whether target is ErrTooLarge and the status 413.
+// Is reports whether target is ErrTooLarge and the status 413, or
+// ErrVersionGone and the status 410.
 func (e *StatusError) Is(target error) bool {
-	return target == ErrTooLarge && e.Status == http.StatusRequestEntityTooLarge
+	return target == ErrTooLarge && e.Status == http.StatusRequestEntityTooLarge ||
+		target == ErrVersionGone && e.Status == http.StatusGone
 }
 
 // retryable reports whether an answer with status may succeed on another

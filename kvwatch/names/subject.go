@@ -12,6 +12,10 @@ func GetSubject(cluster, db string) string { return Prefix(cluster) + ".get." + 
 // MGetSubject returns "spangle.<cluster>.mget.<db>", the batch lookups.
 func MGetSubject(cluster, db string) string { return Prefix(cluster) + ".mget." + db }
 
+// ListSubject returns "spangle.<cluster>.list.<db>", the key listings
+// (node/listwire): any node answers.
+func ListSubject(cluster, db string) string { return Prefix(cluster) + ".list." + db }
+
 // PartPrefix returns "spangle.<cluster>.part.<db>.<version>.", to which a
 // partition number is appended.
 func PartPrefix(cluster, db, version string) string {
