@@ -72,7 +72,7 @@ func TestCLIStyle(t *testing.T) {
 		t.Fatalf("spangle %q: %v", args, err)
 		return "", 0
 	}
-	commands := [][]string{{"serve"}, {"get"}, {"status"}, {"publish"}, {"activate"}, {"rollback"}, {"inspect"}, {"plugin", "check"}}
+	commands := [][]string{{"serve"}, {"get"}, {"list"}, {"status"}, {"publish"}, {"activate"}, {"rollback"}, {"inspect"}, {"plugin", "check"}}
 	for _, cmd := range commands {
 		name := strings.Join(cmd, " ")
 		t.Run(name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestCLIStyle(t *testing.T) {
 			}
 		})
 	}
-	for _, args := range [][]string{{"inspect"}, {"get"}, {"get", "db"}, {"activate", "db"}, {"rollback"}, {"publish", "--to", "nats-object://b"},
+	for _, args := range [][]string{{"inspect"}, {"get"}, {"list"}, {"list", "db", "prefix", "extra"}, {"get", "db"}, {"activate", "db"}, {"rollback"}, {"publish", "--to", "nats-object://b"},
 		{"plugin"}, {"plugin", "check"}, {"status", "extra"}, {"serve", "extra"}, {"activate", "bad name", "1"}, {"nosuchcommand"}} {
 		if out, code := run(args...); code != 2 {
 			t.Errorf("spangle %q: exit %d, want 2 (a usage error):\n%s", args, code, out)

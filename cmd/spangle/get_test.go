@@ -172,6 +172,11 @@ func TestGetAndStatus(t *testing.T) {
 		{[]string{"get", "--http", a.http, "baby-names", "1881/boy", "1881/girl"}, 0, "1881/boy\tJohn\n1881/girl\tMary\n", "version=1 found=2 missing=0"},
 		{[]string{"get", "--nats", a.nats, "baby-names", "1881/nobody", "1881/girl"}, 1, "1881/girl\tMary\n", "404 1881/nobody\nversion=1 found=1 missing=1"},
 		{[]string{"get", "--nats", a.nats, "--raw", "baby-names", "1881/boy", "1881/girl"}, 2, "", "--raw takes one key"},
+		{[]string{"list", "--http", a.http, "baby-names", "1881/"}, 0, "1881/boy\n1881/girl\n", "keys=2"},
+		{[]string{"list", "--nats", a.nats, "baby-names", "1881/", "--values"}, 0, "1881/boy\tJohn\n1881/girl\tMary\n", "keys=2"},
+		{[]string{"list", "--http", a.http, "--limit", "3", "--start", "1900", "baby-names"}, 0, "1900/boy\n1900/girl\n1901/boy\n", "keys=3"},
+		{[]string{"list", "--nats", a.nats, "--start", "1881/c", "--end", "1882", "baby-names"}, 0, "1881/girl\n", "keys=1"},
+		{[]string{"list", "--http", a.http, "nope"}, 1, "", `db "nope" unknown`},
 	} {
 		code, stdout, stderr := run(tc.args...)
 		if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {

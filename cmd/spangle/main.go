@@ -28,6 +28,7 @@ const usage = `usage: spangle <command> [flags]
 commands:
   serve     serve the dbs of a source root over HTTP and NATS
   get       look a key up (exit 0 found, 1 missing, 2 error)
+  list      list a db's keys in order, by prefix or range
   status    print the dbs, versions, partitions and nodes
   ready     exit 0 if a node's /readyz answers 200 (a health probe)
   publish   upload a version to a NATS Object Store and announce it
@@ -51,6 +52,8 @@ func main() {
 		err = serve(args, os.Stderr)
 	case "get":
 		os.Exit(get(args, os.Stdout, os.Stderr))
+	case "list":
+		os.Exit(list(args, os.Stdout, os.Stderr))
 	case "status":
 		err = status(args, os.Stdout, os.Stderr)
 	case "ready":
