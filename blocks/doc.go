@@ -141,7 +141,11 @@
 // # Reading
 //
 // Store.Open opens a complete version; Version.Get(p, key) looks a key up
-// in partition p and returns a copy of its value. Read transactions are
+// in partition p and returns a copy of its value. Version.View hands a
+// Reader whose Iter walks a partition's records in key order, from a
+// start key to an end key (the blocks layout: each block decoded once and
+// its records read in sequence, checked as a lookup checks it);
+// Version.Scan is one bounded Iter. Read transactions are
 // kept and reused across Gets (a partition file never changes). A Version
 // is safe for concurrent use; Close waits for Gets under way (and for an
 // AddPartitions commit), and later Gets return ErrClosed.

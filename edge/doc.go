@@ -16,6 +16,8 @@
 //	GET /<db>/<key>              the value (see "Lookups")
 //	GET /                        every db's status: JSON or HTML dashboard
 //	GET /<db>, GET /<db>/        that db's status; 404 if unknown (501 with ?proxy=)
+//	GET /<db>/?prefix=…          a page of keys, in order (see "Listings"): any of
+//	                             prefix, start, end, limit, cursor, values makes it one
 //	GET /healthz                 sequins' health check (see "Health")
 //	GET /livez                   200 "ok" while the process runs
 //	GET /readyz                  200 "ok" when Backend.Ready, else 503
@@ -54,7 +56,9 @@
 //	node.ErrUnknownVersion              501     501           short text
 //	node.ErrPartitionNotHeld            500     500           short text
 //	node.ErrNoReplica                   502     502           short text
-//	node.ErrProxyTimeout                504     504           short text
+//	node.ErrProxyTimeout                504     504           short text (listings: the partitions missing)
+//	node.ErrBadListing, ErrBadCursor    400     400           the reason
+//	node.ErrVersionGone                 410     410           the reason
 //	context.DeadlineExceeded            504     504           short text
 //	client went away (ctx done)         499     499           (nobody reads it)
 //	any other error                     500     500           short text, logged
@@ -112,6 +116,7 @@
 //	spangle.<cluster>.get.<db>                    spangle.<cluster>.get    key → value
 //	spangle.<cluster>.part.<db>.<version>.<p>     the subject itself       key → value
 //	spangle.<cluster>.mget.<db>                   spangle.<cluster>.mget   batch → batch reply
+//	spangle.<cluster>.list.<db>                   spangle.<cluster>.list   listing → page (edge/LIST.md)
 //
 // Every node subscribes to get and mget: NATS hands each request to one
 // of them. A node subscribes to the part subject of each partition it holds
@@ -185,6 +190,19 @@
 //   - Accept "application/json, */*" gets JSON (sequins wanted the header
 //     to equal "application/json").
 //   - /livez, /readyz and /metrics are new and reserved, as exact paths.
+//
+// # Listings
+//
+// GET /<db>/ with listing parameters, and the list subject, call
+// ListBackend.List (node.Node has it; without it, 501): list.go parses
+// and bounds the query (limit in [1, MaxListKeys], each parameter once,
+// none unknown), answers a JSON page with the db's cache headers, an ETag
+// of the body and 304, and answers a peer's page (proxy=<version>,
+// parts=, bytes=, with the peer token) in node/listwire; nats_list.go
+// answers the list subject in node/listwire, the page bounded by
+// max_payload. JSON pages carry keys and values as strings when all of
+// them are valid UTF-8, else the page says "encoding":"base64" and all of
+// them are base64 (README, "Listing keys").
 //
 // # Caveats
 //

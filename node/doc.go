@@ -30,10 +30,17 @@
 // nil. Any node with an Advertiser writes what it holds (Held) there.
 //
 // Main types: Node (New, Start, Loaded, Ready, Refresh, Drain, Shutdown;
-// Get, GetMany, Status, Held, LoadPartitions), Config and DBConfig, and
+// Get, GetMany, List, Status, Held, LoadPartitions), Config and DBConfig, and
 // the interfaces it declares for what it needs: Cluster (Placement for
 // the version lifecycle, Peers for remote reads; Join hands it the node
 // as a Member) and Advertiser (sources are package node/source's).
+//
+// List (list.go) pages through a db's keys in order: a k-way merge of
+// the partitions' ordered reads (blocks.Version.View) and, in cluster
+// mode, of the pages of the partitions held elsewhere (RemoteLister,
+// asked first); a cursor (cursor.go, HMAC'd with Config.CursorKey) pins
+// the version, and once that version is gone the next page is
+// ErrVersionGone.
 //
 // # Caveats
 //
@@ -47,4 +54,7 @@
 //     would heal, which then stay short (node/assign.Heal's rule). One
 //     heal load runs at a time per db; it shares MaxParallelLoads with
 //     builds.
+//   - A listing page seeks every partition it reads again (the cursor
+//     holds the last key, not positions), and a page that fans out waits
+//     for its slowest holder.
 package node

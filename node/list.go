@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -342,10 +341,14 @@ func (s *listSource) value() ([]byte, error) {
 	return s.page.Values[s.i], nil
 }
 
-// listMerge is the k-way merge of a page: a heap of sources by their
-// current key.
+// listMerge is the k-way merge of a page: a binary min-heap of the
+// sources by their current key. The heap holds indices, not pointers, and
+// is sifted by hand: container/heap's interface calls and the write
+// barriers of swapping pointers during a GC cost more than the comparisons
+// (a profile of a whole-db listing).
 type listMerge struct {
-	srcs     listHeap
+	srcs     []*listSource
+	heap     []int32 // indices into srcs
 	limit    int
 	maxBytes int
 	values   bool
@@ -378,14 +381,49 @@ func (m *listMerge) addRemote(p *RemotePage) {
 	}
 }
 
+// less reports whether heap entry i's key is before j's.
+func (m *listMerge) less(i, j int) bool {
+	return bytes.Compare(m.srcs[m.heap[i]].key, m.srcs[m.heap[j]].key) < 0
+}
+
+// down moves heap entry i down to its place.
+func (m *listMerge) down(i int) {
+	h, n := m.heap, len(m.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && m.less(r, l) {
+			c = r
+		}
+		if !m.less(c, i) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
 // run merges until the page is full or the sources end. Checking ctx
 // every 256 keys: local reads do not block.
 func (m *listMerge) run(ctx context.Context) error {
-	heap.Init(&m.srcs)
+	m.heap = make([]int32, len(m.srcs))
+	for i := range m.heap {
+		m.heap[i] = int32(i)
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
+	m.keys = make([][]byte, 0, min(m.limit, 1024))
+	if m.values {
+		m.vals = make([][]byte, 0, min(m.limit, 1024))
+	}
 	size := 0
 	var last []byte
-	for len(m.srcs) > 0 {
-		top := m.srcs[0]
+	for len(m.heap) > 0 {
+		top := m.srcs[m.heap[0]]
 		k := top.key
 		switch {
 		case m.bound != nil && bytes.Compare(k, m.bound) > 0:
@@ -426,11 +464,12 @@ func (m *listMerge) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if ok {
-			heap.Fix(&m.srcs, 0)
-		} else {
-			heap.Pop(&m.srcs)
+		if !ok {
+			n := len(m.heap) - 1
+			m.heap[0] = m.heap[n]
+			m.heap = m.heap[:n]
 		}
+		m.down(0)
 	}
 	// Every source ended; a peer's page that has more ended at bound.
 	m.more = m.bound != nil
@@ -450,19 +489,4 @@ func (m *listMerge) keep(b []byte) []byte {
 	start := len(m.arena)
 	m.arena = append(m.arena, b...)
 	return m.arena[start:len(m.arena):len(m.arena)]
-}
-
-// listHeap orders sources by their current key (container/heap).
-type listHeap []*listSource
-
-func (h listHeap) Len() int           { return len(h) }
-func (h listHeap) Less(i, j int) bool { return bytes.Compare(h[i].key, h[j].key) < 0 }
-func (h listHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *listHeap) Push(x any)        { *h = append(*h, x.(*listSource)) }
-func (h *listHeap) Pop() any {
-	old := *h
-	s := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return s
 }
