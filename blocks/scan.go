@@ -78,6 +78,10 @@ func (r *Reader) Iter(p int, rg Range) (_ *Iter, err error) {
 // release ends or returns the iterators' read transactions.
 func (r *Reader) release() {
 	for _, it := range r.iters {
+		if it.scratch != nil && cap(it.block) == cap(it.scratch.raw) {
+			blockScratches.Put(it.scratch)
+		}
+		it.scratch, it.block, it.rest = nil, nil, nil
 		if it.broken {
 			it.rt.discard()
 		} else {
@@ -105,11 +109,12 @@ type Iter struct {
 	key, val []byte // the current record; val is stored (record layout) or raw (blocks)
 
 	// blocks layout: the decoded block and the position in it.
-	block    []byte // decoded records of the current block
-	rest     []byte // what is left to read of block
-	prefixed bool   // keys of block share their prefixes (format 3)
-	keyBuf   []byte // the rebuilt key, blocks layout
-	valBuf   []byte // a decoded value, record layout
+	block    []byte        // decoded records of the current block
+	scratch  *blockScratch // pooled; returned when the View ends
+	rest     []byte        // what is left to read of block
+	prefixed bool          // keys of block share their prefixes (format 3)
+	keyBuf   []byte        // the rebuilt key, blocks layout
+	valBuf   []byte        // a decoded value, record layout
 }
 
 // Next moves to the next record of the range; false at its end or on an
@@ -222,7 +227,14 @@ func (it *Iter) decodeBlock(stored []byte) error {
 		return err
 	}
 	if cap(it.block) < n {
-		it.block = make([]byte, n)
+		if n <= scratchSize && it.scratch == nil {
+			// A lookup's pooled buffer: a listing opens an iterator per
+			// partition per page, and each would allocate one.
+			it.scratch = blockScratches.Get().(*blockScratch)
+			it.block = it.scratch.raw[:0]
+		} else {
+			it.block = make([]byte, n)
+		}
 	}
 	raw, err := s2.Decode(it.block[:n], src)
 	if err != nil {

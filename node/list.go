@@ -476,10 +476,10 @@ func (m *listMerge) run(ctx context.Context) error {
 	return nil
 }
 
-// keep copies b into the page's arena: chunks of 64 KiB (a larger b gets
-// its own), so that a page makes few allocations.
+// keep copies b into the page's arena: chunks of 16 KiB (a larger b gets
+// its own), so that a page makes few allocations, and none of them large.
 func (m *listMerge) keep(b []byte) []byte {
-	const chunk = 64 << 10
+	const chunk = 16 << 10
 	if len(b) > chunk/4 {
 		return append([]byte{}, b...)
 	}
