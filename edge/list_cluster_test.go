@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -151,5 +152,55 @@ func TestClusterListStalledPeer(t *testing.T) {
 		if !slices.Contains(parts, p) && !strings.Contains(resp.body, string(rune('0'+p))) {
 			t.Errorf("the 504 %q does not name partition %d", resp.body, p)
 		}
+	}
+}
+
+// TestClusterListVersionElsewhere: a cursor's version that this node has
+// removed, but other nodes still hold, is read from them; once no node
+// holds it, 410.
+func TestClusterListVersionElsewhere(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "v1", 6, listKeysRecords("v1", 200))
+	kvs, views := startClusterNATS(t, 3)
+	var nodes []*clusterNode
+	for i := range 3 {
+		cn := &clusterNode{shard: string(rune('1' + i)), view: views[i]}
+		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
+			NoWait: true,
+			Cluster: func(c *cluster.Config) {
+				cn.configureCluster(c, 2, 1)
+				c.VersionRemoveTimeout = time.Hour
+				if i == 2 {
+					c.VersionRemoveTimeout = time.Second // node 3 drops v1 soon after the switch
+				}
+			},
+			Node: cn.configure,
+		})
+		nodes = append(nodes, cn)
+	}
+	waitActive(t, nodes, "d", "v1")
+	for _, n := range nodes {
+		nodetest.WaitFor(t, n.ID()+" sees its peers", func() error { return seesHolders(n, "d", "v1", 3) })
+	}
+	var p listPage
+	first := nodeServer(nodes[2]).do(t, "GET", "/d/?limit=20")
+	if err := jsonPage(first.body, &p); err != nil || p.Cursor == "" {
+		t.Fatalf("first page: %s %v", first.body, err)
+	}
+	nodetest.WriteVersion(t, root, "d", "v2", 6, listKeysRecords("v2", 50))
+	for _, n := range nodes {
+		n.Refresh()
+	}
+	waitActive(t, nodes, "d", "v2")
+	nodetest.WaitFor(t, "node3 removes v1", func() error {
+		if _, _, ok := held(nodes[2], "d", "v1"); ok {
+			return fmt.Errorf("still held")
+		}
+		return nil
+	})
+	nodetest.WaitFor(t, "node3 sees v1 on the others only", func() error { return seesHolders(nodes[2], "d", "v1", 2) })
+	rest, _, version := httpListAll(t, nodeServer(nodes[2]), "d", url.Values{"limit": {"20"}, "cursor": {p.Cursor}})
+	if version != "v1" || len(p.Keys)+len(rest) != 200 {
+		t.Fatalf("the rest of v1 from node3 after it removed v1: version %s, %d+%d keys, want 200", version, len(p.Keys), len(rest))
 	}
 }

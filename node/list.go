@@ -104,6 +104,20 @@ func (n *Node) List(ctx context.Context, db string, opts ListOptions) (ListPage,
 		v, err := d.pick(pinned)
 		switch {
 		case errors.Is(err, ErrUnknownVersion) && !peer:
+			// Gone here; other nodes may still hold it (a cluster keeps a
+			// replaced version for peers): read it all from them.
+			if lister, ok := n.cfg.Cluster.(RemoteLister); ok && n.clustered() {
+				if info, ok := lister.RemoteVersion(db, pinned); ok {
+					page, err := n.listElsewhere(ctx, d, lister, info, rg, opts)
+					if err != nil {
+						return ListPage{}, err
+					}
+					if page.More {
+						page.Cursor = encodeCursor(cursor{db: db, version: pinned, after: page.Keys[len(page.Keys)-1]}, n.cursorKey)
+					}
+					return page, nil
+				}
+			}
 			return ListPage{}, fmt.Errorf("%w: %s version %s", ErrVersionGone, db, pinned)
 		case err != nil:
 			return ListPage{}, err
@@ -244,6 +258,45 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 	return page, nil
 }
 
+// listElsewhere lists a version this node does not hold from the nodes
+// that do: every partition remote, merged as list merges.
+func (n *Node) listElsewhere(ctx context.Context, d *db, lister RemoteLister, info VersionInfo, rg blocks.Range, opts ListOptions) (ListPage, error) {
+	page := ListPage{Version: info.Version, ContentType: d.cfg.ContentType, CacheControl: d.cfg.CacheControl}
+	if opts.Values && d.decoder != nil && !opts.Raw {
+		page.ContentType = d.contentType
+	}
+	if info.NumPartitions == 0 || emptyRange(rg) {
+		return page, nil
+	}
+	parts := make([]int, info.NumPartitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	n.metrics.listPartitions.WithLabelValues("remote").Add(float64(len(parts)))
+	pages, err := lister.ListRemote(ctx, info, parts, RemoteListRequest{
+		Start: rg.Start, End: rg.End, Limit: opts.Limit, MaxBytes: opts.MaxBytes, Values: opts.Values,
+	})
+	if err != nil {
+		return ListPage{}, err
+	}
+	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
+	for i := range pages {
+		m.addRemote(&pages[i])
+	}
+	if err := m.run(ctx); err != nil {
+		return ListPage{}, err
+	}
+	page.Keys, page.Values, page.More = m.keys, m.vals, m.more
+	if opts.Values && d.decoder != nil && !opts.Raw {
+		for i, val := range page.Values {
+			if page.Values[i], err = d.decoder.Decode(ctx, val); err != nil {
+				return ListPage{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
+			}
+		}
+	}
+	return page, nil
+}
+
 // listPartitions returns the partitions a listing reads: a peer's, or
 // the one a prefix-keeping partitioner names, or all of them.
 func (v *version) listPartitions(opts ListOptions) ([]int, error) {
@@ -290,6 +343,9 @@ type RemoteLister interface {
 	// partition no holder answered for within the proxy's timeouts is an
 	// error wrapping ErrProxyTimeout or ErrNoReplica and naming it.
 	ListRemote(ctx context.Context, v VersionInfo, parts []int, req RemoteListRequest) ([]RemotePage, error)
+	// RemoteVersion describes db's version as the other nodes holding it
+	// advertise it (no partitions held here); false when none does.
+	RemoteVersion(db, version string) (VersionInfo, bool)
 }
 
 // RemoteListRequest is the range and bounds of a page asked of peers.

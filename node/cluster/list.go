@@ -15,6 +15,21 @@ import (
 
 var _ node.RemoteLister = (*Cluster)(nil)
 
+// RemoteVersion describes db's version as its other holders advertise it
+// (partition count and partitioner, no partitions held here), for a
+// listing whose cursor names a version this node no longer holds; false
+// when no other live node holds it.
+func (c *Cluster) RemoteVersion(db, version string) (node.VersionInfo, bool) {
+	r := c.routeFor(db, version)
+	self := c.n.ID()
+	for _, h := range r.holders {
+		if h.NodeID != self && h.Address != "" && h.NumPartitions > 0 {
+			return node.VersionInfo{DB: db, Version: version, NumPartitions: h.NumPartitions, Partitioner: h.Partitioner}, true
+		}
+	}
+	return node.VersionInfo{}, false
+}
+
 // ListRemote asks the holders of parts for a page of each: partitions
 // with the same holders go in one request (with replication 1, one per
 // node), sent to those holders with the proxy's staged backups, all
