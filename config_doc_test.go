@@ -64,3 +64,58 @@ func TestReadmeConfigDefaults(t *testing.T) {
 		t.Fatalf("only %d README lines checked", checked)
 	}
 }
+
+// TestDocsForNewOperators: the quick start works on Linux and returns
+// (issue 29 item 6: it used macOS's open, and put make test in the block
+// of make run, which does not return), MIGRATING.md and the start-up
+// error describe block_size as the default layout is (s2-blocks
+// compresses 4 KiB blocks, not values one by one), and the README lists
+// the start-up errors.
+func TestDocsForNewOperators(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	readme := read("README.md")
+	i := strings.Index(readme, "## Quick start")
+	j := strings.Index(readme[i:], "## How a request flows")
+	if i < 0 || j < 0 {
+		t.Fatal("README has no quick start")
+	}
+	quick := readme[i : i+j]
+	parts := strings.Split(quick, "```")
+	for k := 1; k < len(parts); k += 2 { // the code blocks
+		block := parts[k]
+		for _, line := range strings.Split(block, "\n") {
+			if strings.HasPrefix(line, "open ") {
+				t.Errorf("the quick start uses macOS's open: %q", line)
+			}
+		}
+		if strings.Contains(block, "make run") && strings.Contains(block, "make test") {
+			t.Errorf("make test is in the block of make run, which does not return:\n%s", block)
+		}
+	}
+	if !strings.Contains(quick, "xdg-open http://127.0.0.1:9599/") {
+		t.Errorf("the quick start does not open the dashboard with xdg-open")
+	}
+	migrating := read(filepath.Join("docs", "MIGRATING.md"))
+	for _, line := range strings.Split(migrating, "\n") {
+		if strings.Contains(line, "`[storage] block_size`") && !strings.Contains(line, "4 KiB") {
+			t.Errorf("MIGRATING.md on block_size: %s", line)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "sequins.toml")
+	if err := os.WriteFile(p, []byte("[storage]\nblock_size = 4096\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := spangle.DefaultConfig()
+	if err := spangle.LoadConfig(p, &cfg); err == nil || !strings.Contains(err.Error(), "blocks of a fixed 4 KiB") {
+		t.Errorf("the block_size error: %v", err)
+	}
+	if !strings.Contains(readme, "## Troubleshooting") || !strings.Contains(readme, "(--nats-listen)") {
+		t.Errorf("the README has no Troubleshooting section listing the start-up errors")
+	}
+}

@@ -56,7 +56,9 @@ type Server struct {
 // background. Shutdown stops it. The order:
 //
 //  1. the Go runtime's tuning and the metrics registry;
-//  2. kvwatch (NATS, not yet connected) and the HTTP listener;
+//  2. the checks of what would fail later (preflight: the data dir's
+//     lock, the ports, the source) and the HTTP listener, every problem
+//     reported at once; kvwatch (NATS, not yet connected);
 //  3. the cluster side (when Clustered), the source and the node;
 //  4. the feeds of the versions bucket and the purge hooks;
 //  5. the HTTP front door, the node's start, the NATS front door (in
@@ -81,11 +83,15 @@ func Start(cfg Config) (_ *Server, err error) {
 	if !names.Valid(kcfg.ClusterName) {
 		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, names.Pattern)
 	}
+	errs := preflight(cfg)
+	if s.ln, err = net.Listen("tcp", cfg.Bind); err != nil {
+		errs = append(errs, bindError(cfg.Bind, "bind (--bind)", err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	kv, err := kvwatch.New(kcfg)
 	if err != nil {
-		return nil, err
-	}
-	if s.ln, err = net.Listen("tcp", cfg.Bind); err != nil {
 		return nil, err
 	}
 	cfg.Node.Advertiser = kvcluster.NewAdvertiser(kv)

@@ -43,7 +43,7 @@ var sequinsRemoved = map[string]string{
 	"throttle_loads":           `use max_download_bandwidth = "50MiB" to slow builds down`,
 	"write_buffer_size":        "no meaning: partitions are bbolt files written in one pass",
 	"goforit_flag_json_path":   `no feature flags: refresh_period = "0s" and SIGHUP control refreshes`,
-	"storage.block_size":       "no meaning: values are compressed one by one, with a dictionary per partition",
+	"storage.block_size":       `no meaning: the default layout (s2-blocks) compresses records in blocks of a fixed 4 KiB; [storage] compression chooses the layout`,
 	"zk":                       `NATS replaces ZooKeeper: [nats] url = "nats://..." (empty: the embedded server); session_timeout is [nats] entry_ttl`,
 	"datadog":                  "metrics are Prometheus, at /metrics (Datadog's OpenMetrics check scrapes it)",
 	"debug.expvars":            "metrics are Prometheus, at /metrics",
@@ -75,8 +75,7 @@ func sequinsKeys(data string, undecoded []toml.Key, fc *fileConfig) error {
 		unknown = append(unknown, key)
 	}
 	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fmt.Errorf("unknown keys: %s", strings.Join(unknown, ", "))
+		return unknownKeysError(data, unknown)
 	}
 	if len(removed) > 0 {
 		sort.Strings(removed)

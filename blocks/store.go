@@ -47,6 +47,26 @@ type Store struct {
 	building map[string]bool // "<db>/<version>" of builds under way
 }
 
+// CheckLock reports ErrLocked, naming dir, when another process (or
+// another Store in this process) holds the lock of the data dir dir; nil
+// when none does, or when dir has no lock file yet. It takes the lock and
+// releases it at once: OpenStore takes it for good. It lets a caller
+// refuse to start before it binds ports or starts servers.
+func CheckLock(dir string) error {
+	path := filepath.Join(dir, lockName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	f, err := lockFile(path)
+	if err != nil {
+		if errors.Is(err, ErrLocked) {
+			return fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return fmt.Errorf("blocks: check lock %s: %w", dir, err)
+	}
+	return f.Close()
+}
+
 // OpenStore opens the data dir dir, creating it if needed:
 //
 //  1. it takes an exclusive lock (flock on <dir>/spangle.lock) and fails
