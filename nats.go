@@ -48,6 +48,7 @@ func (d *natsDoor) run(ctx context.Context) {
 		if errors.Is(err, kvwatch.ErrEmbeddedServer) {
 			// A node whose own NATS server is down would serve HTTP while
 			// `spangle get --nats` silently reaches another process.
+			err = fmt.Errorf("%w (its addresses are [nats] listen or --nats-listen, and [nats] embedded_cluster_listen; [nats] url or --nats uses a NATS server instead)", err)
 			select {
 			case d.fatal <- err:
 			default:

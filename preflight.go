@@ -3,6 +3,7 @@ package spangle
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -24,10 +25,11 @@ import (
 // preflight checks, before anything starts, what would make the start
 // fail later: the data dir's lock, the ports of the embedded NATS server
 // and the debug listener (probed: bound and closed), and a local source
-// that does not exist while the data dir holds no version to serve. The
-// HTTP listener is bound for real by Start (bindError explains a
-// failure). It returns every problem found.
-func preflight(cfg Config) []error {
+// that does not exist while the data dir holds no version to serve (a
+// warning only: the directory may be a mount still to come, listed on
+// SIGHUP). The HTTP listener is bound for real by Start (bindError
+// explains a failure). It returns every problem found.
+func preflight(cfg Config, log *slog.Logger) []error {
 	var errs []error
 	if err := blocks.CheckLock(cfg.Node.DataDir); err != nil {
 		if errors.Is(err, blocks.ErrLocked) {
@@ -59,8 +61,8 @@ func preflight(cfg Config) []error {
 	}
 	if dir := localSourceDir(cfg.Node.Source); dir != "" {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && !holdsVersions(cfg.Node.DataDir) {
-			errs = append(errs, fmt.Errorf("source %q (source, --source) does not exist and %q holds no version to serve: create it, with a directory per db holding a directory per version, or point source at the one that does",
-				cfg.Node.Source, cfg.Node.DataDir))
+			log.Warn("the source does not exist and the data dir holds no version: this node serves nothing until it does; create it, with a directory per db holding a directory per version, then send SIGHUP (or wait refresh_period), or set source / --source to the directory that has them",
+				"source", cfg.Node.Source, "data_dir", cfg.Node.DataDir)
 		}
 	}
 	return errs

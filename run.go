@@ -83,7 +83,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if !names.Valid(kcfg.ClusterName) {
 		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, names.Pattern)
 	}
-	errs := preflight(cfg)
+	errs := preflight(cfg, log)
 	if s.ln, err = net.Listen("tcp", cfg.Bind); err != nil {
 		errs = append(errs, bindError(cfg.Bind, "bind (--bind)", err))
 	}

@@ -231,6 +231,9 @@ func (k *KV) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, [num
 			return nil, nil, kvs, fmt.Errorf("kvwatch: embedded server options: %w", err)
 		}
 		s, err := k.emb.startServer(ctx, opts, k.cfg.Logger)
+		if errors.Is(err, ErrEmbeddedServer) {
+			return nil, nil, kvs, err // it says kvwatch: and what, once
+		}
 		if err != nil {
 			return nil, nil, kvs, fmt.Errorf("kvwatch: start embedded server: %w", err)
 		}

@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// TestSourceErrorVisible: a node whose source root does not exist is not
-// ready (503 naming the source error, not 200 with no dbs), its status
-// and dashboard say why; once the root appears and a SIGHUP lists it,
+// TestSourceErrorVisible: a node whose source root does not exist says
+// at start what to fix, is not ready (503 naming the source error, not
+// 200 with no dbs), its status and dashboard say why; once the root appears and a SIGHUP lists it,
 // the node serves and is ready.
 func TestSourceErrorVisible(t *testing.T) {
 	if testing.Short() {
@@ -68,6 +68,12 @@ func TestSourceErrorVisible(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("no start-up line")
 	}
+	// The start says what to fix (issue 29: it said nothing).
+	logMu.Lock()
+	if lines := strings.Join(logTail, "\n"); !strings.Contains(lines, "the source does not exist") || !strings.Contains(lines, "set source / --source") {
+		t.Errorf("no start-up warning saying what to fix:\n%s", lines)
+	}
+	logMu.Unlock()
 	get := func(path, accept string) (int, string) {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		req.Header.Set("Accept", accept)

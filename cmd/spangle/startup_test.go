@@ -50,8 +50,6 @@ func TestStartupErrors(t *testing.T) {
 				"line 5: nats.entry_tl (did you mean nats.entry_ttl?)", "line 7: dbs.d.partitionr (did you mean dbs.d.partitioner?)"}},
 		{"key under the wrong table", []string{"--config", config("[nats]\nrefresh_period = \"1m\"\n")},
 			[]string{"line 2: nats.refresh_period (did you mean refresh_period, a top-level key (before any [table])?)"}},
-		{"missing source", []string{"--source", filepath.Join(dir, "nosuchdir"), "--data-dir", fresh(), "--bind", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"},
-			[]string{"nosuchdir", "(source, --source) does not exist"}},
 		{"duration below its floor", []string{"--config", config("refresh_period = \"1ns\"\n"), "--source", examples, "--data-dir", fresh()},
 			[]string{`refresh_period = "1ns" is out of range: want 1s to 168h0m0s, or 0 to list the source only at start and on SIGHUP`}},
 		{"sequins block_size", []string{"--config", config("[storage]\nblock_size = 4096\n")},
