@@ -72,7 +72,7 @@ func publish(args []string, stderr io.Writer) error {
 	case !*del && fs.NArg() == 1 && *db != "" && *ver != "":
 		dir = fs.Arg(0)
 	default:
-		return usagef("usage: spangle publish DIR --to nats-object://BUCKET --db DB --version V, or spangle publish --delete --to nats-object://BUCKET DB V")
+		return usagef("publish takes DIR with --db and --version, or --delete with DB and V (spangle publish -h)")
 	}
 	if !advert.ValidName(*db) || !advert.ValidName(*ver) {
 		return usagef("db %q and version %q must match ^[-_a-zA-Z0-9]+$", *db, *ver)
