@@ -32,7 +32,8 @@ type dashboardPage struct {
 }
 
 var dashboardFuncs = template.FuncMap{
-	"ranges":  partitionRanges,
+	// A range's hyphen does not break ("0-\n1" read as two numbers).
+	"ranges":  func(ps []int) string { return strings.ReplaceAll(partitionRanges(ps), "-", "\u2011") },
 	"bytes":   humanBytes,
 	"pathEsc": url.PathEscape,
 	"timestamp": func(t time.Time) string {

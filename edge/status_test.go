@@ -164,7 +164,7 @@ func TestDashboard(t *testing.T) {
 	for _, want := range []string{
 		`<meta http-equiv="refresh"`, "names", "broken", "upcoming", "leaving",
 		"ACTIVE", "ERROR", "AVAILABLE", "REMOVING", "blocks: bad file",
-		"holds 0-2, 4", "missing 1", "under 5", "average 0.80", "4 with 1 replica(s)",
+		"holds 0\u20112, 4", // a non-breaking hyphen "missing 1", "under 5", "average 0.80", "4 with 1 replica(s)",
 	} {
 		if !strings.Contains(resp.body, want) {
 			t.Errorf("dashboard lacks %q", want)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,7 +154,13 @@ time_to_converge = "1s"
 	headless(t, browser, nodes[0].base+"/", "--screenshot="+shot)
 	dom := string(headless(t, browser, nodes[0].base+"/", "--dump-dom"))
 
-	for _, want := range []string{`href="/d/"`, `href="/broken/"`, "v1", "v2", "ACTIVE", "BUILDING", "ERROR", "<progress", "records"} {
+	// Timestamps in spans that do not wrap, durations at a sane
+	// precision (issue 29: "took 0.036788604s", timestamps broken
+	// mid-token).
+	if regexp.MustCompile(`took \d+\.\d{4,}s`).MatchString(dom) {
+		t.Errorf("the dashboard shows a duration at full precision")
+	}
+	for _, want := range []string{`href="/d/"`, `href="/broken/"`, "v1", "v2", "ACTIVE", "BUILDING", "ERROR", "<progress", "records", `<span class="ts">`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered dashboard lacks %q", want)
 		}
