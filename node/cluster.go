@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"time"
-
-	"github.com/spangledb/spangle/blocks"
 )
 
 // Cluster is the cluster a node is part of, as its version lifecycle sees
@@ -140,94 +138,4 @@ func (n *Node) clusterLoop() {
 func (d *db) info(v *version) VersionInfo {
 	m := v.data.Manifest()
 	return VersionInfo{DB: d.name, Version: v.name, NumPartitions: v.n, Partitioner: m.Partitioner, Partitions: m.Partitions}
-}
-
-// nudge asks the db's loop to re-check its pending version. It does not
-// block; nudges while one is pending merge.
-func (d *db) nudge() {
-	select {
-	case d.nudgeCh <- struct{}{}:
-	default:
-	}
-}
-
-// setPending makes bv the db's pending version: readable by name and
-// advertised, not yet answering unpinned lookups. A pending version it
-// replaces is closed and removed. Called on the db's loop only.
-func (d *db) setPending(state *versionState, bv *blocks.Version) {
-	m := bv.Manifest()
-	v := &version{
-		name:        state.name,
-		n:           m.NumPartitions,
-		data:        bv,
-		partitioner: d.partitioner,
-		modified:    time.Now().Truncate(time.Second),
-		state:       state,
-	}
-	d.mu.Lock()
-	state.state = StateAvailable
-	state.n = m.NumPartitions
-	state.partitions = append([]int(nil), m.Partitions...)
-	d.mu.Unlock()
-	old := d.pending.Swap(v)
-	d.node.heldChanged()
-	d.node.log.Info("version available to peers", "db", d.name, "version", v.name, "partitions", m.Partitions)
-	if old != nil {
-		d.discard(old)
-	}
-}
-
-// discard closes and removes a version that is no longer held: one that
-// never became active, or a retired one. A heal load of it is stopped
-// first.
-func (d *db) discard(v *version) {
-	d.stopHeal(v)
-	if err := v.data.Close(); err != nil {
-		d.node.log.Warn("closing version", "db", d.name, "version", v.name, "err", err)
-	}
-	d.node.removeVersionFiles(d.name, v.name)
-	if d.node.clustered() {
-		d.node.cfg.Cluster.Forget(d.name, v.name)
-	}
-	d.mu.Lock()
-	delete(d.versions, v.name)
-	d.mu.Unlock()
-}
-
-// trySwitch activates the pending version once every one of its
-// partitions has MinReplication replicas, this node's and the View's; it
-// discards a pending version not newer than the active one. Called on the
-// db's loop only.
-func (d *db) trySwitch() {
-	p := d.pending.Load()
-	if p == nil {
-		return
-	}
-	pin := d.node.pinOf(d.name)
-	pinned := !pin.IsZero() && p.name == d.pinTarget
-	if !pin.IsZero() && !pinned || pin.IsZero() && d.manual() {
-		// Built ahead: it waits for its activation (a pin naming it).
-		return
-	}
-	if cur := d.active.Load(); cur != nil && p.name <= cur.name && !(pinned && p.name < cur.name) {
-		d.pending.Store(nil)
-		if p.name == cur.name && cur.state.damaged.Load() {
-			// A repaired copy of the active version (repair.go): the
-			// cluster switched to this version already.
-			d.activateVersion(p)
-			return
-		}
-		d.node.heldChanged()
-		d.discard(p)
-		return
-	}
-	if d.node.clustered() && !d.node.cfg.Cluster.MayActivate(d.info(p)) {
-		return // under-replicated: asked again at the next change
-	}
-	// Promote a copy: the pending one may be read concurrently.
-	v := *p
-	v.modified = time.Now().Truncate(time.Second)
-	d.activateVersion(&v)
-	d.pending.CompareAndSwap(p, nil)
-	d.node.heldChanged()
 }

@@ -25,15 +25,17 @@ type db struct {
 	contentType string               // the decoder's, else the db config's
 	compression blocks.Compression
 
+	// The db's versions (versions.go): lookups load them; only set
+	// stores them, on the loop goroutine.
+	//
 	// active is the version lookups use; nil until one is built.
 	active atomic.Pointer[version]
-	// pending is, in cluster mode, a version built and advertised but not
-	// yet switched to (cluster.go): readable by name only. Changed on the
-	// loop goroutine only.
+	// pending is a version built and advertised but not yet switched to
+	// (pending.go): readable by name only.
 	pending atomic.Pointer[version]
 	// retired is, in cluster mode, the versions replaced as active but
 	// kept for peers naming them (retention.go); nil or a list replaced,
-	// never modified, on the loop goroutine only.
+	// never modified.
 	retired atomic.Pointer[[]*version]
 	// retireTimer fires at the earliest retention deadline (retention.go),
 	// retryTimer at the earliest retry of a failed build (failed), and
@@ -258,18 +260,6 @@ func closePartitioner(p plugins.Partitioner) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c.Close(ctx) //nolint:errcheck // nothing left to do with the module
-	}
-}
-
-// closeVersions closes the active version; lookups that race with it see
-// ErrUnknownDB or ErrNoVersion afterwards.
-func (d *db) closeVersions() {
-	d.closeRetired()
-	if v := d.pending.Swap(nil); v != nil {
-		v.data.Close()
-	}
-	if v := d.active.Swap(nil); v != nil {
-		v.data.Close()
 	}
 }
 
@@ -587,74 +577,6 @@ func (v *version) lastModified() time.Time {
 		return m
 	}
 	return v.modified
-}
-
-// activate switches lookups to bv, then retires the previous version:
-// lookups that still hold it finish (Close waits for them) or retry on the
-// new one, so no request fails or sees an older version.
-func (d *db) activate(state *versionState, bv *blocks.Version) {
-	d.activateVersion(&version{
-		name:        state.name,
-		n:           bv.Manifest().NumPartitions,
-		data:        bv,
-		partitioner: d.partitioner,
-		modified:    time.Now().Truncate(time.Second),
-		state:       state,
-	})
-}
-
-// activateVersion switches lookups to v (see activate); v.modified is
-// when it becomes active.
-func (d *db) activateVersion(v *version) {
-	state := v.state
-	m := v.data.Manifest()
-	now := v.modified
-	d.mu.Lock()
-	state.state = StateActive
-	state.activeAt = now
-	state.n = m.NumPartitions
-	state.partitions = append([]int(nil), m.Partitions...)
-	d.mu.Unlock()
-
-	old := d.active.Swap(v)
-	if old != nil && old.name == v.name {
-		// A repaired copy of a damaged version (repair.go): the damaged
-		// one's files are gone already; its lookups finish, or retry here.
-		d.node.heldChanged()
-		d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
-		d.node.log.Info("repaired version active", "db", d.name, "version", v.name)
-		d.stopHeal(old)
-		if err := old.data.Close(); err != nil {
-			d.node.log.Warn("closing damaged version", "db", d.name, "version", old.name, "err", err)
-		}
-		return
-	}
-	clustered := d.node.clustered()
-	if old != nil && clustered {
-		d.retire(old) // before heldChanged: it stays advertised
-	}
-	d.node.heldChanged() // the NATS front door and the advertiser follow (held.go)
-	d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
-	d.node.log.Info("version active", "db", d.name, "version", v.name)
-	if old == nil {
-		return
-	}
-	d.mu.Lock()
-	old.state.state = StateRemoving
-	d.mu.Unlock()
-	if !clustered {
-		d.discard(old)
-		d.node.log.Info("old version removed", "db", d.name, "version", old.name)
-	}
-	d.mu.Lock()
-	// Failed versions older than the active one will never be built: drop them.
-	for name, s := range d.versions {
-		if name < v.name && s.state == StateError {
-			delete(d.versions, name)
-			delete(d.failed, name)
-		}
-	}
-	d.mu.Unlock()
 }
 
 // status returns the db's status; self is this node's name.

@@ -50,9 +50,10 @@ func (n *Node) Held() ([]HeldVersion, <-chan struct{}) {
 	return v.versions, v.changed
 }
 
-// heldChanged recomputes the held versions from the dbs' active (and, in
-// cluster mode, pending) versions and publishes them if they changed. It is called after every switch of
-// an active version, and after dbs come and go.
+// heldChanged recomputes the held versions from the dbs' active, pending
+// and retired versions and publishes them if they changed. It is called
+// by db.set, at every change of a db's versions (versions.go), after a
+// heal load adds partitions, and after dbs come and go.
 func (n *Node) heldChanged() {
 	n.heldMu.Lock()
 	defer n.heldMu.Unlock()

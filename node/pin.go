@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 )
 
 // Pins: rollback and deferred activation.
@@ -262,9 +261,7 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 	d.setPinResult(pin, name, "")
 	if cur := d.active.Load(); cur != nil && cur.name == name {
 		if p := d.pending.Load(); p != nil && p.name != name && !d.manual() {
-			d.pending.Store(nil) // built ahead for an activation that a rollback replaced
-			d.node.heldChanged()
-			d.discard(p)
+			d.dropPending(p) // built ahead for an activation that a rollback replaced
 		}
 		return
 	}
@@ -280,38 +277,6 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 		d.setPinResult(pin, name, fmt.Sprintf("the pinned version %s failed to build: %v", name, err))
 		d.node.log.Error("the pinned version failed to build; the active version keeps serving", "db", d.name, "version", name, "err", err)
 	}
-}
-
-// reactivate switches to the retired version called name, if this node
-// kept it, and reports whether it did. Called on the loop.
-func (d *db) reactivate(name, why string) bool {
-	v := d.takeRetired(name)
-	if v == nil {
-		return false
-	}
-	d.node.log.Info(why, "db", d.name, "version", name)
-	nv := *v
-	nv.modified = time.Now().Truncate(time.Second)
-	d.activateVersion(&nv)
-	d.node.heldChanged()
-	return true
-}
-
-// takeRetired removes the retired version called name from the retired
-// list and returns it, or nil. Called on the loop.
-func (d *db) takeRetired(name string) *version {
-	rs := d.retired.Load()
-	if rs == nil {
-		return nil
-	}
-	i := slices.IndexFunc(*rs, func(v *version) bool { return v.name == name })
-	if i < 0 {
-		return nil
-	}
-	v := (*rs)[i]
-	list := slices.Delete(slices.Clone(*rs), i, i+1)
-	d.retired.Store(&list)
-	return v
 }
 
 // setPinResult records the db's answer to pin: the version it resolved

@@ -19,19 +19,14 @@ import (
 // The retired list is replaced, never modified, on the loop goroutine
 // only; readers load it.
 
-// retire keeps old, just replaced as active, for peers naming it. Called
-// on the loop, before heldChanged, so that old stays advertised.
-func (d *db) retire(old *version) {
+// retire returns retired with old, just replaced as active, added: kept
+// for peers naming it, from now on. Called on the loop by
+// activateVersion, which stores the list (set) and then arms the timer.
+func (d *db) retire(old *version, retired []*version) []*version {
 	old.state.lastUsed.Store(time.Now().UnixNano())
-	var list []*version
-	if cur := d.retired.Load(); cur != nil {
-		list = slices.Clone(*cur)
-	}
-	list = append(list, old)
-	d.retired.Store(&list)
 	d.node.log.Info("old version kept for peers naming it", "db", d.name, "version", old.name,
 		"version_remove_timeout", d.node.cfg.Cluster.Retention())
-	d.armRetire(time.Now())
+	return append(slices.Clone(retired), old)
 }
 
 // retiredNamed returns the retired version called name, or nil. It does
@@ -95,21 +90,13 @@ func (d *db) expireRetired() {
 		}
 	}
 	if len(gone) > 0 {
-		d.retired.Store(&keep)
-		d.node.heldChanged()
+		next := d.current()
+		next.retired = keep
+		d.set(next)
 		for _, v := range gone {
 			d.discard(v)
 			d.node.log.Info("old version removed", "db", d.name, "version", v.name, "idle", timeout)
 		}
 	}
 	d.armRetire(now)
-}
-
-// closeRetired closes the retired versions at shutdown; their files stay.
-func (d *db) closeRetired() {
-	if rs := d.retired.Swap(nil); rs != nil {
-		for _, v := range *rs {
-			v.data.Close()
-		}
-	}
 }
