@@ -15,6 +15,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/listwire"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -275,3 +276,25 @@ func startNode(t *testing.T, root string) *node.Node {
 }
 
 func jsonPage(body string, p *listPage) error { return json.Unmarshal([]byte(body), p) }
+
+// TestHTTPListPeer: a peer's page (proxy=) needs the peer token when one
+// is set, and comes in listwire with the partitions asked for only.
+func TestHTTPListPeer(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "1", 4, listKeysRecords("1", 100))
+	ts := startServer(t, startNode(t, root), func(c *edge.Config) { c.PeerToken = "secret" })
+	if resp := ts.do(t, "GET", "/d/?proxy=1&parts=0&limit=10"); resp.status != http.StatusForbidden {
+		t.Errorf("a peer's page without the token: %d", resp.status)
+	}
+	resp := ts.do(t, "GET", "/d/?proxy=1&parts=0,2&limit=1000", "X-Spangle-Peer-Token", "secret")
+	if resp.status != 200 || resp.header.Get("Content-Type") != listwire.ContentType {
+		t.Fatalf("a peer's page: %d %v %q", resp.status, resp.header, resp.body)
+	}
+	page, err := listwire.DecodeReply([]byte(resp.body), 1000)
+	if err != nil || page.Version != "1" || page.More || len(page.Keys) == 0 || len(page.Keys) >= 100 {
+		t.Fatalf("a peer's page of 2 partitions of 4: %d keys, more %v, %v", len(page.Keys), page.More, err)
+	}
+	if resp := ts.do(t, "GET", "/d/?proxy=2&parts=0&limit=10", "X-Spangle-Peer-Token", "secret"); resp.status != http.StatusNotImplemented {
+		t.Errorf("a peer's page of a version not held: %d", resp.status)
+	}
+}
