@@ -82,10 +82,11 @@ type natsFile struct {
 	// The embedded server's logins (none: anyone on loopback), and
 	// its exposure and JetStream limits.
 	Users []struct {
-		Name     string `toml:"name"`
-		Password string `toml:"password"`
-		NKey     string `toml:"nkey"`
-		Role     string `toml:"role"`
+		Name     string   `toml:"name"`
+		Password string   `toml:"password"`
+		NKey     string   `toml:"nkey"`
+		Role     string   `toml:"role"`
+		Buckets  []string `toml:"buckets"`
 	} `toml:"users"`
 	AllowInsecure      bool `toml:"allow_insecure"`
 	JetStreamMaxMemory size `toml:"jetstream_max_memory"`
@@ -160,8 +161,9 @@ type storageFile struct {
 
 // debugFile is [debug]: the debug listener.
 type debugFile struct {
-	Bind  string `toml:"bind"`
-	Pprof *bool  `toml:"pprof"` // default true
+	Bind       string `toml:"bind"`
+	Pprof      *bool  `toml:"pprof"` // default true
+	AdminToken string `toml:"admin_token"`
 }
 
 // runtimeFile is [runtime]: the Go runtime's tuning.
@@ -277,6 +279,11 @@ type Config struct {
 	DebugBind string
 	// Pprof serves /debug/pprof/ on the debug listener.
 	Pprof bool
+	// AdminToken, when set, is required of the debug listener's admin API
+	// (pins) as "Authorization: Bearer <token>". Without it the admin API
+	// answers only on a loopback debug listener (403 elsewhere). Default
+	// "".
+	AdminToken string
 	// SequinsHeaders sends sequins' X-Sequins-* headers too.
 	SequinsHeaders bool
 
@@ -443,6 +450,7 @@ func (f runtimeFile) apply(cfg *Config) error {
 
 func (f debugFile) apply(cfg *Config) {
 	setNonZero(&cfg.DebugBind, f.Bind)
+	cfg.AdminToken = f.AdminToken
 	if f.Pprof != nil {
 		cfg.Pprof = *f.Pprof
 	}
@@ -515,7 +523,7 @@ func (f natsFile) apply(k *kvwatch.Config) error {
 		k.EmbeddedRoutes = f.EmbeddedRoutes
 	}
 	for _, u := range f.Users {
-		k.EmbeddedUsers = append(k.EmbeddedUsers, kvwatch.User{Name: u.Name, Password: u.Password, NKey: u.NKey, Role: u.Role})
+		k.EmbeddedUsers = append(k.EmbeddedUsers, kvwatch.User{Name: u.Name, Password: u.Password, NKey: u.NKey, Role: u.Role, Buckets: u.Buckets})
 	}
 	k.EmbeddedAllowInsecure = f.AllowInsecure
 	setDuration(&k.EmbeddedRecoverCheck, f.StoreRecoverCheck)

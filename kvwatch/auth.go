@@ -17,23 +17,35 @@ import (
 // EmbeddedAllowInsecure says otherwise (ErrInsecure). With users, every
 // client must log in as one of them (a password, plain or bcrypt, or an
 // NKey), and its role bounds what it may publish and subscribe to
-// (RolePermissions). The node's own in-process connection logs in with an
-// NKey generated at each start, never written anywhere.
+// (RolePermissions: exact lists of spangle's subjects, the same an
+// external server gets from PermissionsConfig). The node's own in-process
+// connection logs in with an NKey generated at each start, never written
+// anywhere.
 
-// Roles of embedded-server users.
+// Roles of embedded-server users (and of an external server's users, with
+// the permissions RolePermissions returns). docs/SECURITY.md gives the
+// reason for every subject.
 const (
-	// RoleNode: a spangle node. No restriction: it reads and writes the
-	// buckets, answers lookups and runs the JetStream API.
+	// RoleNode: another spangle node using this server. It reads and
+	// writes the cluster's buckets (creating and updating them, never
+	// deleting or purging them), answers lookups, and reads the Object
+	// Store buckets of its source; it may not write pins.
 	RoleNode = "node"
-	// RoleClient: a service doing lookups. It may send requests to the
-	// get, part and mget subjects, read the cluster's buckets (for
-	// partition-aware routing) and receive replies; it may not answer
-	// lookups, join their queue groups, or write any bucket.
-	RoleClient = "client"
-	// RolePublisher: a batch job running spangle publish. It may use the
-	// JetStream API (Object Store uploads) and write the versions bucket
-	// (announcements), and nothing of the lookup subjects.
+	// RoleOperator: a person running spangle activate and rollback. It
+	// reads the cluster's buckets and writes pins (<db>.pin keys of the
+	// versions bucket), nothing else.
+	RoleOperator = "operator"
+	// RolePublisher: a batch job running spangle publish. It writes its
+	// Object Store buckets (User.Buckets) and the version announcements
+	// (<db> keys of the versions bucket), and reads the cluster's buckets;
+	// it may not write pins or node and partitions entries, reconfigure,
+	// delete or purge any other stream, or look keys up.
 	RolePublisher = "publisher"
+	// RoleClient: a service doing lookups. It may send requests to the
+	// get, part and mget subjects and read the cluster's buckets (for
+	// partition-aware routing); it may not answer lookups, join their
+	// queue groups, or write anything.
+	RoleClient = "client"
 )
 
 // User is one login of the embedded server.
@@ -45,45 +57,105 @@ type User struct {
 	// NKey, instead of Name and Password, is a user's public NKey ("U…"):
 	// the client signs a challenge with the seed.
 	NKey string
-	// Role is RoleNode, RoleClient or RolePublisher.
+	// Role is RoleNode, RoleOperator, RolePublisher or RoleClient.
 	Role string
+	// Buckets are the Object Store buckets a publisher writes, or a node
+	// reads its versions from. Default none; a publisher needs at least
+	// one.
+	Buckets []string
 }
 
-// RolePermissions returns the subject permissions of role in a spangle
-// cluster named cluster (nil for RoleNode: unrestricted).
-func RolePermissions(role, cluster string) (*server.Permissions, error) {
+// Scope is what a role's permissions cover: a cluster's buckets and
+// subjects, in the JetStream of one domain, and Object Store buckets.
+type Scope struct {
+	// Cluster is the spangle cluster name (Config.ClusterName).
+	Cluster string
+	// Domain is the JetStream domain whose API the buckets are reached
+	// through; "" for the account's own (names.APIPrefix).
+	Domain string
+	// ObjectBuckets are the Object Store buckets a publisher writes or a
+	// node reads.
+	ObjectBuckets []string
+}
+
+// RolePermissions returns the exact subject permissions of role in scope.
+// Every allow list names whole subjects or whole-token wildcards of
+// spangle's own names, so no deny list is needed: what is not listed is
+// refused. Replies to lookups go through the response permission (a
+// node may answer the requests it received, and nothing else of
+// _INBOX).
+func RolePermissions(role string, s Scope) (*server.Permissions, error) {
+	api := names.APIPrefix(s.Domain)
+	var kvStreams []string
+	for _, kind := range names.Kinds {
+		kvStreams = append(kvStreams, names.KVStream(names.KVBucket(s.Cluster, kind)))
+	}
+	versions := names.KVBucket(s.Cluster, names.Versions)
+	// read is what reading a stream takes: bind (INFO), watch or list (an
+	// ordered consumer: CREATE in both forms, its clean-up DELETE, INFO),
+	// gets (DIRECT.GET, MSG.GET) and the consumer's flow control.
+	read := func(stream string) []string {
+		return []string{
+			api + ".STREAM.INFO." + stream,
+			api + ".CONSUMER.CREATE." + stream, api + ".CONSUMER.CREATE." + stream + ".>",
+			api + ".CONSUMER.DELETE." + stream + ".*",
+			api + ".CONSUMER.INFO." + stream + ".*",
+			api + ".DIRECT.GET." + stream, api + ".DIRECT.GET." + stream + ".>",
+			api + ".STREAM.MSG.GET." + stream,
+			// Flow control replies: $JS.FC.<stream>.… and, with the
+			// server's v2 reply format, $JS.FC.<domain>.<account>.<stream>.…
+			"$JS.FC." + stream + ".>", "$JS.FC.*.*." + stream + ".>",
+		}
+	}
+	var pub []string
+	for _, st := range kvStreams {
+		pub = append(pub, read(st)...)
+	}
+	sub := []string{"_INBOX.>"}
+	var resp *server.ResponsePermission
 	switch role {
 	case RoleNode:
-		return nil, nil
-	case RoleClient:
-		p := names.Prefix(cluster) + "."
-		allow := []string{p + "get.>", p + "part.>", p + "mget.>", "$JS.API.INFO", "$JS.FC.>"}
-		// Reading the buckets: bind, watch (an ordered consumer), direct
-		// gets, and the consumer's clean-up. Wildcards are whole tokens
-		// only, so each bucket is named.
-		for _, b := range names.Kinds {
-			stream := names.KVStream(names.KVBucket(cluster, b))
-			allow = append(allow,
-				"$JS.API.STREAM.INFO."+stream,
-				"$JS.API.CONSUMER.CREATE."+stream, "$JS.API.CONSUMER.CREATE."+stream+".>",
-				"$JS.API.CONSUMER.DELETE."+stream+".>",
-				"$JS.API.CONSUMER.INFO."+stream+".>",
-				"$JS.API.DIRECT.GET."+stream, "$JS.API.DIRECT.GET."+stream+".>",
-				"$JS.ACK."+stream+".>")
+		for _, kind := range names.Kinds {
+			b := names.KVBucket(s.Cluster, kind)
+			pub = append(pub, api+".STREAM.CREATE."+names.KVStream(b), api+".STREAM.UPDATE."+names.KVStream(b))
+			if kind != names.Versions {
+				pub = append(pub, names.KVSubject(b, ">"))
+			}
 		}
-		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: allow},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
-		}, nil
+		pub = append(pub, names.KVSubject(versions, "*"))
+		for _, b := range s.ObjectBuckets {
+			pub = append(pub, read(names.ObjectStream(b))...)
+		}
+		sub = append(sub, names.Prefix(s.Cluster)+".>")
+		resp = &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
+	case RoleOperator:
+		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix))
 	case RolePublisher:
-		return &server.Permissions{
-			Publish: &server.SubjectPermission{
-				Allow: []string{"$JS.API.>", "$O.>", "$JS.FC.>", "$JS.ACK.>", names.KVSubject(names.KVBucket(cluster, names.Versions), ">")},
-			},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
-		}, nil
+		if len(s.ObjectBuckets) == 0 {
+			return nil, fmt.Errorf("a %s needs the Object Store buckets it writes (buckets)", RolePublisher)
+		}
+		pub = append(pub, names.KVSubject(versions, "*"))
+		for _, b := range s.ObjectBuckets {
+			st := names.ObjectStream(b)
+			pub = append(pub, read(st)...)
+			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.PURGE."+st, names.ObjectSubjects(b))
+		}
+	case RoleClient:
+		p := names.Prefix(s.Cluster)
+		pub = append(pub, p+".get.>", p+".part.>", p+".mget.>")
+	default:
+		return nil, fmt.Errorf("unknown role %q (want %s, %s, %s or %s)", role, RoleNode, RoleOperator, RolePublisher, RoleClient)
 	}
-	return nil, fmt.Errorf("unknown role %q (want %s, %s or %s)", role, RoleNode, RoleClient, RolePublisher)
+	for _, b := range s.ObjectBuckets {
+		if !names.Valid(b) {
+			return nil, fmt.Errorf("Object Store bucket %q must match %s", b, names.Pattern)
+		}
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+		Response:  resp,
+	}, nil
 }
 
 // addUsers puts c's users, and the node's own NKey user, into o.
@@ -92,7 +164,7 @@ func addUsers(o *server.Options, c Config, self nkeys.KeyPair) error {
 		return nil
 	}
 	for i, u := range c.EmbeddedUsers {
-		perms, err := RolePermissions(u.Role, c.ClusterName)
+		perms, err := RolePermissions(u.Role, Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets})
 		if err != nil {
 			return fmt.Errorf("user %d: %w", i+1, err)
 		}
@@ -131,7 +203,7 @@ func checkUsers(c Config) error {
 		case u.NKey == "" && (u.Name == "" || u.Password == ""):
 			return fmt.Errorf("user %d: want a name and a password, or an nkey", i+1)
 		}
-		if _, err := RolePermissions(u.Role, c.ClusterName); err != nil {
+		if _, err := RolePermissions(u.Role, Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets}); err != nil {
 			return fmt.Errorf("user %d: %w", i+1, err)
 		}
 	}
@@ -154,4 +226,32 @@ func loopback(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// PermissionsConfig returns the permissions of role in scope as a block
+// of nats-server's configuration ("permissions: {…}"), for a user of an
+// external server: the same lists the embedded server applies.
+func PermissionsConfig(role string, s Scope) (string, error) {
+	p, err := RolePermissions(role, s)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	list := func(indent string, subjects []string) {
+		b.WriteString("[\n")
+		for _, sub := range subjects {
+			fmt.Fprintf(&b, "%s  %q\n", indent, sub)
+		}
+		b.WriteString(indent + "]\n")
+	}
+	b.WriteString("permissions: {\n  publish: {\n    allow: ")
+	list("    ", p.Publish.Allow)
+	b.WriteString("  }\n  subscribe: {\n    allow: ")
+	list("    ", p.Subscribe.Allow)
+	b.WriteString("  }\n")
+	if p.Response != nil {
+		fmt.Fprintf(&b, "  allow_responses: { max: %d, expires: %q }\n", p.Response.MaxMsgs, p.Response.Expires.String())
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
 }

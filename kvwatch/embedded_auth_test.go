@@ -54,7 +54,7 @@ func TestEmbeddedAuth(t *testing.T) {
 	c := testConfig(t)
 	c.EmbeddedUsers = []User{
 		{Name: "app", Password: "app-secret", Role: RoleClient},
-		{Name: "job", Password: "job-secret", Role: RolePublisher},
+		{Name: "job", Password: "job-secret", Role: RolePublisher, Buckets: []string{"data"}},
 		{NKey: nodePub, Role: RoleNode},
 	}
 	k := startKV(t, c)

@@ -335,7 +335,7 @@ func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched
 		LimitMarkerTTL: k.cfg.MarkerTTL,
 	}
 	if kv, err := js.KeyValue(ctx, want.Bucket); err == nil {
-		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) {
+		if st, err := kv.Status(ctx); err == nil && (k.cfg.KeepBucketConfig || sameBucketConfig(st.Config(), want)) {
 			return kv, nil
 		}
 	}

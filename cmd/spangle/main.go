@@ -34,6 +34,7 @@ commands:
   publish   upload a version to a NATS Object Store and announce it
   activate  pin a db to a version on every node (--latest: unpin)
   rollback  pin a db to an older version on every node
+  nats-permissions  print a role's NATS permissions for an external server
   inspect   print a SequenceFile's header and records
   plugin    check a Wasm plugin (spangle plugin check MODULE.wasm)
   version   print the version
@@ -64,6 +65,8 @@ func main() {
 		err = activate(args, os.Stdout, os.Stderr)
 	case "rollback":
 		err = rollback(args, os.Stdout, os.Stderr)
+	case "nats-permissions":
+		err = natsPermissions(args, os.Stdout, os.Stderr)
 	case "inspect":
 		err = inspect(args, os.Stdout, os.Stderr)
 	case "plugin":

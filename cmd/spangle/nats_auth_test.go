@@ -111,3 +111,88 @@ func TestShardingIslandWarning(t *testing.T) {
 		t.Fatalf("no warning:\n%s", s.logs.String())
 	}
 }
+
+// TestNATSRoles runs a node whose embedded NATS has a client, a publisher
+// and an operator login (docs/SECURITY.md), and drives it with the real
+// CLI under each: the publisher publishes versions to its Object Store
+// bucket, which the node serves; the client looks keys up over NATS; the
+// publisher may not roll the db back (pins are the operator's), the
+// operator may, and activates the latest again.
+func TestNATSRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := buildBinary(t)
+	cfg := filepath.Join(t.TempDir(), "spangle.toml")
+	if err := os.WriteFile(cfg, []byte(`
+[[nats.users]]
+name = "app"
+password = "app-secret"
+role = "client"
+
+[[nats.users]]
+name = "etl"
+password = "etl-secret"
+role = "publisher"
+buckets = ["data"]
+
+[[nats.users]]
+name = "ops"
+password = "ops-secret"
+role = "operator"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, bin, true, "--config", cfg, "--source", "nats-object://data")
+	s.logOnFailure(t)
+	as := func(user, password string) string {
+		return strings.Replace(s.nats, "nats://", "nats://"+user+":"+password+"@", 1)
+	}
+	serves := func(version string) func() error {
+		return func() error { return wantValue(s.http+"/d/key-3", version+":3") }
+	}
+	src := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		writeVersion(t, src, "d", v, 2, 10)
+		if code, _, stderr := runCLI(t, bin, "publish", filepath.Join(src, "d", v), "--to", "nats-object://data",
+			"--db", "d", "--version", v, "--nats", as("etl", "etl-secret")); code != 0 {
+			t.Fatalf("publish %s as the publisher: exit %d\n%s", v, code, stderr)
+		}
+	}
+	waitFor(t, "d on v2", serves("v2"))
+	if code, stdout, stderr := runCLI(t, bin, "get", "--nats", as("app", "app-secret"), "d", "key-3"); code != 0 || stdout != "v2:3\n" {
+		t.Errorf("lookup as the client: %d %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, bin, "rollback", "--timeout", "2s", "--nats", as("etl", "etl-secret"), "d", "v1"); code == 0 ||
+		!strings.Contains(stderr, "Permissions Violation") || !strings.Contains(stderr, "operator role") {
+		t.Fatalf("the publisher's rollback: exit %d\n%s", code, stderr)
+	}
+	if err := serves("v2")(); err != nil {
+		t.Fatalf("after the publisher's refused rollback: %v", err)
+	}
+	if code, _, stderr := runCLI(t, bin, "rollback", "--nats", as("ops", "ops-secret"), "d", "v1"); code != 0 {
+		t.Fatalf("rollback as the operator: exit %d\n%s", code, stderr)
+	}
+	waitFor(t, "d rolled back to v1", serves("v1"))
+	if code, _, stderr := runCLI(t, bin, "activate", "--nats", as("ops", "ops-secret"), "--latest", "d"); code != 0 {
+		t.Fatalf("activate --latest as the operator: exit %d\n%s", code, stderr)
+	}
+	waitFor(t, "d back on v2", serves("v2"))
+}
+
+// TestNATSPermissionsCommand: spangle nats-permissions prints a role's
+// block for an external server's configuration; an unknown role, or a
+// publisher without buckets, is a usage error.
+func TestNATSPermissionsCommand(t *testing.T) {
+	bin := buildBinary(t)
+	code, stdout, stderr := runCLI(t, bin, "nats-permissions", "--cluster", "prod", "--buckets", "data", "publisher")
+	if code != 0 || !strings.HasPrefix(stdout, "permissions: {") || !strings.Contains(stdout, `"$O.data.>"`) ||
+		!strings.Contains(stdout, `"$KV.spangle_prod_versions.*"`) || strings.Contains(stdout, "STREAM.DELETE") {
+		t.Fatalf("publisher: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"admin"}, {"publisher"}, {}} {
+		if code, _, stderr := runCLI(t, bin, append([]string{"nats-permissions"}, args...)...); code != 2 {
+			t.Errorf("nats-permissions %q: exit %d, want 2\n%s", args, code, stderr)
+		}
+	}
+}

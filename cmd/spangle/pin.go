@@ -180,7 +180,12 @@ func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue, *nats.Conn)
 	if err != nil {
 		return fmt.Errorf("versions bucket %s: %w", name, err)
 	}
-	return fn(ctx, kv, nc)
+	err = fn(ctx, kv, nc)
+	if last := nc.LastError(); err != nil && errors.Is(last, nats.ErrPermissionViolation) {
+		// A refused write is never answered: say why it timed out.
+		return fmt.Errorf("%w (%v: pins need a login with the operator role)", err, last)
+	}
+	return err
 }
 
 // putPin writes p at key, stamped with the time and the user.

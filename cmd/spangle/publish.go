@@ -98,6 +98,7 @@ func publish(args []string, stderr io.Writer) error {
 	kcfg.URLs = spangle.SplitList(*natsURL)
 	kcfg.ClusterName = *cluster
 	kcfg.Replicas = *replicas
+	kcfg.KeepBucketConfig = true // the cluster's buckets are its nodes' to configure
 	kcfg.Logger = slog.New(slog.DiscardHandler)
 	kv, err := kvwatch.New(kcfg)
 	if err != nil {
