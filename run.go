@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -277,9 +278,24 @@ func debugServer(cfg Config, n *node.Node) *http.Server {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	mux.Handle("/admin/pins", edge.AdminHandler(n))
-	mux.Handle("/admin/pins/", edge.AdminHandler(n))
+	admin := edge.RequireToken(edge.AdminHandler(n), cfg.AdminToken, loopbackAddr(cfg.DebugBind))
+	mux.Handle("/admin/pins", admin)
+	mux.Handle("/admin/pins/", admin)
 	return &http.Server{Addr: cfg.DebugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
+
+// loopbackAddr reports whether a listen address's host is a loopback
+// address or localhost (an empty or wildcard host is not).
+func loopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Node is the server's node: lookups, status, pins.

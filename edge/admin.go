@@ -1,12 +1,36 @@
 package edge
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/spangledb/spangle/node"
 )
+
+// RequireToken guards h, the admin API: with a token, a request must carry
+// "Authorization: Bearer <token>" (401 otherwise); without one, h answers
+// only when the listener is on loopback (403 otherwise: anyone who reaches
+// the listener could pin the node's dbs).
+func RequireToken(h http.Handler, token string, loopback bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()[hdrCacheControl] = valNoStore
+		switch {
+		case token != "":
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="spangle admin"`)
+				http.Error(w, "the admin API needs its token ([debug] admin_token)", http.StatusUnauthorized)
+				return
+			}
+		case !loopback:
+			http.Error(w, "the admin API answers on a loopback debug listener only, unless [debug] admin_token is set", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // PinAdmin is what the admin API changes; *node.Node implements it.
 type PinAdmin interface {

@@ -64,3 +64,41 @@ func servesVersion(n *node.Node, db, version string) func() error {
 		return nil
 	}
 }
+
+// TestAdminToken: the admin API's guard. With a token only the right
+// bearer passes; without one, only a loopback listener's requests do.
+func TestAdminToken(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	tests := []struct {
+		name     string
+		token    string
+		loopback bool
+		auth     string
+		want     int
+	}{
+		{"token, none sent", "s3cret", false, "", http.StatusUnauthorized},
+		{"token, wrong", "s3cret", true, "Bearer nope", http.StatusUnauthorized},
+		{"token, not bearer", "s3cret", true, "Basic s3cret", http.StatusUnauthorized},
+		{"token, right", "s3cret", false, "Bearer s3cret", http.StatusNoContent},
+		{"no token, loopback", "", true, "", http.StatusNoContent},
+		{"no token, open listener", "", false, "Bearer anything", http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := httptest.NewServer(edge.RequireToken(ok, tt.token, tt.loopback))
+			defer ts.Close()
+			req, _ := http.NewRequest(http.MethodPut, ts.URL+"/admin/pins/d?version=v1", nil)
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+}
