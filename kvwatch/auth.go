@@ -32,8 +32,8 @@ const (
 	// Store buckets of its source; it may not write pins.
 	RoleNode = "node"
 	// RoleOperator: a person running spangle activate and rollback. It
-	// reads the cluster's buckets and writes pins (<db>.pin keys of the
-	// versions bucket), nothing else.
+	// reads the cluster's buckets and writes pins (<db>.pin and region
+	// pins <db>.pin.<region> of the versions bucket), nothing else.
 	RoleOperator = "operator"
 	// RolePublisher: a batch job running spangle publish. It writes its
 	// Object Store buckets (User.Buckets) and the version announcements
@@ -129,7 +129,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		sub = append(sub, names.Prefix(s.Cluster)+".>")
 		resp = &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
 	case RoleOperator:
-		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix))
+		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix), names.KVSubject(versions, "*"+names.PinSuffix+".*"))
 	case RolePublisher:
 		if len(s.ObjectBuckets) == 0 {
 			return nil, fmt.Errorf("a %s needs the Object Store buckets it writes (buckets)", RolePublisher)

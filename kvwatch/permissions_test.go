@@ -118,6 +118,8 @@ func TestRolePermissions(t *testing.T) {
 		{"partitions", names.Partitions, names.PartitionKey("db", "v1", "n9"), []string{RoleNode}},
 		{"version", names.Versions, names.VersionKey("db2"), []string{RoleNode, RolePublisher}},
 		{"pin", names.Versions, names.PinKey("db2"), []string{RoleOperator}},
+		{"region pin", names.Versions, names.RegionPinKey("db2", "eu"), []string{RoleOperator}},
+		{"other versions key", names.Versions, "db2.x", none},
 	}
 	for _, kk := range keys {
 		subject := names.KVSubject(names.KVBucket("test", kk.bucket), kk.key)
