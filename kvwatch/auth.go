@@ -42,7 +42,7 @@ const (
 	// delete or purge any other stream, or look keys up.
 	RolePublisher = "publisher"
 	// RoleClient: a service doing lookups. It may send requests to the
-	// get, part and mget subjects and read the cluster's buckets (for
+	// get, part, mget and list subjects and read the cluster's buckets (for
 	// partition-aware routing); it may not answer lookups, join their
 	// queue groups, or write anything.
 	RoleClient = "client"
@@ -142,7 +142,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		}
 	case RoleClient:
 		p := names.Prefix(s.Cluster)
-		pub = append(pub, p+".get.>", p+".part.>", p+".mget.>")
+		pub = append(pub, p+".get.>", p+".part.>", p+".mget.>", p+".list.>")
 	default:
 		return nil, fmt.Errorf("unknown role %q (want %s, %s, %s or %s)", role, RoleNode, RoleOperator, RolePublisher, RoleClient)
 	}

@@ -141,6 +141,8 @@ func TestRolePermissions(t *testing.T) {
 		permOp{name: "object put other", subject: "$O.other.C.probe", data: []byte("x"), roles: none},
 		permOp{name: "lookup", subject: names.GetSubject("test", "db"), data: []byte("k"), roles: []string{RoleClient}},
 		permOp{name: "batch lookup", subject: names.MGetSubject("test", "db"), data: []byte("k"), roles: []string{RoleClient}},
+		permOp{name: "listing", subject: names.ListSubject("test", "db"), data: []byte("{}"), roles: []string{RoleClient}},
+		permOp{name: "answer listings", subject: names.ListSubject("test", "db"), sub: true, roles: []string{RoleNode}},
 		permOp{name: "partition lookup", subject: names.PartSubject("test", "db", "v1", 0), data: []byte("k"), roles: []string{RoleClient}},
 		permOp{name: "answer lookups", subject: names.GetSubject("test", "db"), sub: true, roles: []string{RoleNode}},
 		permOp{name: "answer partition lookups", subject: names.PartPrefix("test", "db", "v1") + "*", sub: true, roles: []string{RoleNode}},
