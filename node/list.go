@@ -112,7 +112,7 @@ func (n *Node) List(ctx context.Context, db string, opts ListOptions) (ListPage,
 					if err != nil {
 						return ListPage{}, err
 					}
-					if page.More {
+					if page.More && len(page.Keys) > 0 {
 						page.Cursor = encodeCursor(cursor{db: db, version: pinned, after: page.Keys[len(page.Keys)-1]}, n.cursorKey)
 					}
 					return page, nil
@@ -142,7 +142,7 @@ func (n *Node) List(ctx context.Context, db string, opts ListOptions) (ListPage,
 			}
 			return ListPage{}, err
 		}
-		if page.More && !peer {
+		if page.More && !peer && len(page.Keys) > 0 {
 			page.Cursor = encodeCursor(cursor{db: db, version: v.name, after: page.Keys[len(page.Keys)-1]}, n.cursorKey)
 		}
 		return page, nil
