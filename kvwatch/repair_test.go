@@ -2,11 +2,13 @@ package kvwatch
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
@@ -46,6 +48,7 @@ func TestRepairBucket(t *testing.T) {
 	for _, b := range allBuckets {
 		for _, action := range []string{"delete", "purge", "recreate"} {
 			t.Run(fmt.Sprintf("%s/%s", b, action), func(t *testing.T) {
+				ctx := ctxT(t)
 				w := watched{b: b, name: bucketName("test", b)}
 				// Another writer's permanent key, only in Versions (the
 				// TTL'd buckets refuse plain puts from a KV; a raw one
@@ -146,4 +149,82 @@ func TestRepairKeepsNewerVersion(t *testing.T) {
 	if got := testutil.ToFloat64(k.met.bucketRepairs.WithLabelValues(Versions.String(), "purged")); got != 0 {
 		t.Errorf("a replaced versions entry counted as %v repairs", got)
 	}
+}
+
+// TestRepairCluster: three KVs on a three-server cluster (R3 buckets),
+// each with a long-lived partitions entry; the partitions bucket is
+// deleted, then the versions bucket purged, under them. Every node's
+// entries come back, in every node's snapshot, within a few heartbeats,
+// though several nodes re-create and repair the same bucket at once.
+func TestRepairCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-server cluster")
+	}
+	cfgs := clusterConfigs(t, 3)
+	for i := range cfgs {
+		cfgs[i].PartitionsTTL = 3 * time.Minute
+	}
+	kvs := startAll(t, cfgs)
+	for i, k := range kvs {
+		node := "n" + strconv.Itoa(i+1)
+		waitFor(t, 15*time.Second, node+" published", func() error {
+			if err := k.Publish(ctxT(t), Partitions, names.PartitionKey("db", "v1", node), []byte(node)); err != nil {
+				return err
+			}
+			_, err := k.Put(ctxT(t), Versions, names.VersionKey("db-"+node), []byte(node))
+			return err
+		})
+	}
+	complete := func(what string) {
+		t.Helper()
+		start := time.Now()
+		for _, k := range kvs {
+			for i := range kvs {
+				node := "n" + strconv.Itoa(i+1)
+				waitFor(t, 15*time.Second, what+": "+node+"'s partitions entry", hasValue(k, Partitions, names.PartitionKey("db", "v1", node), node))
+				waitFor(t, 15*time.Second, what+": "+node+"'s versions entry", hasValue(k, Versions, names.VersionKey("db-"+node), node))
+			}
+		}
+		t.Logf("%s: complete everywhere after %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	complete("start")
+	js := natstest.JetStream(t, kvs[0].ClientURL())
+	if err := js.DeleteStream(ctxT(t), "KV_"+bucketName("test", Partitions)); err != nil {
+		t.Fatal(err)
+	}
+	// The bucket is gone on the server: the snapshots must lose nothing
+	// for good, and the server must hold every entry again.
+	waitFor(t, 15*time.Second, "every partitions entry back on the server", func() error {
+		kv, err := js.KeyValue(ctxT(t), bucketName("test", Partitions))
+		if err != nil {
+			return err
+		}
+		for i := range kvs {
+			if _, err := rawGet(kv, names.PartitionKey("db", "v1", "n"+strconv.Itoa(i+1))); err != nil {
+				return fmt.Errorf("n%d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+	complete("after the partitions bucket was deleted")
+	s, err := js.Stream(ctxT(t), "KV_"+bucketName("test", Versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "every versions entry back on the server", func() error {
+		kv, err := js.KeyValue(ctxT(t), bucketName("test", Versions))
+		if err != nil {
+			return err
+		}
+		for i := range kvs {
+			if _, err := rawGet(kv, names.VersionKey("db-n"+strconv.Itoa(i+1))); err != nil {
+				return fmt.Errorf("n%d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+	complete("after the versions bucket was purged")
 }
