@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -636,6 +637,7 @@ func FindConfig(named string) (string, error) {
 // ParseBytes reads sizes as the config file writes them: "512MiB",
 // "1GiB", "1048576". A size that does not fit an int64 is an error.
 func ParseBytes(s string) (int64, error) {
+	in := s
 	s = strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range []struct {
@@ -647,9 +649,9 @@ func ParseBytes(s string) (int64, error) {
 			break
 		}
 	}
-	var v int64
-	if _, err := fmt.Sscan(s, &v); err != nil || v < 0 || v > math.MaxInt64/mult {
-		return 0, fmt.Errorf("bad size %q", s)
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64/mult {
+		return 0, fmt.Errorf("bad size %q: a whole number of bytes, KiB, MiB, GiB, TiB, KB, MB, GB or TB", in)
 	}
 	return v * mult, nil
 }

@@ -107,3 +107,30 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestParseBytes: sizes are whole numbers with an optional unit; a
+// fraction, trailing text or an overflow is refused, never truncated.
+func TestParseBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"512", 512, true},
+		{" 64 MiB ", 64 << 20, true},
+		{"2GB", 2e9, true},
+		{"1TiB", 1 << 40, true},
+		{"1.5MiB", 0, false},
+		{"10 MiB extra", 0, false},
+		{"10x", 0, false},
+		{"-1", 0, false},
+		{"", 0, false},
+		{"9999999TiB", 0, false},
+	} {
+		got, err := ParseBytes(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
