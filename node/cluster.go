@@ -72,14 +72,16 @@ type Placement interface {
 
 // Peers reads what this node does not hold from the nodes that do: the
 // remote side of the read path (read.go's reader, for a partition that
-// is not local). It is the one place a new remote read (a key listing's
-// scan of a partition) is added. Safe for concurrent use; each call
-// blocks until an answer, a timeout or the end of ctx.
+// is not local). It is the one place a new remote read is added: a key
+// listing's pages (RemoteLister, list.go) came that way. Safe for
+// concurrent use; each call blocks until an answer, a timeout or the end
+// of ctx.
 type Peers interface {
 	// Get looks key up in partition p of v on the other nodes holding it:
 	// an error wraps ErrNoReplica or ErrProxyTimeout, or is ctx's. The
 	// caller owns key and the returned value.
 	Get(ctx context.Context, v VersionInfo, p int, key []byte) (Remote, error)
+	RemoteLister
 }
 
 // Member is the node as its Cluster sees it once joined: what the

@@ -106,9 +106,9 @@ func (n *Node) List(ctx context.Context, db string, opts ListOptions) (ListPage,
 		case errors.Is(err, ErrUnknownVersion) && !peer:
 			// Gone here; other nodes may still hold it (a cluster keeps a
 			// replaced version for peers): read it all from them.
-			if lister, ok := n.cfg.Cluster.(RemoteLister); ok && n.clustered() {
-				if info, ok := lister.RemoteVersion(db, pinned); ok {
-					page, err := n.listElsewhere(ctx, d, lister, info, rg, opts)
+			if n.clustered() {
+				if info, ok := n.cfg.Cluster.RemoteVersion(db, pinned); ok {
+					page, err := n.listElsewhere(ctx, d, n.cfg.Cluster, info, rg, opts)
 					if err != nil {
 						return ListPage{}, err
 					}
@@ -218,11 +218,7 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 	d.node.metrics.listPartitions.WithLabelValues("remote").Add(float64(len(remote)))
 	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
 	if len(remote) > 0 {
-		lister, ok := r.peers.(RemoteLister)
-		if !ok {
-			return ListPage{}, fmt.Errorf("%w: %s/%s: %d partitions held elsewhere and no remote listing", ErrNoReplica, d.name, v.name, len(remote))
-		}
-		pages, err := lister.ListRemote(ctx, d.info(v), remote, RemoteListRequest{
+		pages, err := r.peers.ListRemote(ctx, d.info(v), remote, RemoteListRequest{
 			Start: rg.Start, End: rg.End, Limit: opts.Limit, MaxBytes: opts.MaxBytes, Values: opts.Values,
 		})
 		if err != nil {
@@ -335,8 +331,9 @@ type PrefixPartitioner interface {
 	PrefixPartition(prefix []byte, n int) (p int, ok bool, err error)
 }
 
-// RemoteLister lists partitions of a version that other nodes hold; a
-// Cluster that implements it lets List fan out (node/cluster does).
+// RemoteLister lists partitions of a version that other nodes hold: the
+// Peers' part of a listing, with which List fans out (node/cluster
+// implements it).
 type RemoteLister interface {
 	// ListRemote returns, for each of parts (none held here), the page
 	// its holders answer for req: every partition in exactly one page. A
