@@ -158,6 +158,7 @@ type httpFile struct {
 type storageFile struct {
 	Compression  string `toml:"compression"`
 	MemoryBudget size   `toml:"memory_budget"` // e.g. "256MiB"
+	HotCache     size   `toml:"hot_cache"`     // answers of hot keys, e.g. "16MiB"; "0": none
 }
 
 // debugFile is [debug]: the debug listener.
@@ -359,7 +360,7 @@ func LoadConfig(path string, cfg *Config) error {
 	fc.Sharding.apply(cfg)
 	err = errors.Join(
 		fc.apply(cfg),
-		fc.Storage.apply(&cfg.Node),
+		fc.Storage.apply(cfg),
 		fc.Runtime.apply(cfg),
 		fc.NATS.apply(&cfg.NATS),
 		fc.Region.apply(&cfg.NATS.Region),
@@ -437,9 +438,10 @@ func (fc *fileConfig) apply(cfg *Config) error {
 	return nil
 }
 
-func (f storageFile) apply(n *node.Config) error {
-	setNonZero(&n.Compression, f.Compression)
-	return parseSizes(sizeKey{"storage.memory_budget", f.MemoryBudget, &n.MemoryBudget})
+func (f storageFile) apply(cfg *Config) error {
+	setNonZero(&cfg.Node.Compression, f.Compression)
+	return parseSizes(sizeKey{"storage.memory_budget", f.MemoryBudget, &cfg.Node.MemoryBudget},
+		sizeKey{"storage.hot_cache", f.HotCache, &cfg.HTTP.HotCacheBytes})
 }
 
 func (f runtimeFile) apply(cfg *Config) error {

@@ -100,6 +100,12 @@ type Config struct {
 	// BatchWait is how long a batch waits for room in BatchBytesInFlight
 	// before it is answered 503 with Retry-After. Default 1s.
 	BatchWait time.Duration
+	// HotCacheBytes bounds the hot cache: answers of keys asked often
+	// (value, ETag, headers) kept per (db, version, key) and served
+	// without a read of the store; entries of a version are dropped when
+	// the db switches from it. Needs a Backend with ActiveVersion
+	// (node.Node); 0 turns it off. Default 16 MiB.
+	HotCacheBytes int64
 	// MaxConns bounds the connections Serve keeps open at once; further
 	// ones wait in the listen backlog. Default: half the process's limit
 	// of open files, at most 16384 (1024 when the limit is unknown).
@@ -123,6 +129,7 @@ func DefaultConfig() Config {
 		MaxListKeys:        1000,
 		BatchBytesInFlight: 64 << 20,
 		BatchWait:          time.Second,
+		HotCacheBytes:      16 << 20,
 		MaxConns:           defaultMaxConns(),
 	}
 }
@@ -159,6 +166,8 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, c.BatchBytesInFlight, c.MaxBatchBytes, c.MaxBatchReplyBytes)
 	case c.BatchWait < 0:
 		return fmt.Errorf("%w: BatchWait %v is negative", ErrInvalidConfig, c.BatchWait)
+	case c.HotCacheBytes < 0:
+		return fmt.Errorf("%w: HotCacheBytes %d is negative", ErrInvalidConfig, c.HotCacheBytes)
 	case c.MaxConns <= 0:
 		return fmt.Errorf("%w: MaxConns %d is not positive", ErrInvalidConfig, c.MaxConns)
 	case c.Registerer != nil && c.Gatherer == nil:

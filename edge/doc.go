@@ -92,6 +92,24 @@
 // With Config.SequinsHeaders, X-Sequins-Version and X-Sequins-Proxied-To
 // are sent as well.
 //
+// # Hot keys
+//
+// With Config.HotCacheBytes (spangle's [storage] hot_cache), the answers
+// of lookups — the value as answered, its ETag, the version's header
+// values — are kept in a bounded cache (otter's W-TinyLFU, which admits
+// a key only when it is asked more often than the entry it would evict,
+// so a scan of cold keys does not flush the hot ones) under (db,
+// version, key, raw), and a key asked again is answered from it without
+// reading the store. Each lookup reads the db's active version first
+// (the Backend's ActiveVersion, an atomic load), so an entry answers only
+// for the version a Get would read now, and its value and its
+// X-Spangle-Version come from the same lookup: a switch can never mix
+// them. Serve follows the Backend's held versions (HeldSource) and drops
+// the entries of versions switched away from. Peers' ?proxy= lookups and
+// proxied answers are not cached. Metrics: spangle_hot_cache_hits_total,
+// _misses_total, _evictions_total, _dropped_total, _bytes, _entries,
+// _max_bytes.
+//
 // # Batch lookups
 //
 // POST /<db>/_batch and the NATS subject spangle.<cluster>.mget.<db> take

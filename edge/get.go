@@ -140,6 +140,18 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 		s.metrics.lookup(db).observe(http.StatusMovedPermanently, time.Since(start))
 		return
 	}
+	if s.hot != nil && proxy == "" {
+		if a, ok := s.hot.get(db, key, raw); ok {
+			dh := s.metrics.known(db)
+			status := s.writeAnswer(w, r, dh, a, "")
+			dh.observe(status, time.Since(start))
+			return
+		}
+	}
+	var epoch uint64
+	if s.hot != nil {
+		epoch = s.hot.epoch.Load()
+	}
 	// The key's bytes are the path string's, shared rather than copied: a
 	// lookup only reads its key (partitioners, bbolt, the proxy's
 	// requests), and a string's memory is never written.
@@ -149,13 +161,18 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 		return
 	}
 	dh := s.metrics.known(db)
-	status := s.writeResult(w, r, dh, &res)
+	a := answerOf(dh, &res)
+	status := s.writeAnswer(w, r, dh, a, res.ProxiedTo)
 	dh.observe(status, time.Since(start))
+	if s.hot != nil && proxy == "" && res.ProxiedTo == "" {
+		s.hot.put(dh.db, res.Version, key, raw, a, epoch)
+	}
 }
 
-// writeResult writes a successful lookup's answer and returns its status.
-func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandle, res *node.Result) int {
-	hs := dh.headersFor(res)
+// writeAnswer writes a's response (proxiedTo: the peer that answered, if
+// any) and returns its status. It does not modify a.
+func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, dh *dbHandle, a *answer, proxiedTo string) int {
+	hs := a.hs
 	h := w.Header()
 	h[hdrVersion] = hs.versionVal
 	if s.sequinsHeaders {
@@ -166,14 +183,14 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		h[hdrSurrogateKey] = hs.surrogateKeyVal
 		h[hdrCacheTag] = hs.cacheTagVal
 	}
-	if res.ProxiedTo != "" {
-		v := []string{res.ProxiedTo}
+	if proxiedTo != "" {
+		v := []string{proxiedTo}
 		h[hdrProxiedTo] = v
 		if s.sequinsHeaders {
 			h[hdrSequinsProxiedTo] = v
 		}
 	}
-	if !res.Found {
+	if !a.found {
 		if hs.negativeControlVal != nil {
 			h[hdrCacheControl] = hs.negativeControlVal
 		}
@@ -182,15 +199,17 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		return http.StatusNotFound
 	}
 
-	// The ETag's bytes and its header slice in one allocation.
-	ev := new(etagValue)
-	etag := appendETag(ev.buf[:0], res.Value)
-	gz := s.wantsGzip(r, h, len(res.Value))
+	etag, etagVal := a.etag[:], a.etagVal[:]
+	gz := s.wantsGzip(r, h, len(a.value))
 	if gz {
-		etag = gzipETag(etag)
+		// The gzip representation's own tag, and its header slice, in one
+		// allocation.
+		ev := new(etagValue)
+		etag = gzipETag(append(ev.buf[:0], etag...))
+		ev.vals[0] = unsafe.String(unsafe.SliceData(etag), len(etag))
+		etagVal = ev.vals[:]
 	}
-	ev.vals[0] = unsafe.String(unsafe.SliceData(etag), len(etag))
-	h[hdrETag] = ev.vals[:]
+	h[hdrETag] = etagVal
 	if hs.cacheControlVal != nil {
 		h[hdrCacheControl] = hs.cacheControlVal
 	}
@@ -207,7 +226,7 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 	h[hdrContentType] = hs.contentTypeVal
 	h[hdrNoSniff] = valNoSniff
 	if gz {
-		g := gzipBytes(res.Value)
+		g := gzipBytes(a.value)
 		defer releaseGzip(g)
 		h[hdrContentEncoding] = valGzip
 		h[hdrContentLength] = []string{strconv.Itoa(g.buf.Len())}
@@ -215,18 +234,18 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		w.Write(g.buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
 		return http.StatusOK
 	}
-	if r.Method == http.MethodHead || len(res.Value) > autoLengthMax {
-		h[hdrContentLength] = []string{strconv.Itoa(len(res.Value))}
+	if r.Method == http.MethodHead || len(a.value) > autoLengthMax {
+		h[hdrContentLength] = []string{strconv.Itoa(len(a.value))}
 	}
 	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead && len(res.Value) > 0 {
-		w.Write(res.Value) //nolint:errcheck // the client went away; nothing to do
+	if r.Method != http.MethodHead && len(a.value) > 0 {
+		w.Write(a.value) //nolint:errcheck // the client went away; nothing to do
 	}
 	return http.StatusOK
 }
 
-// etagValue holds an answer's ETag header: its bytes (gzipETag may add
-// up to 3) and the one-element value slice naming them, allocated together.
+// etagValue holds a gzip answer's ETag header: its bytes (gzipETag adds
+// 3) and the one-element value slice naming them, allocated together.
 type etagValue struct {
 	vals [1]string
 	buf  [etagLen + 3]byte

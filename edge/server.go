@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,9 @@ type Server struct {
 	// batchBytes is the budget of batch bytes in flight
 	// (Config.BatchBytesInFlight).
 	batchBytes *semaphore.Weighted
+	// hot is the hot cache (hot_cache.go); nil when off.
+	hot       *hotCache
+	startOnce sync.Once // starts hot's follower, from Serve
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -118,6 +122,15 @@ func NewServer(cfg Config) (*Server, error) {
 		batchWait:     cfg.BatchWait,
 		batchBytes:    semaphore.NewWeighted(cfg.BatchBytesInFlight),
 	}
+	av, _ := cfg.Backend.(activeVersioner)
+	if s.hot, err = newHotCache(cfg.HotCacheBytes, av); err != nil {
+		return nil, err
+	}
+	if s.hot != nil {
+		if err := s.hot.register(reg); err != nil {
+			return nil, err
+		}
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -134,6 +147,11 @@ func NewServer(cfg Config) (*Server, error) {
 // It takes ownership of l and closes it. After Shutdown it returns nil;
 // otherwise the error that stopped it.
 func (s *Server) Serve(l net.Listener) error {
+	s.startOnce.Do(func() {
+		if src, ok := s.backend.(HeldSource); ok && s.hot != nil {
+			s.hot.follow(src) // drops the entries of versions switched away from
+		}
+	})
 	err := s.http.Serve(newLimitListener(l, s.maxConns))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -147,11 +165,15 @@ func (s *Server) Serve(l net.Listener) error {
 //  2. close idle connections, and each busy one once its request is answered;
 //  3. return when none is left; if ctx ends first, close the remaining
 //     connections at once (their handlers see their requests' contexts
-//     end) and return ctx's error.
+//     end) and return ctx's error;
+//  4. stop the hot cache's follower of versions.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		_ = s.http.Close()
+	}
+	if s.hot != nil {
+		s.hot.stop()
 	}
 	return err
 }

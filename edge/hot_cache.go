@@ -1,0 +1,247 @@
+package edge
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/maypok86/otter/v2/stats"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/node"
+)
+
+// The hot cache keeps what a GET of a hot key needs — the value as
+// answered (decoded), its ETag and the version's header values — so
+// that a key asked again is answered without the bbolt seek, the block's
+// decoding or the ETag's hash. Entries are named by (db, version, key,
+// raw): a lookup reads the db's active version first (activeVersioner),
+// so an entry is served only for the version a Get would read now, and
+// its answer carries that version's header. Entries of a version the db
+// switched away from are dropped (Serve follows the backend's held
+// versions); until then they are merely unreachable.
+//
+// Only unpinned lookups answered here are cached: a peer's ?proxy=
+// lookup names a version that may be pending or retired, and a proxied
+// answer (ProxiedTo) is node/proxy's to cache.
+
+// activeVersioner is what the hot cache needs beyond Backend: the name
+// of a db's active version, without blocking. *node.Node has it; a
+// Backend without it gets no hot cache.
+type activeVersioner interface {
+	ActiveVersion(db string) (string, bool)
+}
+
+// hotKey names a cached answer.
+type hotKey struct {
+	db, version, key string
+	raw              bool
+}
+
+// answer is what a found or missing key's response is written from. The
+// miss path builds one per request (it replaced the ETag's own
+// allocation); a cached one is shared by every hit and never modified.
+type answer struct {
+	hs    *headerSet
+	value []byte // owned by the answer: never modified
+	found bool
+	// etagVal is the ETag header's value, naming etag's bytes; set by
+	// setETag for a found value.
+	etagVal [1]string
+	etag    [etagLen]byte
+}
+
+// setETag computes a's ETag from its value.
+func (a *answer) setETag() {
+	appendETag(a.etag[:0], a.value)
+	a.etagVal[0] = unsafe.String(&a.etag[0], etagLen)
+}
+
+// hotEntryOverhead is the memory an entry costs beyond its key's and
+// value's bytes: the hotKey and answer structs, otter's node and its
+// hash table's share. Measured by TestHotCacheEntryOverhead (about 200
+// bytes per entry on amd64), rounded up.
+const hotEntryOverhead = 256
+
+// hotCache is the bounded cache of answers. Safe for concurrent use.
+type hotCache struct {
+	c        *otter.Cache[hotKey, *answer]
+	counter  *stats.Counter
+	active   activeVersioner
+	maxEntry int // larger entries are not cached
+	// epoch is incremented before every drop: an answer looked up before
+	// a drop and stored after it is removed again (put).
+	epoch     atomic.Uint64
+	dropped   atomic.Uint64 // entries dropped at switches
+	evictions atomic.Uint64 // entries evicted for room
+
+	// The follower's goroutine (follow), ended by closing quit (stop).
+	wg   sync.WaitGroup
+	quit chan struct{}
+	mu   sync.Mutex // guards stopped
+	// stopped is set by stop: follow starts nothing afterwards.
+	stopped bool
+}
+
+// newHotCache returns a cache of maxBytes over active, or nil when
+// maxBytes is 0 or active is nil.
+func newHotCache(maxBytes int64, active activeVersioner) (*hotCache, error) {
+	if maxBytes <= 0 || active == nil {
+		return nil, nil
+	}
+	h := &hotCache{
+		counter: stats.NewCounter(),
+		active:  active,
+		// An entry of a sixteenth of the cache would evict many hot
+		// small ones for one value a bbolt read serves as fast.
+		maxEntry: int(min(maxBytes/16, 1<<30)),
+		quit:     make(chan struct{}),
+	}
+	c, err := otter.New(&otter.Options[hotKey, *answer]{
+		MaximumWeight: uint64(maxBytes),
+		Weigher: func(k hotKey, a *answer) uint32 {
+			return uint32(hotEntryOverhead + len(k.key) + len(a.value))
+		},
+		StatsRecorder: h.counter,
+		OnDeletion: func(e otter.DeletionEvent[hotKey, *answer]) {
+			if e.Cause == otter.CauseOverflow {
+				h.evictions.Add(1)
+			}
+		},
+		// Maintenance runs on the goroutine that triggered it (a lookup's),
+		// amortised: no goroutine of otter's to own or to leak.
+		Executor: func(fn func()) { fn() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.c = c
+	return h, nil
+}
+
+// get returns the answer cached for db's active version, if any.
+func (h *hotCache) get(db, key string, raw bool) (*answer, bool) {
+	v, ok := h.active.ActiveVersion(db)
+	if !ok {
+		return nil, false
+	}
+	return h.c.GetIfPresent(hotKey{db: db, version: v, key: key, raw: raw})
+}
+
+// put caches a, the answer of db's version to key; epoch is h.epoch as
+// loaded before the lookup. The key is copied; a is not, and must not be
+// modified afterwards.
+func (h *hotCache) put(db, version, key string, raw bool, a *answer, epoch uint64) {
+	if len(key)+len(a.value) > h.maxEntry {
+		return
+	}
+	k := hotKey{db: db, version: version, key: string(append([]byte(nil), key...)), raw: raw}
+	h.c.Set(k, a)
+	if h.epoch.Load() != epoch {
+		// A drop ran meanwhile and may have missed this entry: the version
+		// may be the one it dropped. The next miss caches it again.
+		h.c.Invalidate(k)
+	}
+}
+
+// drop removes every entry of the dbs in changed whose version is not
+// the db's active one (active[db]; absent: none).
+func (h *hotCache) drop(changed map[string]bool, active map[string]string) {
+	h.epoch.Add(1)
+	for k := range h.c.Keys() {
+		if changed[k.db] && k.version != active[k.db] {
+			if _, ok := h.c.Invalidate(k); ok {
+				h.dropped.Add(1)
+			}
+		}
+	}
+}
+
+// follow starts the goroutine that drops the entries of replaced
+// versions, following src's held versions, until stop. After stop it
+// starts nothing.
+func (h *hotCache) follow(src HeldSource) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	h.wg.Go(func() {
+		active := map[string]string{}
+		for {
+			held, changed := src.Held()
+			now := map[string]string{}
+			for _, v := range held {
+				if v.Active {
+					now[v.DB] = v.Version
+				}
+			}
+			switched := map[string]bool{}
+			for db, v := range active {
+				if now[db] != v {
+					switched[db] = true
+				}
+			}
+			if len(switched) > 0 {
+				h.drop(switched, now)
+			}
+			active = now
+			select {
+			case <-h.quit:
+				return
+			case <-changed:
+			}
+		}
+	})
+}
+
+// stop ends follow's goroutine and waits for it; idempotent.
+func (h *hotCache) stop() {
+	h.mu.Lock()
+	if !h.stopped {
+		h.stopped = true
+		close(h.quit)
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// register exposes the cache's figures on reg.
+func (h *hotCache) register(reg prometheus.Registerer) error {
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	cs := []prometheus.Collector{
+		counter("spangle_hot_cache_hits_total", "Lookups answered from the hot cache.",
+			func() float64 { return float64(h.counter.Snapshot().Hits) }),
+		counter("spangle_hot_cache_misses_total", "Cacheable lookups the hot cache did not hold.",
+			func() float64 { return float64(h.counter.Snapshot().Misses) }),
+		counter("spangle_hot_cache_evictions_total", "Entries evicted from the hot cache for room.",
+			func() float64 { return float64(h.evictions.Load()) }),
+		counter("spangle_hot_cache_dropped_total", "Entries dropped from the hot cache because their version was switched away from.",
+			func() float64 { return float64(h.dropped.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "spangle_hot_cache_bytes",
+			Help: "Estimated bytes held by the hot cache (keys, values and per-entry overhead)."},
+			func() float64 { return float64(h.c.WeightedSize()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "spangle_hot_cache_entries", Help: "Entries in the hot cache."},
+			func() float64 { return float64(h.c.EstimatedSize()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "spangle_hot_cache_max_bytes", Help: "The hot cache's bound ([storage] hot_cache)."},
+			func() float64 { return float64(h.c.GetMaximum()) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// answerOf returns the answer to write for res, a lookup of dh's db.
+func answerOf(dh *dbHandle, res *node.Result) *answer {
+	a := &answer{hs: dh.headersFor(res), value: res.Value, found: res.Found}
+	if a.found {
+		a.setETag()
+	}
+	return a
+}
