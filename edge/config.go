@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -100,6 +101,11 @@ type Config struct {
 	// BatchWait is how long a batch waits for room in BatchBytesInFlight
 	// before it is answered 503 with Retry-After. Default 1s.
 	BatchWait time.Duration
+	// TLS, when set, makes Serve speak HTTPS (and HTTP/2, when its
+	// NextProtos offer "h2"), typically TLS.ServerConfig. Default nil:
+	// plain HTTP.
+	TLS *tls.Config
+
 	// HotCacheBytes bounds the hot cache: answers of keys asked often
 	// (value, ETag, headers) kept per (db, version, key) and served
 	// without a read of the store; entries of a version are dropped when

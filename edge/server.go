@@ -49,6 +49,7 @@ type Server struct {
 	metricsHandler http.Handler
 	dashboard      *template.Template
 	http           *http.Server
+	tls            bool // Serve speaks HTTPS (http.TLSConfig)
 	maxBatchKeys   int
 	maxBatchBytes  int
 	maxReplyBytes  int
@@ -140,10 +141,14 @@ func NewServer(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if cfg.TLS != nil {
+		s.http.TLSConfig, s.tls = cfg.TLS.Clone(), true
+	}
 	return s, nil
 }
 
-// Serve accepts connections on l and serves them until Shutdown; it blocks.
+// Serve accepts connections on l and serves them until Shutdown; it
+// blocks. With Config.TLS they speak HTTPS.
 // It takes ownership of l and closes it. After Shutdown it returns nil;
 // otherwise the error that stopped it.
 func (s *Server) Serve(l net.Listener) error {
@@ -152,7 +157,15 @@ func (s *Server) Serve(l net.Listener) error {
 			s.hot.follow(src) // drops the entries of versions switched away from
 		}
 	})
-	err := s.http.Serve(newLimitListener(l, s.maxConns))
+	l = newLimitListener(l, s.maxConns)
+	var err error
+	if s.tls {
+		// The certificate comes from TLSConfig (GetCertificate); ServeTLS
+		// sets HTTP/2 up when NextProtos offers it.
+		err = s.http.ServeTLS(l, "", "")
+	} else {
+		err = s.http.Serve(l)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
