@@ -152,6 +152,12 @@ type httpFile struct {
 	BatchWait          duration `toml:"batch_wait"`
 	CacheTags          *bool    `toml:"cache_tags"`
 	GzipMinBytes       *int     `toml:"gzip_min_bytes"`
+	// HTTPS: PEM files; tls_cert and tls_key turn it on.
+	TLSCert        string   `toml:"tls_cert"`
+	TLSKey         string   `toml:"tls_key"`
+	TLSClientCA    string   `toml:"tls_client_ca"`
+	TLSPeerCA      string   `toml:"tls_peer_ca"`
+	TLSReloadCheck duration `toml:"tls_reload_check"`
 }
 
 // storageFile is [storage].
@@ -304,6 +310,10 @@ type Config struct {
 	S3 s3.Config
 	// HTTP configures the HTTP front door (its Backend is set by Start).
 	HTTP edge.Config
+	// TLS turns HTTPS on for the HTTP door, the debug listener and the
+	// requests to peers when its CertFile or KeyFile is set ([http]
+	// tls_*); its Logger and Registerer are set by Start.
+	TLS edge.TLSConfig
 	// Purge configures the hooks run at version switches.
 	Purge edge.PurgeConfig
 	// AdvertisedHostname replaces the bind address's host in this node's
@@ -328,6 +338,7 @@ func DefaultConfig() Config {
 		Cluster:         cluster.DefaultConfig(),
 		S3:              s3.DefaultConfig(),
 		HTTP:            edge.DefaultConfig(),
+		TLS:             edge.DefaultTLSConfig(),
 		Purge:           edge.DefaultPurgeConfig(),
 		Bind:            "0.0.0.0:9599",
 		Pprof:           true,
@@ -366,6 +377,7 @@ func LoadConfig(path string, cfg *Config) error {
 		fc.Region.apply(&cfg.NATS.Region),
 		fc.Purge.apply(fc.DBs, &cfg.Purge),
 		fc.HTTP.apply(&cfg.HTTP),
+		fc.HTTP.applyTLS(&cfg.TLS),
 		fc.S3.apply(&cfg.S3),
 	)
 	if err != nil {
@@ -594,6 +606,16 @@ func (f httpFile) apply(h *edge.Config) error {
 		*sz.dst = int(b)
 	}
 	return parseHTTPSize("http.batch_bytes_in_flight", f.BatchBytesInFlight, &h.BatchBytesInFlight)
+}
+
+// applyTLS applies [http]'s tls_* keys.
+func (f httpFile) applyTLS(t *edge.TLSConfig) error {
+	setNonZero(&t.CertFile, f.TLSCert)
+	setNonZero(&t.KeyFile, f.TLSKey)
+	setNonZero(&t.ClientCAFile, f.TLSClientCA)
+	setNonZero(&t.PeerCAFile, f.TLSPeerCA)
+	setDuration(&t.ReloadCheck, f.TLSReloadCheck)
+	return nil
 }
 
 // parseHTTPSize parses an [http] size, at most 1 TiB, into *dst.

@@ -39,6 +39,7 @@ type Server struct {
 	ln    net.Listener
 	http  *edge.Server
 	debug *http.Server // nil without Config.DebugBind
+	tls   *edge.TLS    // nil without HTTPS
 	nats  *natsDoor
 	// fatal receives the first error that makes serving pointless (a
 	// listener failed, the embedded NATS server cannot start); buffered 1,
@@ -56,7 +57,8 @@ type Server struct {
 // versions already on disk serve at once, and NATS connects in the
 // background. Shutdown stops it. The order:
 //
-//  1. the Go runtime's tuning and the metrics registry;
+//  1. the Go runtime's tuning, the metrics registry, and the TLS
+//     certificate when HTTPS is on (checked for renewals from here on);
 //  2. the checks of what would fail later (preflight: the data dir's
 //     lock, the ports, the source) and the HTTP listener, every problem
 //     reported at once; kvwatch (NATS, not yet connected);
@@ -79,6 +81,9 @@ func Start(cfg Config) (_ *Server, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Node.Logger, cfg.Node.Registerer = log, reg
+	if err := s.startTLS(&cfg, reg); err != nil {
+		return nil, err
+	}
 
 	kcfg := natsConfig(cfg, log, reg)
 	if !names.Valid(kcfg.ClusterName) {
@@ -121,7 +126,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.nats = startNATS(log, kv, s.natsDoorConfig(cfg, kcfg.ClusterName, reg), s.fatal)
-	log.Info("spangle serving", "version", cfg.Version, "bind", s.ln.Addr().String(), "source", cfg.Node.Source,
+	log.Info("spangle serving", "version", cfg.Version, "bind", s.ln.Addr().String(), "https", s.tls != nil, "source", cfg.Node.Source,
 		"data_dir", cfg.Node.DataDir)
 	s.serve(cfg)
 	return s, nil
@@ -137,6 +142,27 @@ func tuneRuntime(cfg Config) {
 	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.MemoryLimit)
 	}
+}
+
+// startTLS loads the certificate ([http] tls_*) when HTTPS is on, starts
+// checking its files for renewals, and sets the doors' and the peers'
+// TLS configurations in cfg.
+func (s *Server) startTLS(cfg *Config, reg prometheus.Registerer) error {
+	if cfg.TLS.CertFile == "" && cfg.TLS.KeyFile == "" {
+		return nil
+	}
+	tc := cfg.TLS
+	tc.Logger, tc.Registerer = s.log, reg
+	t, err := edge.NewTLS(tc)
+	if err != nil {
+		return err
+	}
+	t.Start()
+	s.closer = append(s.closer, t.Stop)
+	s.tls = t
+	cfg.HTTP.TLS = t.ServerConfig()
+	cfg.Cluster.PeerTLS = t.PeerConfig()
+	return nil
 }
 
 // natsConfig is kvwatch's configuration ([nats]): it carries this node's
@@ -236,8 +262,14 @@ func (s *Server) serve(cfg Config) {
 	s.wg.Go(func() { s.fail(s.http.Serve(s.ln)) })
 	if cfg.DebugBind != "" {
 		s.debug = debugServer(cfg, s.node)
-		s.wg.Go(func() { s.fail(s.debug.ListenAndServe()) })
-		s.log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins")
+		if s.tls != nil {
+			// The same certificate and client CAs as the HTTP door.
+			s.debug.TLSConfig = s.tls.ServerConfig()
+			s.wg.Go(func() { s.fail(s.debug.ListenAndServeTLS("", "")) })
+		} else {
+			s.wg.Go(func() { s.fail(s.debug.ListenAndServe()) })
+		}
+		s.log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins", "https", s.tls != nil)
 	}
 }
 
@@ -304,8 +336,15 @@ func (s *Server) Node() *node.Node { return s.node }
 // Addr is the HTTP front door's bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Refresh makes the node look for new versions now (SIGHUP).
-func (s *Server) Refresh() { s.node.Refresh() }
+// Refresh makes the node look for new versions now and, with HTTPS,
+// reloads the certificate (SIGHUP). A certificate that does not load is
+// logged and counted; the previous one keeps serving.
+func (s *Server) Refresh() {
+	s.node.Refresh()
+	if s.tls != nil {
+		_ = s.tls.Reload() // logged and counted by Reload
+	}
+}
 
 // Err returns a channel that receives the first error that makes serving
 // pointless: a listener failed, or the embedded NATS server cannot start.

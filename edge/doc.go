@@ -92,6 +92,18 @@
 // With Config.SequinsHeaders, X-Sequins-Version and X-Sequins-Proxied-To
 // are sent as well.
 //
+// # HTTPS
+//
+// With Config.TLS the door speaks HTTPS (TLS 1.2 at least) and HTTP/2 by
+// ALPN. TLS (tls.go) provides that configuration from PEM files and
+// reloads the certificate without a restart: on Reload and when the files
+// change; each handshake reads the current certificate from an atomic
+// pointer, so connections in flight are untouched, and a renewed pair
+// that does not load leaves the previous one serving (logged, counted in
+// spangle_tls_reloads_total{result}). With a client CA, client
+// certificates are required; PeerConfig is the matching client side for
+// requests to peers.
+//
 // # Hot keys
 //
 // With Config.HotCacheBytes (spangle's [storage] hot_cache), the answers

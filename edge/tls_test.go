@@ -1,17 +1,9 @@
 package edge_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,66 +18,6 @@ import (
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/node/nodetest"
 )
-
-// testCA is a certificate authority made in the test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-	pool *x509.CertPool
-}
-
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "spangle test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pool: x509.NewCertPool()}
-	ca.pool.AddCert(cert)
-	return ca
-}
-
-// issue returns a PEM certificate and key for 127.0.0.1 and localhost,
-// usable by servers and clients, with serial, valid until notAfter.
-func (ca *testCA) issue(t testing.TB, serial int64, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "spangle test node"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // writeFile writes b at path, replacing it atomically (a rename), as
 // certificate renewal tools do.
@@ -102,9 +34,9 @@ func writeFile(t testing.TB, path string, b []byte) {
 
 // tlsFiles writes a certificate of ca with serial into dir and returns a
 // TLSConfig naming the files.
-func tlsFiles(t testing.TB, ca *testCA, dir string, serial int64) edge.TLSConfig {
+func tlsFiles(t testing.TB, ca *nodetest.CA, dir string, serial int64) edge.TLSConfig {
 	t.Helper()
-	c, k := ca.issue(t, serial, time.Now().Add(time.Hour))
+	c, k := ca.Issue(t, serial, time.Now().Add(time.Hour))
 	cfg := edge.DefaultTLSConfig()
 	cfg.CertFile, cfg.KeyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeFile(t, cfg.CertFile, c)
@@ -135,8 +67,8 @@ func startTLSServer(t *testing.T, b edge.Backend, tc edge.TLSConfig) (*testServe
 }
 
 // h2Client is an HTTP/2-capable client trusting ca (ALPN offers h2).
-func h2Client(ca *testCA, h2 bool) *http.Client {
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}, ForceAttemptHTTP2: h2}
+func h2Client(ca *nodetest.CA, h2 bool) *http.Client {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}, ForceAttemptHTTP2: h2}
 	if !h2 {
 		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/1.1 only
 		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
@@ -146,9 +78,9 @@ func h2Client(ca *testCA, h2 bool) *http.Client {
 
 // servedSerial dials addr and returns the serial of the certificate it
 // presents.
-func servedSerial(t testing.TB, ca *testCA, addr string) int64 {
+func servedSerial(t testing.TB, ca *nodetest.CA, addr string) int64 {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"})
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +89,7 @@ func servedSerial(t testing.TB, ca *testCA, addr string) int64 {
 }
 
 func TestHTTPSAndHTTP2(t *testing.T) {
-	ca := newTestCA(t)
+	ca := nodetest.NewCA(t)
 	ts, _ := startTLSServer(t, newFake(), tlsFiles(t, ca, t.TempDir(), 2))
 	for _, tt := range []struct {
 		name  string
@@ -186,7 +118,7 @@ func TestHTTPSAndHTTP2(t *testing.T) {
 		})
 	}
 	t.Run("TLS 1.1 refused", func(t *testing.T) {
-		c, err := tls.Dial("tcp", ts.addr, &tls.Config{RootCAs: ca.pool, MaxVersion: tls.VersionTLS11})
+		c, err := tls.Dial("tcp", ts.addr, &tls.Config{RootCAs: ca.Pool, MaxVersion: tls.VersionTLS11})
 		if err == nil {
 			c.Close()
 			t.Fatal("a TLS 1.1 handshake succeeded")
@@ -195,22 +127,22 @@ func TestHTTPSAndHTTP2(t *testing.T) {
 }
 
 func TestTLSStartErrors(t *testing.T) {
-	ca := newTestCA(t)
+	ca := nodetest.NewCA(t)
 	dir := t.TempDir()
 	good := tlsFiles(t, ca, dir, 2)
-	_, otherKey := ca.issue(t, 3, time.Now().Add(time.Hour))
-	expired, expiredKey := ca.issue(t, 4, time.Now().Add(-time.Minute))
+	_, otherKey := ca.Issue(t, 3, time.Now().Add(time.Hour))
+	expired, expiredKey := ca.Issue(t, 4, time.Now().Add(-time.Minute))
 	file := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
 		writeFile(t, p, b)
 		return p
 	}
 	for _, tt := range []struct {
-		name       string
-		cert, key  string
-		clientCA   string
-		peerCA     string
-		want       []string // in the error
+		name      string
+		cert, key string
+		clientCA  string
+		peerCA    string
+		want      []string // in the error
 	}{
 		{name: "missing cert", cert: filepath.Join(dir, "nope.pem"), key: good.KeyFile, want: []string{"http.tls_cert", "no such file"}},
 		{name: "missing key", cert: good.CertFile, key: filepath.Join(dir, "nope.pem"), want: []string{"http.tls_key", "no such file"}},
@@ -219,7 +151,7 @@ func TestTLSStartErrors(t *testing.T) {
 		{name: "mismatched key", cert: good.CertFile, key: file("other-key.pem", otherKey), want: []string{"http.tls_cert", "http.tls_key", "does not match"}},
 		{name: "expired", cert: file("expired.pem", expired), key: file("expired-key.pem", expiredKey), want: []string{"http.tls_cert", "not now"}},
 		{name: "client CA missing", cert: good.CertFile, key: good.KeyFile, clientCA: filepath.Join(dir, "nope.pem"), want: []string{"http.tls_client_ca"}},
-		{name: "client CA not PEM", cert: good.CertFile, key: good.KeyFile, clientCA: file("junk-ca.pem", []byte("junk")), want: []string{"http.tls_client_ca", "no PEM"}},
+		{name: "client CA not PEM", cert: good.CertFile, key: good.KeyFile, clientCA: file("junk-ca.PEM", []byte("junk")), want: []string{"http.tls_client_ca", "no PEM"}},
 		{name: "peer CA missing", cert: good.CertFile, key: good.KeyFile, peerCA: filepath.Join(dir, "nope.pem"), want: []string{"http.tls_peer_ca"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,7 +177,7 @@ func TestTLSStartErrors(t *testing.T) {
 // handshakes get the new certificate. A bad renewal in the middle is
 // refused, counted, and leaves the previous certificate serving.
 func TestTLSRenewalUnderLoad(t *testing.T) {
-	ca := newTestCA(t)
+	ca := nodetest.NewCA(t)
 	dir := t.TempDir()
 	tc := tlsFiles(t, ca, dir, 100)
 	tc.ReloadCheck = 10 * time.Millisecond
@@ -289,7 +221,7 @@ func TestTLSRenewalUnderLoad(t *testing.T) {
 	}
 	waitRequests(50)
 	for serial := int64(101); serial <= 105; serial++ {
-		c, k := ca.issue(t, serial, time.Now().Add(time.Hour))
+		c, k := ca.Issue(t, serial, time.Now().Add(time.Hour))
 		// The key first: a check between the two renames sees the old
 		// certificate with the new key, refuses it and keeps serving.
 		writeFile(t, tc.KeyFile, k)
@@ -306,7 +238,7 @@ func TestTLSRenewalUnderLoad(t *testing.T) {
 		if serial == 102 {
 			// A bad renewal: a certificate that expired.
 			before := failed()
-			bad, badKey := ca.issue(t, 999, time.Now().Add(-time.Minute))
+			bad, badKey := ca.Issue(t, 999, time.Now().Add(-time.Minute))
 			writeFile(t, tc.KeyFile, badKey)
 			writeFile(t, tc.CertFile, bad)
 			checkFor(t, 30*time.Second, "the bad certificate refused", func() bool { return failed() > before })
@@ -338,11 +270,11 @@ func TestTLSRenewalUnderLoad(t *testing.T) {
 }
 
 func TestTLSClientCertificates(t *testing.T) {
-	ca := newTestCA(t)
+	ca := nodetest.NewCA(t)
 	dir := t.TempDir()
 	tc := tlsFiles(t, ca, dir, 2)
-	tc.ClientCAFile = filepath.Join(dir, "ca.pem")
-	writeFile(t, tc.ClientCAFile, ca.pem)
+	tc.ClientCAFile = filepath.Join(dir, "ca.PEM")
+	writeFile(t, tc.ClientCAFile, ca.PEM)
 	ts, tl := startTLSServer(t, newFake(), tc)
 
 	anonymous := h2Client(ca, true)
@@ -353,7 +285,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 	// A peer presents the node's own certificate (PeerConfig).
 	pc := tl.PeerConfig()
-	pc.RootCAs = ca.pool
+	pc.RootCAs = ca.Pool
 	peer := &http.Client{Transport: &http.Transport{TLSClientConfig: pc}, Timeout: 10 * time.Second}
 	defer peer.CloseIdleConnections()
 	resp, err := peer.Get(ts.url + "/baby-names/1881")

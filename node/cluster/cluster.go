@@ -59,6 +59,7 @@ func New(cfg Config) (*Cluster, error) {
 	pc.MaxBatchKeys = cfg.ProxyBatchKeys
 	pc.MaxConnsPerPeer = cfg.ProxyConnsPerPeer
 	pc.PeerToken = cfg.PeerToken
+	pc.TLS = cfg.PeerTLS
 	pc.Logger = log.With("component", "proxy")
 	pc.Registerer = cfg.Registerer
 	p, err := proxy.New(pc)

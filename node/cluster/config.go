@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -73,6 +74,10 @@ type Config struct {
 	// when set (edge.Config.PeerToken). Default "": peers are not told
 	// from other clients.
 	PeerToken string
+	// PeerTLS, when set, makes requests to peers HTTPS with it
+	// (proxy.Config.TLS): spangle sets it from [http] tls_* when the
+	// doors speak HTTPS. Default nil: plain HTTP.
+	PeerTLS *tls.Config
 	// View is the cluster state as this node sees it. Required;
 	// kvcluster.View implements it over kvwatch.
 	View View

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -67,6 +68,13 @@ type Config struct {
 	// below a peer's default limit (edge's MaxBatchBytes, 1 MiB). Must
 	// be > 0.
 	MaxBatchBytes int
+	// TLS, when set, makes the requests to peers HTTPS, verified and
+	// authenticated by it (its RootCAs, its client certificate): the
+	// made Transport uses it; an injected Transport is used as it is
+	// and must be configured alike. Peers then speak HTTP/1.1 over TLS,
+	// so that MaxConnsPerPeer still counts connections. Default nil:
+	// plain HTTP.
+	TLS *tls.Config
 	// Transport sends the requests to peers and keeps their connections
 	// alive. Default nil: New makes one with a keep-alive pool of up to
 	// 128 idle connections per peer (well above MaxConnsPerPeer), 90s

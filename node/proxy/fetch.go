@@ -51,12 +51,12 @@ func checkPeer(peer string) error {
 
 // newPeerRequest builds a request to peer for path and query (escaped
 // already) without parsing a URL.
-func newPeerRequest(ctx context.Context, method, peer, path, query string, header http.Header, body []byte) (*http.Request, error) {
+func newPeerRequest(ctx context.Context, method, scheme, peer, path, query string, header http.Header, body []byte) (*http.Request, error) {
 	hreq, err := http.NewRequestWithContext(ctx, method, "", nil)
 	if err != nil {
 		return nil, err
 	}
-	*hreq.URL = url.URL{Scheme: "http", Host: peer, Opaque: path, RawQuery: query} // the empty one parsed from ""
+	*hreq.URL = url.URL{Scheme: scheme, Host: peer, Opaque: path, RawQuery: query} // the empty one parsed from ""
 	hreq.Host = peer
 	hreq.Header = header
 	if body != nil {
@@ -71,7 +71,7 @@ func newPeerRequest(ctx context.Context, method, peer, path, query string, heade
 // returns its 200 or 404, or why not.
 func (p *Proxy) ask(ctx context.Context, peer string, req *Request) (Response, error) {
 	path, query := requestTarget(*req)
-	hreq, err := newPeerRequest(ctx, http.MethodGet, peer, path, query, p.getHeader, nil)
+	hreq, err := newPeerRequest(ctx, http.MethodGet, p.scheme, peer, path, query, p.getHeader, nil)
 	if err != nil {
 		return Response{}, fmt.Errorf("proxy: peer %s: %w", peer, err)
 	}
@@ -134,7 +134,7 @@ func (p *Proxy) askBatch(ctx context.Context, peer string, attempts []*attempt, 
 	}
 	body := appendBatchRequest(make([]byte, 0, size), attempts)
 	path, query := batchTarget(head)
-	hreq, err := newPeerRequest(ctx, http.MethodPost, peer, path, query, p.batchHeader, body)
+	hreq, err := newPeerRequest(ctx, http.MethodPost, p.scheme, peer, path, query, p.batchHeader, body)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: peer %s: %w", peer, err)
 	}

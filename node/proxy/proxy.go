@@ -53,7 +53,8 @@ type Proxy struct {
 	// modified (they carry the peer token when there is one).
 	getHeader, batchHeader http.Header
 	transport              *http.Transport
-	ownsTrans              bool // transport was made by New
+	scheme                 string // of the requests to peers: "http" or "https" (Config.TLS)
+	ownsTrans              bool   // transport was made by New
 	log                    *slog.Logger
 	m                      *metrics
 	cache                  *cache // nil when off
@@ -91,7 +92,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, transport: cfg.Transport, log: cfg.Logger, m: m,
+	p := &Proxy{cfg: cfg, transport: cfg.Transport, scheme: "http", log: cfg.Logger, m: m,
 		flights: map[string]*flight{}, peers: map[string]*peer{},
 		getHeader: getHeader, batchHeader: batchHeader}
 	if cfg.PeerToken != "" {
@@ -101,6 +102,10 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if p.transport == nil {
 		p.transport, p.ownsTrans = newTransport(), true
+		p.transport.TLSClientConfig = cfg.TLS
+	}
+	if cfg.TLS != nil {
+		p.scheme = "https"
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
