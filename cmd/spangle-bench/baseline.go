@@ -43,8 +43,10 @@ func headersHandler(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveBaseline serves baselineHandler (headersHandler with headers) on
-// bind until ctx ends, then shuts down within 5 s.
-func serveBaseline(ctx context.Context, bind string, headers bool) error {
+// bind until ctx ends, then shuts down within 5 s. With certFile and
+// keyFile it serves HTTPS as net/http does by default (TLS 1.2 or 1.3,
+// HTTP/2 by ALPN): the bare TLS handler spangle's HTTPS is compared with.
+func serveBaseline(ctx context.Context, bind string, headers bool, certFile, keyFile string) error {
 	l, err := net.Listen("tcp", bind)
 	if err != nil {
 		return err
@@ -55,7 +57,13 @@ func serveBaseline(ctx context.Context, bind string, headers bool) error {
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() {
+		if certFile != "" {
+			errc <- srv.ServeTLS(l, certFile, keyFile)
+			return
+		}
+		errc <- srv.Serve(l)
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -32,7 +32,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   spangle-bench run [flags]        build, load and compare; see run -h
   spangle-bench gen --out DIR      write a dataset; see gen -h
-  spangle-bench baseline --bind A  serve a fixed 100-byte body (--headers: with spangle's headers)
+  spangle-bench baseline --bind A  serve a fixed 100-byte body (--headers: with spangle's headers; --tls-cert, --tls-key: over HTTPS)
   spangle-bench scale [flags]      N nodes on a 3-server NATS cluster: coordination cost; see scale -h`)
 }
 
@@ -79,8 +79,10 @@ func baselineCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 	bind := fs.String("bind", "127.0.0.1:8080", "`address` to listen on")
 	headers := fs.Bool("headers", false, "answer with the headers spangle sends with a value, precomputed")
+	certFile := fs.String("tls-cert", "", "PEM certificate `file`: serve HTTPS (with --tls-key)")
+	keyFile := fs.String("tls-key", "", "PEM key `file` of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return serveBaseline(ctx, *bind, *headers)
+	return serveBaseline(ctx, *bind, *headers, *certFile, *keyFile)
 }

@@ -92,6 +92,10 @@ type loadResult struct {
 	// VsBaseline is ReqPerSec over the baseline's at the same Conns: in
 	// the load just before this one when the baseline ran alongside.
 	VsBaseline float64 `json:"vs_baseline,omitempty"`
+	// BaseP50us and BaseP99us are the latencies of the baseline load
+	// paired with this one (its median round's pair).
+	BaseP50us int64 `json:"baseline_p50_us,omitempty"`
+	BaseP99us int64 `json:"baseline_p99_us,omitempty"`
 	// Rounds are every round's VsBaseline (or req/s, without a baseline),
 	// in the order run, when there were several: the row is the median
 	// round's.
@@ -270,7 +274,7 @@ func (r *report) printLoads(w io.Writer, width int) (busy bool) {
 		return false
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\terrors\tvs baseline\tcpu µs/req\tother cpu\t  rounds\n", width, "scenario")
+	fmt.Fprintf(tw, "%-*s\tconns\treq/s\tp50 ms\tp99 ms\tbase p50\tbase p99\terrors\tvs baseline\tcpu µs/req\tother cpu\t  rounds\n", width, "scenario")
 	for _, s := range r.Scenarios {
 		for _, l := range s.Loads {
 			ratio := "-"
@@ -281,8 +285,12 @@ func (r *report) printLoads(w io.Writer, width int) (busy bool) {
 			if l.Scenario != "" {
 				name = l.Scenario
 			}
-			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%.1f\t%.0f%%\t  %s\n", width, name, l.Conns, l.ReqPerSec,
-				float64(l.P50us)/1000, float64(l.P99us)/1000, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct, roundsText(l.Rounds))
+			baseP50, baseP99 := "-", "-"
+			if l.BaseP99us > 0 {
+				baseP50, baseP99 = fmt.Sprintf("%.3f", float64(l.BaseP50us)/1000), fmt.Sprintf("%.3f", float64(l.BaseP99us)/1000)
+			}
+			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%.1f\t%.0f%%\t  %s\n", width, name, l.Conns, l.ReqPerSec,
+				float64(l.P50us)/1000, float64(l.P99us)/1000, baseP50, baseP99, l.Errors, ratio, l.ServerCPUus, l.OtherCPUPct, roundsText(l.Rounds))
 			busy = busy || l.OtherCPUPct > busyThreshold
 		}
 	}

@@ -26,6 +26,7 @@ type runConfig struct {
 	StartRounds  int           // starts of spangle and sequins on a fresh data dir; start to serving is their median; default 3
 	Warmup       time.Duration // one load before each scenario's, at the most connections, not measured; 0 skips; default 2s
 	Conns        []int         // connection counts; default 1,50
+	Zipf         bool          // also load spangle (and https) with Zipf-distributed keys; default true
 	BuildTimeout time.Duration // from start to ACTIVE; default 10m
 	JSON         string        // also write the results there; default none
 	Scenarios    []string      // which scenarios run, in scenarios' order; default all
@@ -63,6 +64,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rounds, "rounds", 3, "measured loads per scenario and connection count, each just after a baseline load at the same connections (when the baseline runs); the report gives the median round")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario's loads; 0 skips it")
 	fs.Var((*intList)(&c.Conns), "conns", "comma-separated connection `counts`")
+	fs.BoolVar(&c.Zipf, "zipf", true, fmt.Sprintf("also load the spangle and https scenarios with keys of a Zipf distribution (exponent %g), paired with the baseline as the uniform loads", zipfTheta))
 	fs.DurationVar(&c.BuildTimeout, "build-timeout", 10*time.Minute, "how long spangle may take to make the version ACTIVE")
 	fs.StringVar(&c.JSON, "json", "", "also write the results as JSON to `file`")
 	c.Scenarios = scenarioNames()
@@ -200,7 +202,8 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 
 	b := &bench{cfg: cfg, log: log, source: filepath.Join(cfg.Work, "source"), wrk: wrk,
-		script: filepath.Join(cfg.Work, "bench.lua"), checkScript: filepath.Join(cfg.Work, "check.lua")}
+		script: filepath.Join(cfg.Work, "bench.lua"), checkScript: filepath.Join(cfg.Work, "check.lua"),
+		zipfScript: filepath.Join(cfg.Work, "zipf.lua")}
 	log.Info("generating dataset", "dir", b.source, "records", cfg.Gen.Records)
 	t := time.Now()
 	if r.GenCached, err = generate(b.source, cfg.Gen); err != nil {
@@ -212,6 +215,9 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		if err := writeWrkScript(path, cfg.Gen.Records, cfg.Gen.KeySize, "/"+cfg.Gen.DB+"/", strict); err != nil {
 			return err
 		}
+	}
+	if err := writeZipfScript(b.zipfScript, cfg.Gen.Records, cfg.Gen.KeySize, "/"+cfg.Gen.DB+"/"); err != nil {
+		return err
 	}
 
 	if slices.Contains(cfg.Scenarios, baselineName) {
@@ -252,8 +258,10 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 			}
 			res.Name = name
 			for i := range res.Loads {
-				if res.Loads[i].Scenario == sc.name {
-					res.Loads[i].Scenario = name
+				// "spangle" and "spangle zipf" become "spangle-s2-blocks"
+				// and "spangle-s2-blocks zipf".
+				if rest, ok := strings.CutPrefix(res.Loads[i].Scenario, sc.name); ok && (rest == "" || rest[0] == ' ') {
+					res.Loads[i].Scenario = name + rest
 				}
 			}
 			r.Scenarios = append(r.Scenarios, res)

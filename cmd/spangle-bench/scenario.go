@@ -27,8 +27,8 @@ type bench struct {
 	source string // the generated source root
 	wrk    string // path of wrk
 	// The wrk scripts asking for the dataset's keys, lean and strict (see
-	// wrkScript).
-	script, checkScript string
+	// wrkScript), and with a Zipf distribution (zipfScript).
+	script, checkScript, zipfScript string
 	// compression is the spangle scenario's value compression ("": the
 	// default, none).
 	compression string
@@ -63,6 +63,7 @@ func scenarios() []scenario {
 		{name: sequinsName, run: runSequins},
 		{name: "cluster", run: runCluster},
 		{name: "publish", run: runPublish},
+		{name: httpsName, run: runHTTPS},
 		{name: headersName, run: runHeaders},
 		{name: baselineName, run: runBaseline},
 	}
@@ -120,6 +121,12 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
 		return res, err
 	}
+	if b.cfg.Zipf {
+		spec := loadSpec{base: b.base, script: b.zipfScript, warmup: b.zipfScript, name: res.Name + " zipf"}
+		if err := b.loadWith(ctx, &res, "http://"+addr+"/", c, spec); err != nil {
+			return res, err
+		}
+	}
 	servingRSS(c.pid(), &res)
 	return res, nil
 }
@@ -142,7 +149,7 @@ func (b *bench) startServing(ctx context.Context, start func() (*benchServer, er
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := waitServing(ctx, srv.c, srv.addr, b.cfg.Gen, b.cfg.BuildTimeout)
+		s, err := waitServing(ctx, srv.c, "http://"+srv.addr, b.cfg.Gen, b.cfg.BuildTimeout)
 		if err != nil {
 			return srv, nil, fmt.Errorf("start %d: %w", n, err)
 		}
@@ -257,7 +264,10 @@ func startBaseline(ctx context.Context, b *bench, name string, args ...string) (
 		return nil, err
 	}
 	url := "http://" + addr + "/"
-	client := &http.Client{Timeout: 2 * time.Second}
+	if slices.Contains(args, "--tls-cert") {
+		url = "https://" + addr + "/"
+	}
+	client := benchClient(2 * time.Second)
 	err = pollUntil(ctx, c, 10*time.Second, pollInterval, "baseline to listen", func() error {
 		resp, err := client.Get(url)
 		if err != nil {
@@ -321,34 +331,55 @@ func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) 
 // at the same connections (if the baseline runs), and adds the median
 // round to res. It fails if c exits meanwhile.
 func (b *bench) load(ctx context.Context, res *scenarioResult, url string, c *child) error {
-	if b.cfg.Warmup > 0 {
-		r := wrkRun{Script: b.checkScript, URL: url, Conns: slices.Max(b.cfg.Conns), Duration: b.cfg.Warmup}
+	return b.loadWith(ctx, res, url, c, loadSpec{base: b.base, script: b.script, warmup: b.checkScript})
+}
+
+// loadSpec is what loadWith runs: the script of the measured loads, the
+// warm-up's ("": none), the baseline each round is paired with (nil:
+// none), and the name of the rows ("": the scenario's).
+type loadSpec struct {
+	base           *baselineServer
+	script, warmup string
+	name           string
+}
+
+// loadWith is load with spec's script, warm-up, baseline and row name.
+// Only the loads of b.base with the uniform script are kept as the
+// baseline's own rows.
+func (b *bench) loadWith(ctx context.Context, res *scenarioResult, url string, c *child, spec loadSpec) error {
+	name := cmp.Or(spec.name, res.Name)
+	if b.cfg.Warmup > 0 && spec.warmup != "" {
+		r := wrkRun{Script: spec.warmup, URL: url, Conns: slices.Max(b.cfg.Conns), Duration: b.cfg.Warmup}
 		s, err := runWrk(ctx, b.wrk, r)
 		if err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 		if n := s.Errors.Total(); n > 0 {
-			res.Problems = append(res.Problems, fmt.Sprintf("warm-up at %d connections: %d failed requests (%s; status counts any but 200)", r.Conns, n, s.Errors))
+			res.Problems = append(res.Problems, fmt.Sprintf("%s warm-up at %d connections: %d failed requests (%s; status counts any but 200)", name, r.Conns, n, s.Errors))
 		}
 	}
-	paired := b.base != nil && b.base.c != c
+	paired := spec.base != nil && spec.base.c != c
+	record := spec.base == b.base && spec.script == b.script
 	for _, n := range b.cfg.Conns {
 		var rounds []loadResult
 		for range b.cfg.Rounds {
 			var base loadResult
 			if paired {
 				var err error
-				if base, err = b.measure(ctx, baselineName, b.base.url, b.base.c, n); err != nil {
+				if base, err = b.measure(ctx, spec.base.c.name, spec.base.url, spec.base.c, n, spec.script); err != nil {
 					return fmt.Errorf("baseline at %d connections: %w", n, err)
 				}
-				b.base.loads[n] = append(b.base.loads[n], base)
+				if record {
+					spec.base.loads[n] = append(spec.base.loads[n], base)
+				}
 			}
-			lr, err := b.measure(ctx, res.Name, url, c, n)
+			lr, err := b.measure(ctx, name, url, c, n, spec.script)
 			if err != nil {
 				return fmt.Errorf("at %d connections: %w", n, err)
 			}
 			if base.ReqPerSec > 0 {
 				lr.VsBaseline = lr.ReqPerSec / base.ReqPerSec
+				lr.BaseP50us, lr.BaseP99us = base.P50us, base.P99us
 			}
 			rounds = append(rounds, lr)
 		}
@@ -357,9 +388,9 @@ func (b *bench) load(ctx context.Context, res *scenarioResult, url string, c *ch
 	return nil
 }
 
-// measure runs one measured load of url at n connections.
-func (b *bench) measure(ctx context.Context, scenario, url string, c *child, n int) (loadResult, error) {
-	r := wrkRun{Script: b.script, URL: url, Conns: n, Duration: b.cfg.Duration}
+// measure runs one measured load of url at n connections with script.
+func (b *bench) measure(ctx context.Context, scenario, url string, c *child, n int, script string) (loadResult, error) {
+	r := wrkRun{Script: script, URL: url, Conns: n, Duration: b.cfg.Duration}
 	before, cpuErr := sampleCPU(c.pid())
 	start := time.Now()
 	s, err := runWrk(ctx, b.wrk, r)

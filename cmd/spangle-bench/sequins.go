@@ -61,11 +61,11 @@ func runSequins(ctx context.Context, b *bench) (res scenarioResult, err error) {
 // key's value, and returns the seconds from c's start: start-to-serving,
 // measured the same way for every server (a version switches whole, so
 // one key served means all are).
-func waitServing(ctx context.Context, c *child, addr string, p genParams, timeout time.Duration) (float64, error) {
+func waitServing(ctx context.Context, c *child, base string, p genParams, timeout time.Duration) (float64, error) {
 	i := p.Records - 1
-	url := "http://" + addr + "/" + p.DB + "/" + key(i, p.KeySize)
+	url := base + "/" + p.DB + "/" + key(i, p.KeySize)
 	want := string(appendValue(nil, p.Seed, i, p.ValueSize))
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := benchClient(5 * time.Second)
 	err := pollUntil(ctx, c, timeout, pollInterval, "the last key to be served", func() error {
 		resp, err := client.Get(url)
 		if err != nil {

@@ -33,6 +33,60 @@ function request()
 end
 ` + wrkScriptCommon))
 
+// zipfScript asks for keys with a Zipf distribution of exponent {{.Theta}}
+// over n keys (YCSB's "zipfian", by Gray et al.'s method: O(n) once per
+// thread for zeta(n), then O(1) per request). The ranks are spread over
+// the keyspace by a multiplication modulo n with a prime that does not
+// divide n (zipfPrime), so that the hot keys fall in different blocks
+// and partitions rather than at the start of the first one.
+var zipfScript = template.Must(template.New("zipf.lua").Parse(`-- Written by spangle-bench; rewritten on every run.
+local n = {{.N}}
+local keyformat = "{{.KeyFormat}}"
+local prefix = "{{.Prefix}}"
+local theta = {{.Theta}}
+local zetan = 0
+for i = 1, n do zetan = zetan + 1 / (i ^ theta) end
+local zeta2 = 1 + 0.5 ^ theta
+local alpha = 1 / (1 - theta)
+local eta = (1 - (2 / n) ^ (1 - theta)) / (1 - zeta2 / zetan)
+
+local function rank()
+  local u = math.random()
+  local uz = u * zetan
+  if uz < 1 then return 0 end
+  if uz < zeta2 then return 1 end
+  return math.min(n - 1, math.floor(n * (eta * u - eta + 1) ^ alpha))
+end
+
+function request()
+  return wrk.format("GET", prefix .. string.format(keyformat, (rank() * {{.Prime}}) % n))
+end
+` + wrkScriptCommon))
+
+// zipfTheta is the Zipf exponent of the skewed load: YCSB's default.
+const zipfTheta = 0.99
+
+// zipfPrime spreads the Zipf ranks over the keyspace; the rank times it
+// stays below 2^53 (exact in Lua's numbers) for n below 2^33.
+const zipfPrime = 1000003
+
+// writeZipfScript writes the Zipf load script for n keys of keySize
+// under prefix to path.
+func writeZipfScript(path string, n int64, keySize int, prefix string) error {
+	if n%zipfPrime == 0 || n >= 1<<33 {
+		return fmt.Errorf("zipf: %d records: a multiple of %d or too many for the script", n, zipfPrime)
+	}
+	var b bytes.Buffer
+	err := zipfScript.Execute(&b, map[string]any{
+		"N": n, "KeyFormat": keyFormat(keySize), "Prefix": prefix, "Marker": wrkMarker, "Strict": false,
+		"Theta": zipfTheta, "Prime": zipfPrime,
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
 // wrkScriptCommon is the part of every load script after its keys and
 // request(): per-thread seeds, the strict status count and done()'s line.
 const wrkScriptCommon = `local threads = {}
