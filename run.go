@@ -236,7 +236,7 @@ func (s *Server) startPurger(pcfg edge.PurgeConfig, reg prometheus.Registerer) e
 // newHTTP is the HTTP front door ([http]) on the node.
 func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, error) {
 	ecfg := cfg.HTTP
-	ecfg.Backend, ecfg.Batch, ecfg.SourceError = s.node, s.node, s.node.SourceError
+	ecfg.Backend, ecfg.Batch, ecfg.SourceError, ecfg.Versions = s.node, s.node, s.node.SourceError, s.node
 	ecfg.NodeName = s.node.Name()
 	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg
 	ecfg.SequinsHeaders = cfg.SequinsHeaders

@@ -23,6 +23,10 @@ type Config struct {
 	// ("" when it can): a /readyz that is 503 gives it. Default nil: the
 	// 503 says "not ready" only.
 	SourceError func() string
+	// Versions tells the hot cache (HotCacheBytes) which version of a db
+	// lookups read now, and when versions change; *node.Node implements
+	// it. Default nil: no hot cache.
+	Versions Versions
 
 	// NodeName is this node's key in node.VersionStatus.Nodes; /healthz
 	// reports the entries under it. Default "localhost" (sequins' name for
@@ -109,8 +113,8 @@ type Config struct {
 	// HotCacheBytes bounds the hot cache: answers of keys asked often
 	// (value, ETag, headers) kept per (db, version, key) and served
 	// without a read of the store; entries of a version are dropped when
-	// the db switches from it. Needs a Backend with ActiveVersion
-	// (node.Node); 0 turns it off. Default 16 MiB.
+	// the db switches from it. Needs Versions; 0 turns it off.
+	// Default 16 MiB.
 	HotCacheBytes int64
 	// MaxConns bounds the connections Serve keeps open at once; further
 	// ones wait in the listen backlog. Default: half the process's limit

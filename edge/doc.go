@@ -113,10 +113,10 @@
 // so a scan of cold keys does not flush the hot ones) under (db,
 // version, key, raw), and a key asked again is answered from it without
 // reading the store. Each lookup reads the db's active version first
-// (the Backend's ActiveVersion, an atomic load), so an entry answers only
+// (Config.Versions' ActiveVersion, an atomic load), so an entry answers only
 // for the version a Get would read now, and its value and its
 // X-Spangle-Version come from the same lookup: a switch can never mix
-// them. Serve follows the Backend's held versions (HeldSource) and drops
+// them. Serve follows the held versions (Versions.Held) and drops
 // the entries of versions switched away from. Peers' ?proxy= lookups and
 // proxied answers are not cached. Metrics: spangle_hot_cache_hits_total,
 // _misses_total, _evictions_total, _dropped_total, _bytes, _entries,

@@ -16,7 +16,7 @@ import (
 // answered (decoded), its ETag and the version's header values — so
 // that a key asked again is answered without the bbolt seek, the block's
 // decoding or the ETag's hash. Entries are named by (db, version, key,
-// raw): a lookup reads the db's active version first (activeVersioner),
+// raw): a lookup reads the db's active version first (Config.Versions),
 // so an entry is served only for the version a Get would read now, and
 // its answer carries that version's header. Entries of a version the db
 // switched away from are dropped (Serve follows the backend's held
@@ -26,11 +26,16 @@ import (
 // lookup names a version that may be pending or retired, and a proxied
 // answer (ProxiedTo) is node/proxy's to cache.
 
-// activeVersioner is what the hot cache needs beyond Backend: the name
-// of a db's active version, without blocking. *node.Node has it; a
-// Backend without it gets no hot cache.
-type activeVersioner interface {
+// Versions is what the hot cache needs of a node beside Backend: the
+// name of a db's active version, read without blocking, and the held
+// versions to follow (HeldSource). *node.Node implements it.
+type Versions interface {
+	// ActiveVersion returns the name of the version a Get of db without
+	// GetOptions.Version reads at this moment; false when there is none.
+	// It must not block, and a lookup started after it returned must
+	// read that version or a later one.
 	ActiveVersion(db string) (string, bool)
+	HeldSource
 }
 
 // hotKey names a cached answer.
@@ -68,7 +73,7 @@ const hotEntryOverhead = 256
 type hotCache struct {
 	c        *otter.Cache[hotKey, *answer]
 	counter  *stats.Counter
-	active   activeVersioner
+	active   Versions
 	maxEntry int // larger entries are not cached
 	// epoch is incremented before every drop: an answer looked up before
 	// a drop and stored after it is removed again (put).
@@ -86,7 +91,7 @@ type hotCache struct {
 
 // newHotCache returns a cache of maxBytes over active, or nil when
 // maxBytes is 0 or active is nil.
-func newHotCache(maxBytes int64, active activeVersioner) (*hotCache, error) {
+func newHotCache(maxBytes int64, active Versions) (*hotCache, error) {
 	if maxBytes <= 0 || active == nil {
 		return nil, nil
 	}
@@ -159,9 +164,9 @@ func (h *hotCache) drop(changed map[string]bool, active map[string]string) {
 }
 
 // follow starts the goroutine that drops the entries of replaced
-// versions, following src's held versions, until stop. After stop it
+// versions, following the held versions, until stop. After stop it
 // starts nothing.
-func (h *hotCache) follow(src HeldSource) {
+func (h *hotCache) follow() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
@@ -170,7 +175,7 @@ func (h *hotCache) follow(src HeldSource) {
 	h.wg.Go(func() {
 		active := map[string]string{}
 		for {
-			held, changed := src.Held()
+			held, changed := h.active.Held()
 			now := map[string]string{}
 			for _, v := range held {
 				if v.Active {

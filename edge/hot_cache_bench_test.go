@@ -49,7 +49,7 @@ func BenchmarkHotCache(b *testing.B) {
 	}{{"miss", 0}, {"hit", 16 << 20}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ecfg := edge.DefaultConfig()
-			ecfg.Backend, ecfg.HotCacheBytes, ecfg.Registerer = n, bc.bytes, prometheus.NewRegistry()
+			ecfg.Backend, ecfg.Versions, ecfg.HotCacheBytes, ecfg.Registerer = n, n, bc.bytes, prometheus.NewRegistry()
 			srv, err := edge.NewServer(ecfg)
 			if err != nil {
 				b.Fatal(err)

@@ -9,10 +9,13 @@ import (
 	"github.com/spangledb/spangle/node"
 )
 
-// oneVersion is an activeVersioner whose every db is at version "1".
+// oneVersion is a Versions whose every db is at version "1".
 type oneVersion struct{}
 
 func (oneVersion) ActiveVersion(string) (string, bool) { return "1", true }
+func (oneVersion) Held() ([]node.HeldVersion, <-chan struct{}) {
+	return nil, nil
+}
 
 // TestHotCacheEntryOverhead measures the heap an entry takes beyond its
 // key's and value's bytes, as a lookup's miss stores it, and checks that

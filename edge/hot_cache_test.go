@@ -15,6 +15,8 @@ import (
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
+var _ edge.Versions = (*node.Node)(nil)
+
 // hotNode starts a real node on a source root holding db "d" at version
 // v0000 (keys key-<i> → "<version>:<i>"), and returns it and the root,
 // where the test writes later versions.
@@ -48,7 +50,7 @@ func hotVersion(i int) string { return fmt.Sprintf("v%04d", i) }
 func TestHotCacheSwitches(t *testing.T) {
 	const upgrades, keys, hot, readers = 20, 100, 8, 6
 	n, root := hotNode(t, keys)
-	ts := startServer(t, n)
+	ts := startServer(t, n, withVersions(n))
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -135,7 +137,7 @@ func TestHotCacheSwitches(t *testing.T) {
 // and peers' ?proxy= lookups are kept apart.
 func TestHotCacheAnswers(t *testing.T) {
 	n, _ := hotNode(t, 10)
-	ts := startServer(t, n, func(c *edge.Config) { c.GzipMinBytes = 4 })
+	ts := startServer(t, n, withVersions(n), func(c *edge.Config) { c.GzipMinBytes = 4 })
 	miss := ts.do(t, "GET", "/d/key-3")
 	etag := miss.header.Get("Etag")
 	for _, tt := range []struct {
@@ -183,20 +185,25 @@ func TestHotCacheAnswers(t *testing.T) {
 	}
 }
 
+// withVersions gives the server n's versions: the hot cache is on.
+func withVersions(n *node.Node) func(*edge.Config) {
+	return func(c *edge.Config) { c.Versions = n }
+}
+
 // TestHotCacheOff checks that HotCacheBytes 0 turns the cache off, and
-// that a Backend without ActiveVersion gets none.
+// that a server without Versions has none.
 func TestHotCacheOff(t *testing.T) {
 	n, _ := hotNode(t, 10)
 	for _, tt := range []struct {
-		name    string
-		backend edge.Backend
-		bytes   int64
+		name     string
+		versions edge.Versions
+		bytes    int64
 	}{
 		{"zero", n, 0},
-		{"no ActiveVersion", newFake(), 1 << 20},
+		{"no Versions", nil, 1 << 20},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ts := startServer(t, tt.backend, func(c *edge.Config) { c.HotCacheBytes = tt.bytes })
+			ts := startServer(t, n, func(c *edge.Config) { c.HotCacheBytes, c.Versions = tt.bytes, tt.versions })
 			ts.do(t, "GET", "/d/key-1")
 			if body := ts.do(t, "GET", "/metrics").body; strings.Contains(body, "spangle_hot_cache") {
 				t.Error("hot cache metrics exposed with the cache off")

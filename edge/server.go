@@ -123,8 +123,7 @@ func NewServer(cfg Config) (*Server, error) {
 		batchWait:     cfg.BatchWait,
 		batchBytes:    semaphore.NewWeighted(cfg.BatchBytesInFlight),
 	}
-	av, _ := cfg.Backend.(activeVersioner)
-	if s.hot, err = newHotCache(cfg.HotCacheBytes, av); err != nil {
+	if s.hot, err = newHotCache(cfg.HotCacheBytes, cfg.Versions); err != nil {
 		return nil, err
 	}
 	if s.hot != nil {
@@ -153,8 +152,8 @@ func NewServer(cfg Config) (*Server, error) {
 // otherwise the error that stopped it.
 func (s *Server) Serve(l net.Listener) error {
 	s.startOnce.Do(func() {
-		if src, ok := s.backend.(HeldSource); ok && s.hot != nil {
-			s.hot.follow(src) // drops the entries of versions switched away from
+		if s.hot != nil {
+			s.hot.follow() // drops the entries of versions switched away from
 		}
 	})
 	l = newLimitListener(l, s.maxConns)

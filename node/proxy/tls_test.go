@@ -40,7 +40,7 @@ func TestPeersOverHTTPS(t *testing.T) {
 	}
 	b := &mapBackend{version: "v1", data: map[string]string{"a": "A", "b": "B", "c": "C"}}
 	cfg := edge.DefaultConfig()
-	cfg.Backend, cfg.PeerToken, cfg.TLS = b, "s3cret", tl.ServerConfig()
+	cfg.Backend, cfg.Batch, cfg.PeerToken, cfg.TLS = b, b, "s3cret", tl.ServerConfig()
 	srv, err := edge.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,5 @@ func TestPeersOverHTTPS(t *testing.T) {
 			wg.Wait()
 		})
 	}
-	if b.maxBatch() == 0 {
-		t.Log("no batch reached the peer (every lookup went alone)")
-	}
+	t.Logf("largest batch the peer answered: %d keys", b.maxBatch())
 }
