@@ -139,7 +139,7 @@ func (p *Proxy) askList(ctx context.Context, peer, path, query string, req ListR
 	if err := checkPeer(peer); err != nil {
 		return ListResponse{}, err
 	}
-	hreq, err := newPeerRequest(ctx, http.MethodGet, peer, path, query, p.getHeader, nil)
+	hreq, err := newPeerRequest(ctx, http.MethodGet, p.scheme, peer, path, query, p.getHeader, nil)
 	if err != nil {
 		return ListResponse{}, fmt.Errorf("proxy: peer %s: %w", peer, err)
 	}
