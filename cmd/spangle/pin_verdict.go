@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 )
@@ -51,6 +53,10 @@ func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster
 	if err := putPin(ctx, kv, key, p); err != nil {
 		return err
 	}
+	if region == "" && noNodes(ctx, nc, cluster) {
+		fmt.Fprintf(stdout, "  written; no node uses this NATS server's buckets to answer (a hub of regions?): every region's nodes follow it through their mirror (spangle status --regions shows them)\n")
+		return nil
+	}
 	want := node.Pin{Version: p.Version, Before: p.Before}
 	answers, err := awaitPinAnswers(ctx, c, p.DB, want.String())
 	switch {
@@ -65,6 +71,32 @@ func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster
 		fmt.Fprintf(stdout, "  %s: %s\n", a.node, a.state)
 	}
 	return nil
+}
+
+// noNodes reports whether the nodes bucket nc reaches is missing or
+// empty: a hub of regions (its nodes live in the regions' domains), where
+// there is nobody to wait for.
+func noNodes(ctx context.Context, nc *nats.Conn, cluster string) bool {
+	js, err := natsconn.JetStream(nc, natsconn.Options{})
+	if err != nil {
+		return false
+	}
+	kv, err := js.KeyValue(ctx, names.KVBucket(cluster, names.Nodes))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	l, err := kv.ListKeys(ctx)
+	if err != nil {
+		return false
+	}
+	defer l.Stop() //nolint:errcheck // read only
+	for range l.Keys() {
+		return false
+	}
+	return true
 }
 
 // newMapClient returns a started client on nc that reads the cluster map:

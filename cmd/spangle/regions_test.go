@@ -209,7 +209,8 @@ func proxiedKeys(base, version string, keys int) (int, error) {
 //     answer); restored, ra serves v3 without a restart;
 //  4. the link of ra flaps: ra serves on and builds nothing;
 //  5. spangle rollback --region rb at the hub: rb goes back, ra does not;
-//     spangle status --regions shows both;
+//     spangle status --regions shows both; a pin for all at the hub does
+//     not move rb off its region pin;
 //  6. region rb stopped whole: nothing changes in ra, and the hub's
 //     status shows rb gone.
 func TestRegions(t *testing.T) {
@@ -358,6 +359,18 @@ hub_check_interval = "1s"
 		}
 		return nil
 	})
+
+	// A pin for all, at the hub: the command returns at once (the hub has
+	// no nodes to wait for); rb keeps its region pin, which wins.
+	code, stdout, stderr := runCLI(t, bin, "activate", "--nats", hub.url, "--timeout", "5s", "d", "v3")
+	if code != 0 || !strings.Contains(stdout, "a hub of regions") {
+		t.Fatalf("activate at the hub: exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, n := range []*clusterProc{b1, b2} {
+		if err := readAll(n.base, "v2", keys); err != nil {
+			t.Fatalf("rb under its region pin and a pin for all: %v", err)
+		}
+	}
 
 	// 6. Region rb stopped whole: ra serves on; the hub's status says rb
 	// is gone (its region pin names it).

@@ -106,7 +106,22 @@ func (f *Feed) watch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer func() {
+		// nats.go's watcher sends from the subscription's callback into a
+		// channel of 32: empty it after unsubscribing, so that a callback
+		// blocked on a full channel returns.
+		_ = w.Stop()
+		for {
+			select {
+			case _, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+			default:
+				return
+			}
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
