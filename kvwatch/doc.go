@@ -109,10 +109,10 @@
 //
 // A bucket deleted, purged or re-created under a running KV loses its
 // entries, and a purge sends watchers nothing. Each Heartbeat the KV looks
-// at every bucket it holds entries in (one STREAM.INFO each): when the
-// bucket is gone (it is created again), was created again, or no longer
-// holds the revision of one of its writes, it writes all its entries in
-// that bucket again at once, reloads the bucket whole, logs it and counts
+// at every bucket (one STREAM.INFO each): when one it holds entries in is
+// gone (it is created again), was created again, or no longer holds the
+// revision of one of its writes, it writes all its entries in that bucket
+// again at once, reloads the bucket whole, logs it and counts
 // it (spangle_kvwatch_bucket_repairs_total). Versions entries come back
 // only where the key is absent, so a newer version stays.
 //

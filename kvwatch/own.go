@@ -342,14 +342,20 @@ func (k *KV) heartbeat(ctx context.Context) {
 	t := time.NewTicker(k.cfg.Heartbeat)
 	defer t.Stop()
 	var seen [numBuckets]bucketSeen
+	if k.nc.IsConnected() {
+		k.checkBuckets(ctx, &seen) // learn the streams' creation times
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			if k.nc.IsConnected() {
-				k.refreshAll(ctx, false)
+				// The check first: a refresh re-creates a purged own
+				// entry quietly, and the bucket would then look whole
+				// while others' purged keys stay in the snapshot.
 				k.checkBuckets(ctx, &seen)
+				k.refreshAll(ctx, false)
 			}
 		case <-k.hbKick:
 			if k.nc.IsConnected() {

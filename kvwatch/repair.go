@@ -18,8 +18,9 @@ import (
 // repair the node would be missing from the cluster map until its next
 // refresh (a third of PartitionsTTL for partitions entries) and its
 // version entries never come back. The heartbeat therefore looks at every
-// bucket it holds entries in, once per Heartbeat (one STREAM.INFO each),
-// and when the bucket is gone, was created again, or no longer holds the
+// bucket once per Heartbeat, before refreshing (one STREAM.INFO each; at
+// its start too, to learn the streams' creation times), and when one it
+// holds entries in is gone, was created again, or no longer holds the
 // revision of one of this KV's writes, it writes every entry of this KV
 // in that bucket again at once and has the watch loop reload the bucket
 // whole (the snapshot would otherwise keep purged keys of others for
@@ -83,27 +84,27 @@ func (k *KV) ownRevisions(b Bucket) []uint64 {
 	return revs
 }
 
-// checkBuckets looks at each bucket this KV holds entries in and repairs
-// the ones that lost them. seen is the heartbeat's memory of the streams,
-// indexed by Bucket.
+// checkBuckets looks at each bucket and repairs those that lost this KV's
+// entries. seen is the heartbeat's memory of the streams, indexed by
+// Bucket.
 func (k *KV) checkBuckets(ctx context.Context, seen *[numBuckets]bucketSeen) {
 	js, kvs, err := k.handles()
 	if err != nil {
 		return
 	}
 	for _, w := range k.buckets {
+		// Buckets without own entries are looked at too: a re-creation
+		// shows by the stream's creation time, which must be known
+		// before it happens.
 		revs := k.ownRevisions(w.b)
-		if len(revs) == 0 {
-			continue
-		}
 		reason, err := k.bucketReset(ctx, js, kvs[w.b], w, revs, &seen[w.b])
 		if err != nil {
 			if ctx.Err() == nil {
-				k.log.Debug("bucket check failed", "bucket", w.b, "err", err)
+				k.log.Debug("bucket check failed", "bucket", w.b.String(), "err", err)
 			}
 			continue
 		}
-		if reason != "" {
+		if reason != "" && len(revs) > 0 {
 			k.repairBucket(ctx, w.b, reason)
 		}
 	}
@@ -111,12 +112,16 @@ func (k *KV) checkBuckets(ctx context.Context, seen *[numBuckets]bucketSeen) {
 
 // bucketReset returns why bucket w lost this KV's writes ("deleted",
 // "recreated", "purged"), or "" when it did not. A deleted bucket is
-// created again here.
+// created again here when this KV has entries in it (else the watch loop
+// does).
 func (k *KV) bucketReset(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, w watched, revs []uint64, seen *bucketSeen) (string, error) {
 	octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 	st, err := kv.Status(octx)
 	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+		if len(revs) == 0 {
+			return "", err
+		}
 		if _, err := k.ensureBucket(ctx, js, w, k.cfg.OpTimeout); err != nil {
 			return "", fmt.Errorf("re-create: %w", err)
 		}
@@ -182,7 +187,7 @@ func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
 		return
 	}
 	k.met.bucketRepairs.WithLabelValues(b.String(), reason).Inc()
-	k.log.Warn("bucket lost this node's entries; wrote them again", "bucket", b, "reason", reason,
+	k.log.Warn("bucket lost this node's entries; wrote them again", "bucket", b.String(), "reason", reason,
 		"entries", n, "failed", failed)
 	k.reloadWanted[b].Store(true)
 	kick(k.connKick)
