@@ -36,6 +36,15 @@ func TestReady(t *testing.T) {
 	if err := ready([]string{"--http", srv.URL}, io.Discard); err == nil {
 		t.Fatal("no error from a closed port")
 	}
+	// HTTPS: the node's certificate is verified unless --insecure.
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
+	defer tlsSrv.Close()
+	if err := ready([]string{"--http", tlsSrv.URL}, io.Discard); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("https to an unknown certificate: %v", err)
+	}
+	if err := ready([]string{"--http", tlsSrv.URL, "--insecure"}, io.Discard); err != nil {
+		t.Fatalf("https --insecure: %v", err)
+	}
 	if err := ready([]string{"extra"}, io.Discard); err == nil {
 		t.Fatal("no error for an argument")
 	}
