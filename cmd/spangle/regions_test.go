@@ -161,6 +161,7 @@ func regionBNode(id int, url string) string {
 shard_id = "%d"
 [nats]
 url = %q
+entry_ttl = "2s"
 [region]
 name = "rb"
 hub_check_interval = "1s"
@@ -168,6 +169,7 @@ hub_check_interval = "1s"
 enabled = true
 replication = 1
 time_to_converge = "1s"
+heal_after = "1s"
 `, id, url)
 }
 
@@ -208,10 +210,12 @@ func proxiedKeys(base, version string, keys int) (int, error) {
 //     after its node restarts while cut off (and says the hub does not
 //     answer); restored, ra serves v3 without a restart;
 //  4. the link of ra flaps: ra serves on and builds nothing;
-//  5. spangle rollback --region rb at the hub: rb goes back, ra does not;
+//  5. rb cut off and one of its nodes killed: the other heals inside the
+//     region and serves every key itself;
+//  6. spangle rollback --region rb at the hub: rb goes back, ra does not;
 //     spangle status --regions shows both; a pin for all at the hub does
 //     not move rb off its region pin;
-//  6. region rb stopped whole: nothing changes in ra, and the hub's
+//  7. region rb stopped whole: nothing changes in ra, and the hub's
 //     status shows rb gone.
 func TestRegions(t *testing.T) {
 	if testing.Short() {
@@ -334,7 +338,25 @@ hub_check_interval = "1s"
 		t.Errorf("ra built %d versions while its link flapped", n-builds)
 	}
 
-	// 5. A region-targeted rollback at the hub: rb goes back to v2, ra
+	// 5. rb cut off, and one of its nodes killed: the other heals inside
+	// the region (it loads the lost partitions from the region's mirror)
+	// and serves every key; the link back, the node restarted.
+	relayB.setCut(true)
+	b2.kill(t)
+	// (Until it has healed, answers of the dead node may still come from
+	// the proxy's hot cache; healed, the node answers every key itself.)
+	waitFor(t, "rb1 healed while cut off", func() error {
+		p, err := proxiedKeys(b1.base, "v3", keys)
+		if err == nil && p > 0 {
+			err = fmt.Errorf("%d keys proxied", p)
+		}
+		return err
+	})
+	relayB.setCut(false)
+	b2.start(t)
+	waitFor(t, "rb2 back", func() error { return readAll(b2.base, "v3", keys) })
+
+	// 6. A region-targeted rollback at the hub: rb goes back to v2, ra
 	// stays at v3; the hub's status shows both.
 	if code, _, stderr := runCLI(t, bin, "rollback", "--region", "rb", "--nats", hub.url, "d", "v2"); code != 0 {
 		t.Fatalf("rollback --region rb: exit %d: %s", code, stderr)
@@ -372,7 +394,7 @@ hub_check_interval = "1s"
 		}
 	}
 
-	// 6. Region rb stopped whole: ra serves on; the hub's status says rb
+	// 7. Region rb stopped whole: ra serves on; the hub's status says rb
 	// is gone (its region pin names it).
 	b1.kill(t)
 	b2.kill(t)
