@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
@@ -302,7 +303,11 @@ func (v *version) listPartitions(opts ListOptions) ([]int, error) {
 				return nil, fmt.Errorf("%w: partition %d of %d", ErrBadListing, p, v.n)
 			}
 		}
-		return opts.Partitions, nil
+		// Each partition once: a request naming one many times must not
+		// open as many read transactions.
+		parts := slices.Clone(opts.Partitions)
+		slices.Sort(parts)
+		return slices.Compact(parts), nil
 	}
 	if pp, ok := v.partitioner.(PrefixPartitioner); ok && len(opts.Prefix) > 0 {
 		p, ok, err := pp.PrefixPartition(opts.Prefix, v.n)

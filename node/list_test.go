@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -246,5 +248,22 @@ func TestListVersionSwitch(t *testing.T) {
 	keys, vals, versions := listAll(t, n, "d", ListOptions{Limit: 30, Values: true})
 	if len(keys) != 100 || slices.ContainsFunc(vals, func(v string) bool { return !strings.HasPrefix(v, "2:") }) || slices.Compact(versions)[0] != "2" {
 		t.Fatalf("a new listing: %d keys, versions %v", len(keys), versions)
+	}
+}
+
+// TestListPeerPartitionsOnce: a peer's page naming one partition many
+// times reads it once (one iterator, one read transaction).
+func TestListPeerPartitionsOnce(t *testing.T) {
+	root := t.TempDir()
+	nodetest.WriteVersion(t, root, "d", "1", 2, listRecords("1", 40))
+	reg := prometheus.NewRegistry()
+	n := newTestNode(t, root, func(c *Config) { c.Registerer = reg })
+	before := nodetest.Metric(t, reg, "spangle_list_partitions_total", "where", "local")
+	page, err := n.List(context.Background(), "d", ListOptions{Version: "1", Partitions: []int{0, 0, 0, 0, 0, 0, 0, 0}, Limit: 1000})
+	if err != nil || len(page.Keys) == 0 {
+		t.Fatalf("%d keys, %v", len(page.Keys), err)
+	}
+	if got := nodetest.Metric(t, reg, "spangle_list_partitions_total", "where", "local") - before; got != 1 {
+		t.Errorf("partition 0 named 8 times read %v times, want once", got)
 	}
 }
