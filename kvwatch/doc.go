@@ -45,6 +45,18 @@
 // the server instance directly is bound to it and never reconnects to a
 // replacement.
 //
+// # Regions
+//
+// With Config.Region (package kvwatch/region) the server — the embedded
+// one, or the one at URLs — is a region's: its JetStream domain is the
+// region's name (checked at Start), and the embedded one is a leafnode of
+// the hub. Nodes and Partitions are the region's own buckets; Versions is
+// the region's mirror of the hub's versions bucket, created by Start and
+// read-only here (Put and Delete return ErrMirror: a write to a mirror
+// would go to the hub). A goroutine asks the hub's JetStream every
+// HubCheckInterval and logs when it stops or starts answering
+// (spangle_kvwatch_hub_connected); nothing waits on it.
+//
 // # TTL'd entries
 //
 // JetStream gives keys a time to live only in buckets with a limit-marker
