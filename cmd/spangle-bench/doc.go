@@ -4,7 +4,7 @@
 // because the machines it runs on are small and noisy.
 //
 //	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--start-rounds 3] [--conns 1,50]
-//	                  [--scenarios spangle,sequins,cluster,publish,headers,baseline] [--json FILE]
+//	                  [--scenarios spangle,sequins,cluster,publish,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
 //
@@ -33,13 +33,25 @@
 // cluster's NATS Object Store: MB/s against a raw Object Store Put of the
 // same bytes, and the time until every node serves it); headers (the
 // baseline answering with spangle's headers, precomputed: what net/http's
-// header work costs); baseline (a trivial Go HTTP server, loaded as
-// spangle is). --scenarios picks some.
+// header work costs); https (spangle serving the dataset over TLS with
+// [http] tls_cert, against the baseline over TLS with the same
+// self-signed certificate, each load paired with that baseline's);
+// baseline (a trivial Go HTTP server, loaded as spangle is). --scenarios
+// picks some.
+//
+// With --zipf (the default) the spangle and https scenarios are loaded
+// a second time with keys of a Zipf distribution of exponent 0.99
+// (YCSB's "zipfian"; zipfScript), ranks spread over the keyspace, each
+// load paired with a baseline load of the same script: the rows named
+// "<scenario> zipf". --hot-cache sets spangle's [storage] hot_cache in
+// both. Every row gives the paired baseline load's p50 and p99 beside
+// its own.
 //
 // The pieces, a file each: run.go is the run subcommand; gen.go writes the
 // dataset; scenario.go holds the list of scenarios (start something, load
 // it, stop it) and their common steps; baseline.go is the baseline server;
 // cluster.go starts and stops a cluster and runs the cluster scenario;
+// https.go the https scenario and its certificate;
 // upgrades.go is its upgrades step; publish.go the publish scenario;
 // wrk.go writes the wrk script and parses what it prints; proc.go starts
 // and stops child processes and reads their memory and CPU from /proc;
@@ -50,6 +62,8 @@
 // Linux only in practice: it reads /proc for memory and CPU figures
 // (elsewhere they are left at zero). wrk shares the machine with the server
 // under test, so absolute figures say as much about the machine as about
-// spangle: compare the ratios. Keys are requested uniformly at random, so
-// the figures are for a working set as large as the dataset.
+// spangle: compare the ratios. The uniform rows request keys uniformly at
+// random, so their figures are for a working set as large as the
+// dataset; the zipf rows, for a skewed one. wrk speaks HTTP/1.1 only, so
+// the https rows measure TLS, not HTTP/2.
 package main

@@ -83,7 +83,7 @@ func scenarioNames() []string {
 // random keys.
 func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	res.Name = "spangle"
-	conf := fmt.Sprintf("[storage]\ncompression = %q\n", cmp.Or(b.compression, "none"))
+	conf := fmt.Sprintf("[storage]\ncompression = %q\n%s", cmp.Or(b.compression, "none"), b.hotCacheLine())
 	start := func() (*benchServer, error) {
 		return b.startServer("spangle", b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
 			return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
@@ -129,6 +129,14 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	}
 	servingRSS(c.pid(), &res)
 	return res, nil
+}
+
+// hotCacheLine is the [storage] line of --hot-cache, or "".
+func (b *bench) hotCacheLine() string {
+	if b.cfg.HotCache == "" {
+		return ""
+	}
+	return fmt.Sprintf("hot_cache = %q\n", b.cfg.HotCache)
 }
 
 // startServing starts a server with start --start-rounds times, each on
