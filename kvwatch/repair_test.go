@@ -228,3 +228,34 @@ func TestRepairCluster(t *testing.T) {
 	})
 	complete("after the versions bucket was purged")
 }
+
+// TestKeepBucketConfig: a KV with KeepBucketConfig (spangle publish) binds
+// buckets as they are; without it, Start updates them to its Config (a
+// publish with its default --replicas 1 used to turn a three-server
+// cluster's buckets to one replica that way).
+func TestKeepBucketConfig(t *testing.T) {
+	k := startKV(t, testConfig(t))
+	ctx := ctxT(t)
+	marker := func() time.Duration {
+		t.Helper()
+		kv := rawKV(t, k.ClientURL(), Versions)
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Config().LimitMarkerTTL
+	}
+	was := marker()
+	c := testConfig(t, k.ClientURL())
+	c.MarkerTTL = was + time.Minute
+	c.KeepBucketConfig = true
+	startKV(t, c)
+	if got := marker(); got != was {
+		t.Fatalf("KeepBucketConfig: marker TTL %v, want %v kept", got, was)
+	}
+	c.KeepBucketConfig = false
+	startKV(t, c)
+	if got := marker(); got != was+time.Minute {
+		t.Fatalf("without KeepBucketConfig: marker TTL %v, want %v", got, was+time.Minute)
+	}
+}
