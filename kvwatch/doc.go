@@ -135,6 +135,12 @@
 //
 // # Caveats
 //
+//   - Self-repair costs one STREAM.INFO per bucket per Heartbeat, and
+//     restores only this KV's own entries: others' permanent keys lost to
+//     a purge (pins, announcements) stay lost. A purge is recognised by
+//     an own write's revision leaving the stream, so a bucket purged
+//     while this KV held nothing there is reloaded by no one until a
+//     watcher restarts.
 //   - Membership is only as fresh as the connection: while Stale, dead
 //     nodes' entries linger. Callers decide what to do in that window
 //     (spangle keeps serving its last assignment).
