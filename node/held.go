@@ -59,14 +59,11 @@ func (n *Node) heldChanged() {
 	defer n.heldMu.Unlock()
 	var vs []HeldVersion
 	for name, d := range *n.dbs.Load() {
-		// In cluster mode a pending version is held (peers read it by
-		// name) before it is active.
-		active := d.active.Load()
-		vers := []*version{active, d.pending.Load()}
-		if rs := d.retired.Load(); rs != nil {
-			vers = append(vers, *rs...) // kept for peers naming them (retention.go)
-		}
-		for _, v := range vers {
+		// A pending version is held (peers read it by name) before it is
+		// active; retired ones are kept for peers naming them.
+		cur := d.current()
+		active := cur.active
+		for _, v := range append([]*version{active, cur.pending}, cur.retired...) {
 			if v == nil || (v != active && active != nil && active.name == v.name) {
 				continue
 			}

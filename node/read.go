@@ -16,9 +16,10 @@ import (
 //  3. a reader reads each where it is (reader.local): from this node's
 //     copy when it holds the partition, else from the peers holding it.
 //
-// Get and GetMany use the three; a key listing scans every partition of
-// the picked version (0 to n-1) with the same reader, the local copy or
-// the peers per partition as reader.local says. The decoder, the db's
+// Get and GetMany use the three; List (list.go) reads the partitions a
+// listing needs (all of them, or the one a prefix maps to) with the same
+// reader: the local copy or the peers per partition as reader.local
+// says (the peers through Peers' RemoteLister). The decoder, the db's
 // headers and the retry on a version retired under a lookup are lookup's
 // (get.go), above the reader.
 
