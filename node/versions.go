@@ -103,15 +103,20 @@ func (d *db) activateVersion(v *version) {
 	state := v.state
 	m := v.data.Manifest()
 	now := v.modified
+	cur := d.current()
+	old := cur.active
 	d.mu.Lock()
 	state.state = StateActive
 	state.activeAt = now
 	state.n = m.NumPartitions
 	state.partitions = append([]int(nil), m.Partitions...)
+	if old != nil && old.name != v.name {
+		// Before the switch, so that a status showing v active never
+		// shows the version it replaces active too.
+		old.state.state = StateRemoving
+	}
 	d.mu.Unlock()
 
-	cur := d.current()
-	old := cur.active
 	next := versions{active: v, pending: cur.pending}
 	if next.pending != nil && next.pending.name == v.name {
 		next.pending = nil
@@ -142,9 +147,6 @@ func (d *db) activateVersion(v *version) {
 	if old == nil {
 		return
 	}
-	d.mu.Lock()
-	old.state.state = StateRemoving
-	d.mu.Unlock()
 	if !clustered {
 		d.discard(old)
 		d.node.log.Info("old version removed", "db", d.name, "version", old.name)
