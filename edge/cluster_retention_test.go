@@ -53,12 +53,13 @@ func TestClusterOldVersionRetention(t *testing.T) {
 	// stays: each request restarts the timer.
 	tick := time.NewTicker(timeout / 10) // pacing the requests, not waiting for an outcome
 	defer tick.Stop()
-	var last time.Time
+	var last time.Time // when the last request was sent: the node records it while answering
 	for start := time.Now(); time.Since(start) < 2*timeout; <-tick.C {
+		sent := time.Now()
 		if code, v := pinnedGet(t, n, key, "v1"); code != http.StatusOK || v != "v1" {
 			t.Fatalf("pinned lookup of v1 %v after the switch: %d %q", time.Since(start), code, v)
 		}
-		last = time.Now()
+		last = sent
 		if _, active, ok := held(n, "d", "v1"); !ok || active {
 			t.Fatalf("v1 held %v, active %v while asked for", ok, active)
 		}
