@@ -24,9 +24,11 @@ import (
 // revision of one of this KV's writes, it writes every entry of this KV
 // in that bucket again at once and has the watch loop reload the bucket
 // whole (the snapshot would otherwise keep purged keys of others for
-// good). Versions entries (Put) come back only where the key is absent: a
-// newer version written by another node or a publisher stays, and the
-// KV forgets its own (another node's activation replaces the entry all
+// good). Versions entries (Put) come back only where the key is absent,
+// and only while the watcher has seen no other write of the key since
+// (sawVersionsWrite): a newer version written by another node or a
+// publisher stays, and is not replaced by ours after a purge; the KV
+// forgets its own (another node's activation replaces the entry all
 // the time: that is not a loss, and is neither logged nor counted).
 
 // ownPut is a permanent entry this KV wrote with Put and has not deleted,
@@ -53,6 +55,18 @@ func (k *KV) forgetPut(key string) {
 	k.putMu.Lock()
 	defer k.putMu.Unlock()
 	delete(k.puts, key)
+}
+
+// sawVersionsWrite forgets the Put of key when the watcher delivers a
+// write of it that is not that Put (another node's newer version, a
+// delete): repair must not bring back a value someone replaced. Called by
+// the watch loop.
+func (k *KV) sawVersionsWrite(key string, rev uint64) {
+	k.putMu.Lock()
+	defer k.putMu.Unlock()
+	if p, ok := k.puts[key]; ok && p.rev != rev {
+		delete(k.puts, key)
+	}
 }
 
 // ownRevisions returns the revisions of this KV's writes in bucket b that

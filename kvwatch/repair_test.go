@@ -259,3 +259,35 @@ func TestKeepBucketConfig(t *testing.T) {
 		t.Fatalf("without KeepBucketConfig: marker TTL %v, want %v", got, was+time.Minute)
 	}
 }
+
+// TestRepairSkipsReplacedVersion: a versions entry this node wrote, then
+// replaced by another writer, is not brought back by a repair after the
+// bucket is purged: the other writer's value was the newer.
+func TestRepairSkipsReplacedVersion(t *testing.T) {
+	k := startKV(t, testConfig(t))
+	ctx := ctxT(t)
+	if _, err := k.Put(ctx, Versions, "db", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Put(ctx, Versions, "mine", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawKV(t, k.ClientURL(), Versions)
+	if _, err := raw.Put(ctx, "db", []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "v2 seen", hasValue(k, Versions, "db", "v2"))
+	js := natstest.JetStream(t, k.ClientURL())
+	s, err := js.Stream(ctx, "KV_"+bucketName("test", Versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the own entry back", hasValue(k, Versions, "mine", "x"))
+	waitFor(t, 5*time.Second, "the replaced one not", hasNoKey(k, Versions, "db"))
+	if _, err := rawGet(raw, "db"); err == nil {
+		t.Fatal("the replaced v1 (or v2) was written back")
+	}
+}

@@ -399,6 +399,9 @@ func (l *watchLoop) recv(bw *bucketWatch, e jetstream.KeyValueEntry, ok bool) {
 		bw.loadRev = max(bw.loadRev, e.Revision())
 	case e.Revision() > bw.lastRev:
 		bw.lastRev = e.Revision()
+		if b == Versions {
+			l.k.sawVersionsWrite(e.Key(), e.Revision())
+		}
 		if b.TTL() && isRefresh(l.view(b), e) {
 			// The same value written again to keep it alive: the snapshot
 			// stays as it is (no copy, no rebuild, no notification), so a
