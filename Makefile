@@ -89,9 +89,10 @@ tools:
 # Benchmarks: the packages' go test -bench figures, then the end-to-end run
 # (2,000,000 records, the real binary, wrk at 1 and 50 connections, each
 # load paired with a trivial net/http baseline's just before it, median of
-# 3 pairs; the baseline with spangle's headers; a 3-node cluster with
-# proxied lookups and 20 upgrades under load; spangle publish to NATS vs a
-# raw Object Store Put). SCENARIOS=cluster,publish runs only those of the
+# 3 pairs, uniform keys and Zipf (0.99) keys; the baseline with spangle's
+# headers; spangle over HTTPS vs the baseline over HTTPS; a 3-node cluster
+# with proxied lookups and 20 upgrades under load; spangle publish to NATS
+# vs a raw Object Store Put). SCENARIOS=cluster,publish runs only those of the
 # end-to-end run (default: all); COMPRESSIONS=none,s2 the value
 # compressions the spangle scenario runs with (default
 # none,s2,zstd,s2-blocks); SEQUINS=path/to/sequins runs a stripe/sequins
