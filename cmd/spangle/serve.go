@@ -11,7 +11,8 @@ import (
 )
 
 // serve runs a node (spangle.Start) on the config file and the flags, until
-// SIGINT or SIGTERM; SIGHUP looks for new versions.
+// SIGINT or SIGTERM; SIGHUP looks for new versions (and reloads the TLS
+// certificate with HTTPS).
 func serve(args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", "usage: spangle serve [--config FILE] [--source DIR|URL] [--bind ADDR] [--data-dir DIR] [flags]", stderr)
 	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
@@ -81,7 +82,7 @@ func serve(args []string, stderr io.Writer) error {
 				sd.stopping()
 				return shutdown(s, cfg.ShutdownTimeout)
 			}
-			cfg.Logger.Info("SIGHUP: looking for new versions")
+			cfg.Logger.Info("SIGHUP: looking for new versions", "tls_reload", cfg.TLS.CertFile != "")
 			sd.reloading(s)
 		}
 	}
