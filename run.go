@@ -237,6 +237,7 @@ func (s *Server) startPurger(pcfg edge.PurgeConfig, reg prometheus.Registerer) e
 func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, error) {
 	ecfg := cfg.HTTP
 	ecfg.Backend, ecfg.Batch, ecfg.SourceError, ecfg.Versions = s.node, s.node, s.node.SourceError, s.node
+	ecfg.List = s.node
 	ecfg.NodeName = s.node.Name()
 	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg
 	ecfg.SequinsHeaders = cfg.SequinsHeaders
@@ -250,7 +251,7 @@ func (s *Server) natsDoorConfig(cfg Config, clusterName string, reg prometheus.R
 	ncfg.MaxBatchKeys = cfg.HTTP.MaxBatchKeys
 	ncfg.MaxBatchBytes = cfg.HTTP.MaxBatchBytes
 	ncfg.MaxListKeys = cfg.HTTP.MaxListKeys
-	ncfg.Backend = s.node
+	ncfg.Backend, ncfg.List = s.node, s.node
 	ncfg.ClusterName = clusterName
 	ncfg.Logger, ncfg.Registerer = s.log, reg
 	return ncfg

@@ -129,6 +129,9 @@ func startServer(t testing.TB, b edge.Backend, opts ...func(*edge.Config)) *test
 	if bb, ok := b.(edge.BatchBackend); ok {
 		cfg.Batch = bb // as spangle.Start gives the node
 	}
+	if lb, ok := b.(edge.ListBackend); ok {
+		cfg.List = lb
+	}
 	cfg.Registerer = reg
 	for _, o := range opts {
 		o(&cfg)

@@ -19,6 +19,9 @@ type Config struct {
 	// implements it, as the Backend usually does too. Default nil: batch
 	// lookups are 501.
 	Batch BatchBackend
+	// List answers key listings (GET /<db>/?prefix=…); *node.Node
+	// implements it. Default nil: key listings are 501.
+	List ListBackend
 	// SourceError, when set, says why the node's source cannot be listed
 	// ("" when it can): a /readyz that is 503 gives it. Default nil: the
 	// 503 says "not ready" only.

@@ -224,7 +224,8 @@
 // # Listings
 //
 // GET /<db>/ with listing parameters, and the list subject, call
-// ListBackend.List (node.Node has it; without it, 501): list.go parses
+// Config.List (NATSConfig.List for the subject), a ListBackend (node.Node
+// is one; without it, 501): list.go parses
 // and bounds the query (limit in [1, MaxListKeys], each parameter once,
 // none unknown), answers a JSON page with the db's cache headers, an ETag
 // of the body and 304, and answers a peer's page (proxy=<version>,

@@ -145,8 +145,8 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 	start := time.Now()
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
-	be, ok := s.backend.(ListBackend)
-	if !ok {
+	be := s.list
+	if be == nil {
 		s.listDone(http.StatusNotImplemented, 0)
 		writeText(w, r, http.StatusNotImplemented, "key listings are not supported here\n")
 		return

@@ -23,6 +23,9 @@ type NATSConfig struct {
 
 	// Backend answers lookups and tells which versions are held. Required.
 	Backend NATSBackend
+	// List answers key listings (the list subject); *node.Node
+	// implements it. Default nil: listings are answered 501.
+	List ListBackend
 
 	// ClusterName is the spangle cluster: subjects start with
 	// "spangle.<ClusterName>.". It must match ^[-_a-zA-Z0-9]+$. Default

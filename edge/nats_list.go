@@ -32,8 +32,8 @@ func (s *NATSServer) onList(m *nats.Msg) {
 const listReplyOverhead = 1 << 10
 
 func (s *NATSServer) list(m *nats.Msg, db string) int {
-	be, ok := s.backend.(ListBackend)
-	if !ok {
+	be := s.lister
+	if be == nil {
 		return s.answerError(m, s.met.list, db, "", fmt.Errorf("%w: key listings are not supported here", errNotSupported))
 	}
 	req, err := listwire.DecodeRequest(m.Data, node.MaxListKeyLen+maxCursorChars)

@@ -36,6 +36,7 @@ type NATSServer struct {
 	cfg        NATSConfig
 	nc         *nats.Conn
 	backend    NATSBackend
+	lister     ListBackend // nil: listings are 501
 	log        *slog.Logger
 	met        *natsMetrics
 	getPrefix  string // "spangle.<cluster>.get."
@@ -97,6 +98,7 @@ func NewNATSServer(cfg NATSConfig) (*NATSServer, error) {
 		cfg:        cfg,
 		nc:         cfg.Conn,
 		backend:    cfg.Backend,
+		lister:     cfg.List,
 		log:        log,
 		met:        met,
 		getPrefix:  names.GetSubject(cfg.ClusterName, ""),

@@ -38,6 +38,7 @@ type Backend interface {
 type Server struct {
 	backend        Backend
 	batch          BatchBackend  // nil: batch lookups are 501
+	list           ListBackend   // nil: key listings are 501
 	sourceError    func() string // nil: /readyz does not say why
 	nodeName       string
 	sequinsHeaders bool
@@ -103,6 +104,7 @@ func NewServer(cfg Config) (*Server, error) {
 		panics:         panics.WithLabelValues("http"),
 		backend:        cfg.Backend,
 		batch:          cfg.Batch,
+		list:           cfg.List,
 		sourceError:    cfg.SourceError,
 		nodeName:       cfg.NodeName,
 		sequinsHeaders: cfg.SequinsHeaders,

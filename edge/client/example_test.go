@@ -133,7 +133,7 @@ func startExampleNode() (natsURL, httpURL string, stop func()) {
 	<-n.Loaded()
 
 	hcfg := edge.DefaultConfig()
-	hcfg.Backend, hcfg.Batch = n, n
+	hcfg.Backend, hcfg.Batch, hcfg.List = n, n, n
 	hs, err := edge.NewServer(hcfg)
 	if err != nil {
 		log.Fatal(err)
@@ -143,7 +143,7 @@ func startExampleNode() (natsURL, httpURL string, stop func()) {
 
 	scfg := edge.DefaultNATSConfig()
 	scfg.Conn = kv.Conn()
-	scfg.Backend = n
+	scfg.Backend, scfg.List = n, n
 	ns, err := edge.NewNATSServer(scfg)
 	if err != nil {
 		log.Fatal(err)

@@ -164,8 +164,8 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 		t.Fatal(err)
 	}
 	hcfg := edge.DefaultConfig()
-	hcfg.Backend, hcfg.Batch, hcfg.SourceError = n, n, n.SourceError // as spangle.Start wires them
-	hcfg.NodeName = n.Name()                                         // as spangle serve sets it
+	hcfg.Backend, hcfg.Batch, hcfg.SourceError, hcfg.List = n, n, n.SourceError, n // as spangle.Start wires them
+	hcfg.NodeName = n.Name()                                                       // as spangle serve sets it
 	hcfg.Logger = Logger()
 	if opts.HTTP != nil {
 		opts.HTTP(&hcfg)
@@ -176,7 +176,7 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	}
 	ncfg := edge.DefaultNATSConfig()
 	ncfg.Conn = kv.Conn()
-	ncfg.Backend = n
+	ncfg.Backend, ncfg.List = n, n
 	ncfg.ClusterName = Cluster
 	ncfg.Logger = Logger()
 	ncfg.RetryInterval = 50 * time.Millisecond
