@@ -164,7 +164,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 	a := answerOf(dh, &res)
 	status := s.writeAnswer(w, r, dh, a, res.ProxiedTo)
 	dh.observe(status, time.Since(start))
-	if s.hot != nil && proxy == "" && res.ProxiedTo == "" {
+	if s.hot != nil && proxy == "" && res.ProxiedTo == "" && s.hot.admit(key) {
 		s.hot.put(dh.db, res.Version, key, raw, a, epoch)
 	}
 }

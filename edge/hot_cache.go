@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -81,6 +83,16 @@ type hotCache struct {
 	dropped   atomic.Uint64 // entries dropped at switches
 	evictions atomic.Uint64 // entries evicted for room
 
+	// door is the doorkeeper: a two-hash Bloom filter of the keys missed
+	// since its last reset. A miss is cached only when its key is in it
+	// already (admit), so a key asked once — most of a uniform load —
+	// costs a bit, not an insertion into the full cache and an eviction
+	// (4 µs of CPU per GET at 50 connections). doorSet counts the bits
+	// set since the reset; past half of them the filter is cleared.
+	door    []atomic.Uint64
+	doorSet atomic.Int64
+	seed    maphash.Seed
+
 	// The follower's goroutine (follow), ended by closing quit (stop).
 	wg   sync.WaitGroup
 	quit chan struct{}
@@ -102,6 +114,8 @@ func newHotCache(maxBytes int64, active Versions) (*hotCache, error) {
 		// small ones for one value a bbolt read serves as fast.
 		maxEntry: int(min(maxBytes/16, 1<<30)),
 		quit:     make(chan struct{}),
+		door:     make([]atomic.Uint64, doorWords(maxBytes)),
+		seed:     maphash.MakeSeed(),
 	}
 	c, err := otter.New(&otter.Options[hotKey, *answer]{
 		MaximumWeight: uint64(maxBytes),
@@ -123,6 +137,41 @@ func newHotCache(maxBytes int64, active Versions) (*hotCache, error) {
 	}
 	h.c = c
 	return h, nil
+}
+
+// doorWords returns the doorkeeper's size in 64-bit words for a cache of
+// maxBytes: 32 bits per entry of 100-byte values the cache can hold
+// (it is cleared after 8 keys per entry, so a key keeps its mark while
+// some 8 times the cache's keys are missed), rounded up to a power of
+// two, at least 1,024 words (8 KiB), at most 1 << 20 (8 MiB).
+func doorWords(maxBytes int64) int {
+	entries := max(maxBytes/(hotEntryOverhead+128), 1)
+	words := uint64(max(entries/2, 1024))
+	return int(min(uint64(1)<<(64-bits.LeadingZeros64(words-1)), 1<<20))
+}
+
+// admit reports whether a miss of key should be cached: true when key
+// was missed before since the doorkeeper's last reset; otherwise it
+// marks key and returns false. Safe for concurrent use; approximate by
+// design (a false positive admits a key once early).
+func (h *hotCache) admit(key string) bool {
+	x := maphash.String(h.seed, key)
+	mask := uint64(len(h.door)*64 - 1)
+	i, j := x&mask, (x>>32)&mask
+	bi, bj := uint64(1)<<(i%64), uint64(1)<<(j%64)
+	oi := h.door[i/64].Or(bi)
+	oj := h.door[j/64].Or(bj)
+	if oi&bi != 0 && oj&bj != 0 {
+		return true
+	}
+	if n := h.doorSet.Add(1); n == int64(len(h.door)*64/4) {
+		// Two bits per key: a quarter of the keys is half of the bits.
+		for k := range h.door {
+			h.door[k].Store(0)
+		}
+		h.doorSet.Add(-n)
+	}
+	return false
 }
 
 // get returns the answer cached for db's active version, if any.

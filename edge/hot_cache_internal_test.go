@@ -63,3 +63,48 @@ func TestHotCacheEntryOverhead(t *testing.T) {
 		t.Errorf("an entry takes %.0f bytes beyond its key and value, more than hotEntryOverhead %d", perEntry, hotEntryOverhead)
 	}
 }
+
+// TestHotCacheDoorkeeper: a key's first miss is not admitted, its second
+// is; keys asked once are rarely admitted (false positives of the
+// filter), and the filter is cleared as it fills, so a key marked long
+// ago must be missed twice again.
+func TestHotCacheDoorkeeper(t *testing.T) {
+	h, err := newHotCache(1<<20, oneVersion{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.admit("hot") {
+		t.Fatal("a key's first miss was admitted")
+	}
+	if !h.admit("hot") {
+		t.Fatal("a key's second miss was not admitted")
+	}
+	// Keys missed once long ago: the filter is cleared before they come back.
+	const old = 100
+	for i := range old {
+		h.admit(fmt.Sprintf("old-%d", i))
+	}
+	// A uniform load: every key once, many times the filter's capacity.
+	const keys = 1_000_000
+	admitted := 0
+	for i := range keys {
+		if h.admit(fmt.Sprintf("key-%08d", i)) {
+			admitted++
+		}
+	}
+	t.Logf("%d of %d keys asked once admitted (%d words)", admitted, keys, len(h.door))
+	if admitted > keys/10 {
+		t.Errorf("%d of %d keys asked once were admitted: the filter is not cleared as it fills", admitted, keys)
+	}
+	// A false positive admits a few (6 % of the load above, at most 15 %
+	// as the filter fills); kept marks would admit them all.
+	remembered := 0
+	for i := range old {
+		if h.admit(fmt.Sprintf("old-%d", i)) {
+			remembered++
+		}
+	}
+	if remembered > old/2 {
+		t.Errorf("%d of %d keys marked before the filter was cleared were admitted at their next miss", remembered, old)
+	}
+}
