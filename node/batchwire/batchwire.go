@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/spangledb/spangle/node/internal/wire"
 )
 
 // ContentType is the media type of requests and replies.
@@ -55,9 +57,9 @@ type Reply struct {
 
 // RequestSize returns the encoded size of a request for keys.
 func RequestSize(keys [][]byte) int {
-	n := len(requestMagic) + uvarintLen(uint64(len(keys)))
+	n := len(requestMagic) + wire.UvarintLen(uint64(len(keys)))
 	for _, k := range keys {
-		n += uvarintLen(uint64(len(k))) + len(k)
+		n += wire.UvarintLen(uint64(len(k))) + len(k)
 	}
 	return n
 }
@@ -96,11 +98,11 @@ func DecodeRequest(b []byte, maxKeys int) ([][]byte, error) {
 // requests can keep one slice. The keys alias b; on error, dst's
 // contents past its length are unspecified.
 func AppendRequestKeys(dst [][]byte, b []byte, maxKeys int) ([][]byte, error) {
-	rest, err := cutMagic(b, requestMagic, "request")
+	rest, err := wire.CutMagic(b, requestMagic, ErrMalformed, "batch", "request")
 	if err != nil {
 		return nil, err
 	}
-	count, rest, err := cutUvarint(rest, "key count")
+	count, rest, err := wire.CutUvarint(rest, ErrMalformed, "key count")
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +115,7 @@ func AppendRequestKeys(dst [][]byte, b []byte, maxKeys int) ([][]byte, error) {
 	keys := slices.Grow(dst, int(count))
 	for i := range int(count) {
 		var k []byte
-		if k, rest, err = cutBytes(rest, "key"); err != nil {
+		if k, rest, err = wire.CutBytes(rest, ErrMalformed, "key"); err != nil {
 			return nil, fmt.Errorf("%w (key %d)", err, i)
 		}
 		keys = append(keys, k)
@@ -126,8 +128,8 @@ func AppendRequestKeys(dst [][]byte, b []byte, maxKeys int) ([][]byte, error) {
 
 // ReplyHeaderSize returns the encoded size of a reply's header.
 func ReplyHeaderSize(version, contentType string, count int) int {
-	return len(replyMagic) + uvarintLen(uint64(len(version))) + len(version) +
-		uvarintLen(uint64(len(contentType))) + len(contentType) + uvarintLen(uint64(count))
+	return len(replyMagic) + wire.UvarintLen(uint64(len(version))) + len(version) +
+		wire.UvarintLen(uint64(len(contentType))) + len(contentType) + wire.UvarintLen(uint64(count))
 }
 
 // ItemSize returns the encoded size of an item with status s and n bytes.
@@ -135,7 +137,7 @@ func ItemSize(s Status, n int) int {
 	if s == Missing {
 		return 1
 	}
-	return 1 + uvarintLen(uint64(n)) + n
+	return 1 + wire.UvarintLen(uint64(n)) + n
 }
 
 // AppendReplyHeader appends the header of a reply answering count keys
@@ -195,16 +197,16 @@ func DecodeReply(b []byte, maxItems int) (Reply, error) {
 // content type and the item count, all aliasing b, and the items (rest).
 // A count larger than the bytes left could hold is malformed.
 func CutReplyHeader(b []byte) (version, contentType []byte, count int, rest []byte, err error) {
-	if rest, err = cutMagic(b, replyMagic, "reply"); err != nil {
+	if rest, err = wire.CutMagic(b, replyMagic, ErrMalformed, "batch", "reply"); err != nil {
 		return nil, nil, 0, nil, err
 	}
-	if version, rest, err = cutBytes(rest, "version"); err != nil {
+	if version, rest, err = wire.CutBytes(rest, ErrMalformed, "version"); err != nil {
 		return nil, nil, 0, nil, err
 	}
-	if contentType, rest, err = cutBytes(rest, "content type"); err != nil {
+	if contentType, rest, err = wire.CutBytes(rest, ErrMalformed, "content type"); err != nil {
 		return nil, nil, 0, nil, err
 	}
-	n, rest, err := cutUvarint(rest, "item count")
+	n, rest, err := wire.CutUvarint(rest, ErrMalformed, "item count")
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
@@ -227,54 +229,10 @@ func CutItem(rest []byte, i int) (Item, []byte, error) {
 		return it, rest, nil
 	case Found, Failed:
 		var err error
-		if it.Value, rest, err = cutBytes(rest, "value"); err != nil {
+		if it.Value, rest, err = wire.CutBytes(rest, ErrMalformed, "value"); err != nil {
 			return Item{}, nil, fmt.Errorf("%w (item %d)", err, i)
 		}
 		return it, rest, nil
 	}
 	return Item{}, nil, fmt.Errorf("%w: item %d has status %#x", ErrMalformed, i, byte(it.Status))
-}
-
-func cutMagic(b []byte, magic [4]byte, what string) ([]byte, error) {
-	if len(b) < len(magic) || [3]byte(b[:3]) != [3]byte(magic[:3]) {
-		// string(...): a slice of magic would make it escape, and cost an
-		// allocation on every call.
-		return nil, fmt.Errorf("%w: not a batch %s (no %q prefix)", ErrMalformed, what, string(magic[:3]))
-	}
-	if b[3] != magic[3] {
-		return nil, fmt.Errorf("%w: batch %s format %d, want %d", ErrMalformed, what, b[3], magic[3])
-	}
-	return b[len(magic):], nil
-}
-
-func cutUvarint(b []byte, what string) (uint64, []byte, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, fmt.Errorf("%w: bad %s", ErrMalformed, what)
-	}
-	return v, b[n:], nil
-}
-
-// cutBytes cuts a length-prefixed byte string. The result's capacity is
-// its length, so that appending to it never writes into b. It builds no
-// string unless it fails: it runs once per key.
-func cutBytes(b []byte, what string) ([]byte, []byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return nil, nil, fmt.Errorf("%w: bad %s length", ErrMalformed, what)
-	}
-	rest := b[w:]
-	if n > uint64(len(rest)) {
-		return nil, nil, fmt.Errorf("%w: %s of %d bytes, %d left", ErrMalformed, what, n, len(rest))
-	}
-	return rest[:n:n], rest[n:], nil
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }

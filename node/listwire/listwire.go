@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/spangledb/spangle/node/internal/wire"
 )
 
 // ContentType is the media type of requests and replies.
@@ -55,17 +57,17 @@ func AppendRequest(dst []byte, r Request) []byte {
 	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(max(r.Limit, 0)))
-	dst = appendBytes(dst, r.Prefix)
-	dst = appendBytes(dst, r.Start)
-	dst = appendBytes(dst, r.End)
-	return appendBytes(dst, []byte(r.Cursor))
+	dst = wire.AppendBytes(dst, r.Prefix)
+	dst = wire.AppendBytes(dst, r.Start)
+	dst = wire.AppendBytes(dst, r.End)
+	return wire.AppendBytes(dst, []byte(r.Cursor))
 }
 
 // DecodeRequest decodes a request. Prefix, start, end and the cursor
 // longer than maxLen bytes are malformed, as are a limit over 1<<31 and
 // trailing bytes. The slices alias b.
 func DecodeRequest(b []byte, maxLen int) (Request, error) {
-	rest, err := cutMagic(b, requestMagic, "request")
+	rest, err := wire.CutMagic(b, requestMagic, ErrMalformed, "listing", "request")
 	if err != nil {
 		return Request{}, err
 	}
@@ -78,7 +80,7 @@ func DecodeRequest(b []byte, maxLen int) (Request, error) {
 		return Request{}, fmt.Errorf("%w: unknown request flags %#x", ErrMalformed, flags)
 	}
 	r.Values = flags&flagValues != 0
-	limit, rest, err := cutUvarint(rest[1:], "limit")
+	limit, rest, err := wire.CutUvarint(rest[1:], ErrMalformed, "limit")
 	if err != nil {
 		return Request{}, err
 	}
@@ -91,7 +93,7 @@ func DecodeRequest(b []byte, maxLen int) (Request, error) {
 		dst  *[]byte
 		what string
 	}{{&r.Prefix, "prefix"}, {&r.Start, "start"}, {&r.End, "end"}, {&cur, "cursor"}} {
-		if *f.dst, rest, err = cutBytes(rest, f.what); err != nil {
+		if *f.dst, rest, err = wire.CutBytes(rest, ErrMalformed, f.what); err != nil {
 			return Request{}, err
 		}
 		if len(*f.dst) > maxLen {
@@ -107,12 +109,12 @@ func DecodeRequest(b []byte, maxLen int) (Request, error) {
 
 // ReplySize returns the encoded size of r.
 func ReplySize(r Reply) int {
-	n := len(replyMagic) + 1 + bytesLen(len(r.Version)) + bytesLen(len(r.ContentType)) +
-		uvarintLen(uint64(len(r.Keys))) + bytesLen(len(r.Cursor))
+	n := len(replyMagic) + 1 + wire.BytesLen(len(r.Version)) + wire.BytesLen(len(r.ContentType)) +
+		wire.UvarintLen(uint64(len(r.Keys))) + wire.BytesLen(len(r.Cursor))
 	for i, k := range r.Keys {
-		n += bytesLen(len(k))
+		n += wire.BytesLen(len(k))
 		if r.HasValues {
-			n += bytesLen(len(r.Values[i]))
+			n += wire.BytesLen(len(r.Values[i]))
 		}
 	}
 	return n
@@ -130,22 +132,22 @@ func AppendReply(dst []byte, r Reply) []byte {
 		flags |= flagMore
 	}
 	dst = append(dst, flags)
-	dst = appendBytes(dst, []byte(r.Version))
-	dst = appendBytes(dst, []byte(r.ContentType))
+	dst = wire.AppendBytes(dst, []byte(r.Version))
+	dst = wire.AppendBytes(dst, []byte(r.ContentType))
 	dst = binary.AppendUvarint(dst, uint64(len(r.Keys)))
 	for i, k := range r.Keys {
-		dst = appendBytes(dst, k)
+		dst = wire.AppendBytes(dst, k)
 		if r.HasValues {
-			dst = appendBytes(dst, r.Values[i])
+			dst = wire.AppendBytes(dst, r.Values[i])
 		}
 	}
-	return appendBytes(dst, []byte(r.Cursor))
+	return wire.AppendBytes(dst, []byte(r.Cursor))
 }
 
 // DecodeReply decodes a reply of at most maxKeys keys. The keys and
 // values alias b.
 func DecodeReply(b []byte, maxKeys int) (Reply, error) {
-	rest, err := cutMagic(b, replyMagic, "reply")
+	rest, err := wire.CutMagic(b, replyMagic, ErrMalformed, "listing", "reply")
 	if err != nil {
 		return Reply{}, err
 	}
@@ -158,13 +160,13 @@ func DecodeReply(b []byte, maxKeys int) (Reply, error) {
 	}
 	r := Reply{HasValues: flags&flagValues != 0, More: flags&flagMore != 0}
 	var version, ctype []byte
-	if version, rest, err = cutBytes(rest[1:], "version"); err != nil {
+	if version, rest, err = wire.CutBytes(rest[1:], ErrMalformed, "version"); err != nil {
 		return Reply{}, err
 	}
-	if ctype, rest, err = cutBytes(rest, "content type"); err != nil {
+	if ctype, rest, err = wire.CutBytes(rest, ErrMalformed, "content type"); err != nil {
 		return Reply{}, err
 	}
-	count, rest, err := cutUvarint(rest, "count")
+	count, rest, err := wire.CutUvarint(rest, ErrMalformed, "count")
 	if err != nil {
 		return Reply{}, err
 	}
@@ -180,16 +182,16 @@ func DecodeReply(b []byte, maxKeys int) (Reply, error) {
 		r.Values = make([][]byte, count)
 	}
 	for i := range r.Keys {
-		if r.Keys[i], rest, err = cutBytes(rest, "key"); err != nil {
+		if r.Keys[i], rest, err = wire.CutBytes(rest, ErrMalformed, "key"); err != nil {
 			return Reply{}, fmt.Errorf("%w (key %d)", err, i)
 		}
 		if r.HasValues {
-			if r.Values[i], rest, err = cutBytes(rest, "value"); err != nil {
+			if r.Values[i], rest, err = wire.CutBytes(rest, ErrMalformed, "value"); err != nil {
 				return Reply{}, fmt.Errorf("%w (key %d)", err, i)
 			}
 		}
 	}
-	cur, rest, err := cutBytes(rest, "cursor")
+	cur, rest, err := wire.CutBytes(rest, ErrMalformed, "cursor")
 	if err != nil {
 		return Reply{}, err
 	}
@@ -198,52 +200,4 @@ func DecodeReply(b []byte, maxKeys int) (Reply, error) {
 	}
 	r.Version, r.ContentType, r.Cursor = string(version), string(ctype), string(cur)
 	return r, nil
-}
-
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
-func cutMagic(b []byte, magic [4]byte, what string) ([]byte, error) {
-	if len(b) < len(magic) || [3]byte(b[:3]) != [3]byte(magic[:3]) {
-		return nil, fmt.Errorf("%w: not a listing %s (no %q prefix)", ErrMalformed, what, string(magic[:3]))
-	}
-	if b[3] != magic[3] {
-		return nil, fmt.Errorf("%w: listing %s format %d, want %d", ErrMalformed, what, b[3], magic[3])
-	}
-	return b[len(magic):], nil
-}
-
-func cutUvarint(b []byte, what string) (uint64, []byte, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, fmt.Errorf("%w: bad %s", ErrMalformed, what)
-	}
-	return v, b[n:], nil
-}
-
-// cutBytes cuts a length-prefixed byte string; the result's capacity is
-// its length.
-func cutBytes(b []byte, what string) ([]byte, []byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return nil, nil, fmt.Errorf("%w: bad %s length", ErrMalformed, what)
-	}
-	rest := b[w:]
-	if n > uint64(len(rest)) {
-		return nil, nil, fmt.Errorf("%w: %s of %d bytes, %d left", ErrMalformed, what, n, len(rest))
-	}
-	return rest[:n:n], rest[n:], nil
-}
-
-func bytesLen(n int) int { return uvarintLen(uint64(n)) + n }
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
 }
