@@ -148,7 +148,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 	}
 	for _, b := range s.ObjectBuckets {
 		if !names.Valid(b) {
-			return nil, fmt.Errorf("Object Store bucket %q must match %s", b, names.Pattern)
+			return nil, fmt.Errorf("kvwatch: object store bucket %q must match %s", b, names.Pattern)
 		}
 	}
 	return &server.Permissions{
