@@ -150,23 +150,32 @@ func BenchmarkBuild(b *testing.B) {
 	}
 }
 
+// buildBenchVersion builds the files names of dir (writeBenchDataset)
+// as version v1 of db with comp, in a store of its own; both are closed
+// when b ends.
+func buildBenchVersion(b *testing.B, dir string, names []string, comp Compression) *Version {
+	b.Helper()
+	s, err := OpenStore(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: "v1",
+		Files: sourceFiles(b, dir, names), Partitioner: sequinsPartitioner{}, Compression: comp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { v.Close() })
+	return v
+}
+
 func BenchmarkGet(b *testing.B) {
 	const records = 1_000_000
 	dir := b.TempDir()
 	names := writeBenchDataset(b, dir, records, true)
 	for _, comp := range []Compression{CompressionNone, CompressionZstd, CompressionS2, CompressionS2Blocks} {
 		b.Run(string(comp), func(b *testing.B) {
-			s, err := OpenStore(b.TempDir(), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: "v1",
-				Files: sourceFiles(b, dir, names), Partitioner: sequinsPartitioner{}, Compression: comp})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer v.Close()
+			v := buildBenchVersion(b, dir, names, comp)
 			stored := v.Manifest().StoredBytes
 			get := func(r *rand.Rand, key, buf []byte) ([]byte, []byte) {
 				key = benchKey(key, r.Uint64N(records))

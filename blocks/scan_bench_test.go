@@ -1,7 +1,6 @@
 package blocks
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -24,17 +23,7 @@ func BenchmarkScan(b *testing.B) {
 		names := writeBenchDataset(b, dir, records, true)
 		for _, comp := range []Compression{CompressionNone, CompressionS2Blocks} {
 			b.Run(fmt.Sprintf("records=%d/%s", records, comp), func(b *testing.B) {
-				s, err := OpenStore(b.TempDir(), Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: "v1",
-					Files: sourceFiles(b, dir, names), Partitioner: sequinsPartitioner{}, Compression: comp})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer v.Close()
+				v := buildBenchVersion(b, dir, names, comp)
 				report := func(b *testing.B, n int) {
 					if n != records {
 						b.Fatalf("listed %d keys, want %d", n, records)
