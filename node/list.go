@@ -245,12 +245,8 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 		return ListPage{}, err
 	}
 	page.Keys, page.Values, page.More = m.keys, m.vals, m.more
-	if opts.Values && d.decoder != nil && !opts.Raw {
-		for i, val := range page.Values {
-			if page.Values[i], err = d.decoder.Decode(ctx, val); err != nil {
-				return ListPage{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
-			}
-		}
+	if err := d.decodeListed(ctx, page.Values, opts); err != nil {
+		return ListPage{}, err
 	}
 	return page, nil
 }
@@ -284,12 +280,8 @@ func (n *Node) listElsewhere(ctx context.Context, d *db, lister RemoteLister, in
 		return ListPage{}, err
 	}
 	page.Keys, page.Values, page.More = m.keys, m.vals, m.more
-	if opts.Values && d.decoder != nil && !opts.Raw {
-		for i, val := range page.Values {
-			if page.Values[i], err = d.decoder.Decode(ctx, val); err != nil {
-				return ListPage{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
-			}
-		}
+	if err := d.decodeListed(ctx, page.Values, opts); err != nil {
+		return ListPage{}, err
 	}
 	return page, nil
 }
@@ -561,4 +553,20 @@ func (m *listMerge) keep(b []byte) []byte {
 	start := len(m.arena)
 	m.arena = append(m.arena, b...)
 	return m.arena[start:len(m.arena):len(m.arena)]
+}
+
+// decodeListed replaces a page's values by their decoded answers, in
+// place, when the listing asked for values of a db with a decoder and
+// not for raw ones.
+func (d *db) decodeListed(ctx context.Context, values [][]byte, opts ListOptions) error {
+	if !opts.Values || d.decoder == nil || opts.Raw {
+		return nil
+	}
+	for i, val := range values {
+		var err error
+		if values[i], err = d.decoder.Decode(ctx, val); err != nil {
+			return fmt.Errorf("node: decode %s value: %w", d.name, err)
+		}
+	}
+	return nil
 }
