@@ -81,15 +81,7 @@ func (k *KV) ownRevisions(b Bucket) []uint64 {
 		k.putMu.Unlock()
 		return revs
 	}
-	k.ownMu.Lock()
-	var entries []*ownEntry
-	for _, e := range k.own {
-		if e.b == b {
-			entries = append(entries, e)
-		}
-	}
-	k.ownMu.Unlock()
-	for _, e := range entries {
+	for _, e := range k.ownIn(b) {
 		l := k.keyLock(e.b, e.key)
 		l.Lock()
 		revs = append(revs, e.rev)
@@ -170,14 +162,7 @@ func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
 	if b == Versions {
 		n, failed = k.repairPuts(ctx)
 	} else {
-		k.ownMu.Lock()
-		var entries []*ownEntry
-		for _, e := range k.own {
-			if e.b == b {
-				entries = append(entries, e)
-			}
-		}
-		k.ownMu.Unlock()
+		entries := k.ownIn(b)
 		var counted = make(chan bool, len(entries))
 		k.forEachOwn(entries, func(e *ownEntry) {
 			if !k.registered(e) {
@@ -242,4 +227,17 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 		}
 	}
 	return n, failed
+}
+
+// ownIn returns this node's own entries in bucket b.
+func (k *KV) ownIn(b Bucket) []*ownEntry {
+	k.ownMu.Lock()
+	defer k.ownMu.Unlock()
+	var entries []*ownEntry
+	for _, e := range k.own {
+		if e.b == b {
+			entries = append(entries, e)
+		}
+	}
+	return entries
 }
