@@ -36,6 +36,12 @@ import (
 type ownPut struct {
 	value []byte
 	rev   uint64
+	// writing is set while a repair writes the entry again: the watcher
+	// may deliver that write before the repair learns its revision, so
+	// writes seen meanwhile are only noted (seen, the highest revision)
+	// and judged when the repair's own revision is known.
+	writing bool
+	seen    uint64
 }
 
 // bucketSeen is what the heartbeat last saw of a bucket's stream.
@@ -64,7 +70,12 @@ func (k *KV) forgetPut(key string) {
 func (k *KV) sawVersionsWrite(key string, rev uint64) {
 	k.putMu.Lock()
 	defer k.putMu.Unlock()
-	if p, ok := k.puts[key]; ok && p.rev != rev {
+	p, ok := k.puts[key]
+	switch {
+	case !ok:
+	case p.writing:
+		p.seen = max(p.seen, rev)
+	case p.rev != rev:
 		delete(k.puts, key)
 	}
 }
@@ -204,12 +215,22 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 	puts := maps.Clone(k.puts)
 	k.putMu.Unlock()
 	for key, p := range puts {
+		k.putMu.Lock()
+		if k.puts[key] != p { // put again or deleted meanwhile
+			k.putMu.Unlock()
+			continue
+		}
+		p.writing, p.seen = true, 0
+		k.putMu.Unlock()
 		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 		rev, err := kvs[Versions].Create(octx, key, p.value)
 		cancel()
 		k.putMu.Lock()
+		p.writing = false
 		if k.puts[key] == p { // not put again or deleted meanwhile
 			switch {
+			case err == nil && p.seen > rev:
+				delete(k.puts, key) // written again by someone else since
 			case err == nil:
 				p.rev = rev
 			case errors.Is(err, jetstream.ErrKeyExists):
