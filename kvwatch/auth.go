@@ -66,16 +66,58 @@ type User struct {
 }
 
 // Scope is what a role's permissions cover: a cluster's buckets and
-// subjects, in the JetStream of one domain, and Object Store buckets.
+// subjects, in the JetStream of one domain, and Object Store buckets;
+// with regions, the region's JetStream or the hub's.
 type Scope struct {
 	// Cluster is the spangle cluster name (Config.ClusterName).
 	Cluster string
 	// Domain is the JetStream domain whose API the buckets are reached
-	// through; "" for the account's own (names.APIPrefix).
+	// through; "" for the account's own (names.APIPrefix). Exclusive
+	// with HubDomain. Default "".
 	Domain string
 	// ObjectBuckets are the Object Store buckets a publisher writes or a
-	// node reads.
+	// node reads. Default none.
 	ObjectBuckets []string
+	// HubDomain, when set, gives the permissions of a deployment with
+	// regions (kvwatch/region) whose hub has this JetStream domain. A
+	// node and a client are then users of a region's NATS server: the
+	// node reads the hub's versions and Object Store buckets through the
+	// region's mirrors of them, which it creates in the region's own
+	// domain, and checks that the hub answers. An operator and a
+	// publisher are users of the hub's server: the operator pins at the
+	// hub and reads the regions' buckets through it ("$JS.<region>.API").
+	// Default "": no regions.
+	HubDomain string
+	// Region, with HubDomain, bounds an operator to one region: its pins
+	// ("<db>.pin.<region>") and its buckets only. A node's and a client's
+	// permissions are the same in every region, and a publisher's has
+	// none. Default "": an operator of every region and of the pins for
+	// all.
+	Region string
+}
+
+// check reports the first problem of s.
+func (s Scope) check() error {
+	for _, b := range s.ObjectBuckets {
+		if !names.Valid(b) {
+			return fmt.Errorf("kvwatch: object store bucket %q must match %s", b, names.Pattern)
+		}
+	}
+	switch {
+	case s.Domain != "" && !names.Valid(s.Domain):
+		return fmt.Errorf("kvwatch: domain %q must match %s", s.Domain, names.Pattern)
+	case s.HubDomain != "" && !names.Valid(s.HubDomain):
+		return fmt.Errorf("kvwatch: hub domain %q must match %s", s.HubDomain, names.Pattern)
+	case s.Region != "" && !names.Valid(s.Region):
+		return fmt.Errorf("kvwatch: region %q must match %s", s.Region, names.Pattern)
+	case s.Domain != "" && s.HubDomain != "":
+		return fmt.Errorf("kvwatch: a domain (%q) and a hub domain (%q) are exclusive: with regions, a region's users reach its own JetStream and the hub's users the hub's", s.Domain, s.HubDomain)
+	case s.Region != "" && s.HubDomain == "":
+		return fmt.Errorf("kvwatch: region %q needs the hub's domain", s.Region)
+	case s.Region != "" && s.Region == s.HubDomain:
+		return fmt.Errorf("kvwatch: region %q is the hub's domain", s.Region)
+	}
+	return nil
 }
 
 // RolePermissions returns the exact subject permissions of role in scope.
@@ -83,53 +125,70 @@ type Scope struct {
 // spangle's own names, so no deny list is needed: what is not listed is
 // refused. Replies to lookups go through the response permission (a
 // node may answer the requests it received, and nothing else of
-// _INBOX).
+// _INBOX). docs/SECURITY.md gives the reason for every subject.
 func RolePermissions(role string, s Scope) (*server.Permissions, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	api := names.APIPrefix(s.Domain)
-	var kvStreams []string
-	for _, kind := range names.Kinds {
-		kvStreams = append(kvStreams, names.KVStream(names.KVBucket(s.Cluster, kind)))
-	}
-	versions := names.KVBucket(s.Cluster, names.Versions)
-	// read is what reading a stream takes: bind (INFO), watch or list (an
-	// ordered consumer: CREATE in both forms, its clean-up DELETE, INFO),
-	// gets (DIRECT.GET, MSG.GET) and the consumer's flow control.
-	read := func(stream string) []string {
-		return []string{
-			api + ".STREAM.INFO." + stream,
-			api + ".CONSUMER.CREATE." + stream, api + ".CONSUMER.CREATE." + stream + ".>",
-			api + ".CONSUMER.DELETE." + stream + ".*",
-			api + ".CONSUMER.INFO." + stream + ".*",
-			api + ".DIRECT.GET." + stream, api + ".DIRECT.GET." + stream + ".>",
-			api + ".STREAM.MSG.GET." + stream,
-			// Flow control replies: $JS.FC.<stream>.… and, with the
-			// server's v2 reply format, $JS.FC.<domain>.<account>.<stream>.…
-			"$JS.FC." + stream + ".>", "$JS.FC.*.*." + stream + ".>",
-		}
-	}
+	regions := s.HubDomain != ""
+	bucket := func(kind string) string { return names.KVBucket(s.Cluster, kind) }
+	versions := bucket(names.Versions)
+	// pub starts with what every role reads: the cluster's buckets where
+	// it logs in.
 	var pub []string
-	for _, st := range kvStreams {
-		pub = append(pub, read(st)...)
+	for _, kind := range names.Kinds {
+		pub = append(pub, readStream(api, names.KVStream(bucket(kind)))...)
 	}
 	sub := []string{"_INBOX.>"}
 	var resp *server.ResponsePermission
 	switch role {
 	case RoleNode:
-		for _, kind := range names.Kinds {
-			b := names.KVBucket(s.Cluster, kind)
-			pub = append(pub, api+".STREAM.CREATE."+names.KVStream(b), api+".STREAM.UPDATE."+names.KVStream(b))
-			if kind != names.Versions {
-				pub = append(pub, names.KVSubject(b, ">"))
-			}
+		for _, kind := range []string{names.Nodes, names.Partitions} {
+			st := names.KVStream(bucket(kind))
+			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.UPDATE."+st, names.KVSubject(bucket(kind), ">"))
 		}
-		pub = append(pub, names.KVSubject(versions, "*"))
-		for _, b := range s.ObjectBuckets {
-			pub = append(pub, read(names.ObjectStream(b))...)
+		if regions {
+			// The versions bucket and the Object Store buckets are the
+			// region's mirrors of the hub's: the node creates them in its
+			// own domain, never updates or writes them (the region's
+			// server, not the node, asks the hub for the mirrors'
+			// consumers, under the region's leafnode login:
+			// region.HubLeafPublish). It checks its server's domain and
+			// that the hub answers (account information, both).
+			pub = append(pub, api+".STREAM.CREATE."+names.KVStream(versions))
+			for _, b := range s.ObjectBuckets {
+				st := names.ObjectStream(b)
+				pub = append(pub, readStream(api, st)...)
+				pub = append(pub, api+".STREAM.CREATE."+st)
+			}
+			pub = append(pub, api+".INFO", names.APIPrefix(s.HubDomain)+".INFO")
+		} else {
+			st := names.KVStream(versions)
+			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.UPDATE."+st, names.KVSubject(versions, "*"))
+			for _, b := range s.ObjectBuckets {
+				pub = append(pub, readStream(api, names.ObjectStream(b))...)
+			}
 		}
 		sub = append(sub, names.Prefix(s.Cluster)+".>")
 		resp = &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
 	case RoleOperator:
-		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix), names.KVSubject(versions, "*"+names.PinSuffix+".*"))
+		if !regions {
+			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix), names.KVSubject(versions, "*"+names.PinSuffix+".*"))
+			break
+		}
+		// At the hub: the pins of its region (or of every region, and
+		// the pins for all), and the region's buckets read through the
+		// hub, for the pin's verdict and spangle status --regions.
+		region := s.Region
+		if region == "" {
+			region = "*"
+			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix))
+		}
+		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix+"."+region))
+		for _, kind := range names.Kinds {
+			pub = append(pub, readStream(names.APIPrefix(region), names.KVStream(bucket(kind)))...)
+		}
 	case RolePublisher:
 		if len(s.ObjectBuckets) == 0 {
 			return nil, fmt.Errorf("a %s needs the Object Store buckets it writes (buckets)", RolePublisher)
@@ -137,7 +196,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		pub = append(pub, names.KVSubject(versions, "*"))
 		for _, b := range s.ObjectBuckets {
 			st := names.ObjectStream(b)
-			pub = append(pub, read(st)...)
+			pub = append(pub, readStream(api, st)...)
 			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.PURGE."+st, names.ObjectSubjects(b))
 		}
 	case RoleClient:
@@ -146,16 +205,42 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 	default:
 		return nil, fmt.Errorf("unknown role %q (want %s, %s, %s or %s)", role, RoleNode, RoleOperator, RolePublisher, RoleClient)
 	}
-	for _, b := range s.ObjectBuckets {
-		if !names.Valid(b) {
-			return nil, fmt.Errorf("kvwatch: object store bucket %q must match %s", b, names.Pattern)
-		}
-	}
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub},
+		Publish:   &server.SubjectPermission{Allow: unique(pub)},
 		Subscribe: &server.SubjectPermission{Allow: sub},
 		Response:  resp,
 	}, nil
+}
+
+// unique returns subjects without repeats, in their first order.
+func unique(subjects []string) []string {
+	seen := make(map[string]bool, len(subjects))
+	out := subjects[:0]
+	for _, s := range subjects {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// readStream is what reading a stream through the API at prefix api
+// takes: bind (INFO), watch or list (an ordered consumer: CREATE in both
+// forms, its clean-up DELETE, INFO), gets (DIRECT.GET, MSG.GET) and the
+// consumer's flow control.
+func readStream(api, stream string) []string {
+	return []string{
+		api + ".STREAM.INFO." + stream,
+		api + ".CONSUMER.CREATE." + stream, api + ".CONSUMER.CREATE." + stream + ".>",
+		api + ".CONSUMER.DELETE." + stream + ".*",
+		api + ".CONSUMER.INFO." + stream + ".*",
+		api + ".DIRECT.GET." + stream, api + ".DIRECT.GET." + stream + ".>",
+		api + ".STREAM.MSG.GET." + stream,
+		// Flow control replies: $JS.FC.<stream>.… and, with the
+		// server's v2 reply format, $JS.FC.<domain>.<account>.<stream>.…
+		"$JS.FC." + stream + ".>", "$JS.FC.*.*." + stream + ".>",
+	}
 }
 
 // addUsers puts c's users, and the node's own NKey user, into o.
@@ -164,7 +249,7 @@ func addUsers(o *server.Options, c Config, self nkeys.KeyPair) error {
 		return nil
 	}
 	for i, u := range c.EmbeddedUsers {
-		perms, err := RolePermissions(u.Role, Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets})
+		perms, err := RolePermissions(u.Role, c.userScope(u))
 		if err != nil {
 			return fmt.Errorf("user %d: %w", i+1, err)
 		}
@@ -180,6 +265,16 @@ func addUsers(o *server.Options, c Config, self nkeys.KeyPair) error {
 	}
 	o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: pub})
 	return nil
+}
+
+// userScope is the scope of an embedded-server user: the cluster's
+// buckets and its Object Store buckets, in a region the region's.
+func (c Config) userScope(u User) Scope {
+	s := Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets}
+	if c.Region.Enabled() {
+		s.HubDomain = c.Region.HubDomain
+	}
+	return s
 }
 
 // selfAuth returns the connection option that logs the node in with its
@@ -203,7 +298,11 @@ func checkUsers(c Config) error {
 		case u.NKey == "" && (u.Name == "" || u.Password == ""):
 			return fmt.Errorf("user %d: want a name and a password, or an nkey", i+1)
 		}
-		if _, err := RolePermissions(u.Role, Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets}); err != nil {
+		if c.Region.Enabled() && (u.Role == RoleOperator || u.Role == RolePublisher) {
+			return fmt.Errorf("user %d: role %s: a region's NATS server takes %s and %s logins; publishers and operators log in at the hub (domain %s), where versions and pins live",
+				i+1, u.Role, RoleNode, RoleClient, c.Region.HubDomain)
+		}
+		if _, err := RolePermissions(u.Role, c.userScope(u)); err != nil {
 			return fmt.Errorf("user %d: %w", i+1, err)
 		}
 	}

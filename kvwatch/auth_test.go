@@ -460,6 +460,14 @@ func TestAuthConfigValidate(t *testing.T) {
 		{"CA on embedded", func(c *Config) { c.TLSCAFile = "ca" }},
 		{"client cert on embedded", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c", "k" }},
 		{"skip verify on embedded", func(c *Config) { c.TLSInsecureSkipVerify = true }},
+		{"operator on a region's server", func(c *Config) {
+			c.Region.Name, c.Region.Hub = "ra", "nats-leaf://127.0.0.1:7422"
+			c.EmbeddedUsers = []User{{Name: "ops", Password: "pw", Role: RoleOperator}}
+		}},
+		{"publisher on a region's server", func(c *Config) {
+			c.Region.Name, c.Region.Hub = "ra", "nats-leaf://127.0.0.1:7422"
+			c.EmbeddedUsers = []User{{Name: "etl", Password: "pw", Role: RolePublisher, Buckets: []string{"data"}}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

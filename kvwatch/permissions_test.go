@@ -349,8 +349,18 @@ func TestRoleNodeRuns(t *testing.T) {
 // the embedded server applies.
 func TestPermissionsConfig(t *testing.T) {
 	s := Scope{Cluster: "prod", ObjectBuckets: []string{"data"}}
-	for _, role := range []string{RoleNode, RoleOperator, RolePublisher, RoleClient} {
-		t.Run(role, func(t *testing.T) {
+	hub := Scope{Cluster: "prod", ObjectBuckets: []string{"data"}, HubDomain: "hub"}
+	hubRA := hub
+	hubRA.Region = "ra"
+	for _, tc := range []struct {
+		role  string
+		scope Scope
+	}{
+		{RoleNode, s}, {RoleOperator, s}, {RolePublisher, s}, {RoleClient, s},
+		{RoleNode, hub}, {RoleOperator, hub}, {RoleOperator, hubRA}, {RolePublisher, hub}, {RoleClient, hub},
+	} {
+		role, s := tc.role, tc.scope
+		t.Run(role+"/"+s.HubDomain+"/"+s.Region, func(t *testing.T) {
 			block, err := PermissionsConfig(role, s)
 			if err != nil {
 				t.Fatal(err)
@@ -371,5 +381,29 @@ func TestPermissionsConfig(t *testing.T) {
 	}
 	if _, err := PermissionsConfig("admin", s); err == nil {
 		t.Error("an unknown role")
+	}
+}
+
+// TestScopeRefused: scopes that name no valid set of subjects are
+// refused, saying why.
+func TestScopeRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		scope Scope
+		err   string
+	}{
+		{"bad bucket", Scope{Cluster: "c", ObjectBuckets: []string{"a.b"}}, "object store bucket"},
+		{"bad domain", Scope{Cluster: "c", Domain: "*"}, "domain"},
+		{"bad hub domain", Scope{Cluster: "c", HubDomain: "a>"}, "hub domain"},
+		{"bad region", Scope{Cluster: "c", HubDomain: "hub", Region: "r.a"}, "region"},
+		{"domain and hub", Scope{Cluster: "c", Domain: "ra", HubDomain: "hub"}, "exclusive"},
+		{"region without hub", Scope{Cluster: "c", Region: "ra"}, "needs the hub's domain"},
+		{"region is the hub", Scope{Cluster: "c", HubDomain: "hub", Region: "hub"}, "is the hub's domain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := RolePermissions(RoleOperator, tc.scope); err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("got %v, want an error with %q", err, tc.err)
+			}
+		})
 	}
 }

@@ -2,15 +2,19 @@ package kvwatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
@@ -83,4 +87,254 @@ func TestRegionWrongDomain(t *testing.T) {
 	if err := k.Start(ctx); err == nil || !errors.Is(err, region.ErrInvalidConfig) {
 		t.Fatalf("Start: %v, want the domain refused", err)
 	}
+}
+
+// TestRegionPermissions runs a hub and a region's own NATS server (a
+// leafnode of the hub, deployment (b)) whose users have exactly the
+// permissions RolePermissions gives with the hub's domain: two region
+// nodes log in as the node role and work — their server's domain and
+// the hub are checked, the mirrors of the hub's versions and Object
+// Store buckets are created and fill, each sees the other's membership
+// and partitions entries, a client's lookup is answered — without one
+// permissions violation. The hub's operators (one of every region, one
+// of ra only) read ra's buckets through the hub and pin where they may;
+// what no login may do (delete a hub bucket, write a pin as a node, a
+// region's pin as another region's operator, reach another region) is
+// refused, and nothing is lost.
+func TestRegionPermissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	perms := func(role string, s Scope) *server.Permissions {
+		t.Helper()
+		p, err := RolePermissions(role, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	scope := Scope{Cluster: "test", ObjectBuckets: []string{"data"}, HubDomain: "hub"}
+	opsRA := scope
+	opsRA.Region = "ra"
+
+	leaf := freePort(t)
+	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
+	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
+	o.Users = []*server.User{
+		{Username: "admin", Password: "pw"},
+		{Username: "ra", Password: "pw", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: region.HubLeafPublish("hub")}}},
+		{Username: "ops", Password: "pw", Permissions: perms(RoleOperator, scope)},
+		{Username: "ops-ra", Password: "pw", Permissions: perms(RoleOperator, opsRA)},
+		{Username: "etl", Password: "pw", Permissions: perms(RolePublisher, scope)},
+	}
+	hub := natstest.RunServer(t, o)
+	rc := region.DefaultConfig()
+	rc.Name, rc.Hub = "ra", fmt.Sprintf("nats-leaf://ra:pw@127.0.0.1:%d", leaf)
+	remote, err := region.Remote(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &server.Options{ServerName: "ra", JetStreamDomain: "ra"}
+	ro.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	ro.LeafNode.ReconnectInterval = 50 * time.Millisecond
+	ro.Users = []*server.User{
+		{Username: "node", Password: "pw", Permissions: perms(RoleNode, scope)},
+		{Username: "client", Password: "pw", Permissions: perms(RoleClient, scope)},
+	}
+	ra := natstest.RunServer(t, ro)
+	waitFor(t, 10*time.Second, "ra's leafnode up", func() error {
+		if ra.NumLeafNodes() != 1 {
+			return fmt.Errorf("%d leafnodes", ra.NumLeafNodes())
+		}
+		return nil
+	})
+	as := func(s *server.Server, user string) string {
+		return strings.Replace(s.ClientURL(), "nats://", "nats://"+user+":pw@", 1)
+	}
+
+	// The hub's buckets, made by its administrator.
+	admin := natstest.JetStream(t, as(hub, "admin"))
+	versions := bucketName("test", Versions)
+	hkv, err := admin.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: versions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hkv.Put(ctx, "d", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	hobs, err := admin.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hobs.PutBytes(ctx, "d/v1/part-0", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two nodes of region ra.
+	node := func() *KV {
+		c := testConfig(t, as(ra, "node"))
+		c.Region = region.DefaultConfig()
+		c.Region.Name = "ra"
+		c.Region.HubCheckInterval = 100 * time.Millisecond
+		return startKV(t, c)
+	}
+	n1, n2 := node(), node()
+	if err := region.EnsureObjectMirror(ctx, n1.JetStream(), "data", "hub", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := region.EnsureObjectMirror(ctx, n2.JetStream(), "data", "hub", 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range []*KV{n1, n2} {
+		id := fmt.Sprintf("n%d", i+1)
+		if err := k.Publish(ctx, Nodes, id, []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Publish(ctx, Partitions, names.PartitionKey("d", "v1", id), []byte("0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []*KV{n1, n2} {
+		waitFor(t, 20*time.Second, "the hub's version in the mirror", hasValue(k, Versions, "d", "v1"))
+		waitFor(t, 5*time.Second, "both nodes' entries", func() error {
+			for _, id := range []string{"n1", "n2"} {
+				if err := hasValue(k, Nodes, id, id)(); err != nil {
+					return err
+				}
+				if err := hasValue(k, Partitions, names.PartitionKey("d", "v1", id), "0")(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		obs, err := k.JetStream().ObjectStore(ctx, "data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the hub's object in the mirror", func() error {
+			b, err := obs.GetBytes(ctx, "d/v1/part-0")
+			if err == nil && string(b) != "hello" {
+				err = fmt.Errorf("%q", b)
+			}
+			return err
+		})
+		waitFor(t, 5*time.Second, "the hub check", func() error {
+			if got := testutil.ToFloat64(k.met.hubConnected); got != 1 {
+				return fmt.Errorf("hub_connected %v", got)
+			}
+			return nil
+		})
+	}
+	// A lookup, answered by a node.
+	if _, err := n1.Conn().QueueSubscribe(names.GetSubject("test", "d"), "q", func(m *nats.Msg) { _ = m.Respond([]byte("value")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	client := natstest.JetStream(t, as(ra, "client")).Conn()
+	if m, err := client.Request(names.GetSubject("test", "d"), []byte("k"), 5*time.Second); err != nil || string(m.Data) != "value" {
+		t.Fatalf("lookup: %v %v", m, err)
+	}
+	// The region's operator pins in its region, and reads the region's
+	// nodes (the pin's verdict) and its mirror (status --regions).
+	ops := natstest.JetStream(t, as(hub, "ops-ra"))
+	okv, err := ops.KeyValue(ctx, versions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := okv.Put(ctx, names.RegionPinKey("d", "ra"), []byte("pin")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the region pin in the mirror", hasValue(n1, Versions, names.RegionPinKey("d", "ra"), "pin"))
+	toRA, err := jetstream.NewWithDomain(ops.Conn(), "ra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := toRA.KeyValue(ctx, bucketName("test", Nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := nodes.Get(ctx, "n2"); err != nil || string(e.Value()) != "n2" {
+		t.Fatalf("ra's nodes bucket through the hub: %v", err)
+	}
+	if _, err := region.MirrorState(ctx, ops.Conn(), "ra", names.KVStream(versions)); err != nil {
+		t.Fatalf("ra's mirror through the hub: %v", err)
+	}
+	for i, k := range []*KV{n1, n2} {
+		if err := k.Conn().LastError(); err != nil {
+			t.Fatalf("node %d met: %v", i+1, err)
+		}
+	}
+
+	// What each login may and may not do.
+	conns := map[string]*nats.Conn{}
+	for user, s := range map[string]*server.Server{"node": ra, "client": ra, "ops": hub, "ops-ra": hub, "etl": hub} {
+		nc, err := nats.Connect(as(s, user), nats.Timeout(5*time.Second),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // violations are read with LastError
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns[user] = nc
+	}
+	kv := func(key string) string { return names.KVSubject(versions, key) }
+	nodesStream := names.KVStream(bucketName("test", Nodes))
+	mirrorCfg, _ := json.Marshal(region.ObjectMirror("data", "hub", 1))
+	ops2 := []struct {
+		login, name, subject string
+		data                 []byte
+		allowed              bool
+	}{
+		{"node", "account info", "$JS.API.INFO", nil, true},
+		{"node", "the hub's account info", "$JS.hub.API.INFO", nil, true},
+		{"node", "create the object mirror", "$JS.API.STREAM.CREATE.OBJ_data", mirrorCfg, true},
+		{"node", "update the versions mirror", "$JS.API.STREAM.UPDATE." + names.KVStream(versions), []byte(`{}`), false},
+		{"node", "write a version", kv("d"), []byte("{}"), false},
+		{"node", "write a pin", kv(names.PinKey("d")), []byte("{}"), false},
+		{"node", "write a pin through the mirror", "$JS.hub.API." + kv(names.PinKey("d")), []byte("{}"), false},
+		{"node", "delete the hub's Object Store bucket", "$JS.hub.API.STREAM.DELETE.OBJ_data", nil, false},
+		{"node", "delete the hub's versions bucket", "$JS.hub.API.STREAM.DELETE." + names.KVStream(versions), nil, false},
+		{"node", "delete the region's nodes bucket", "$JS.API.STREAM.DELETE." + nodesStream, nil, false},
+		{"node", "read another region", "$JS.rb.API.STREAM.INFO." + nodesStream, nil, false},
+		{"client", "lookup", names.GetSubject("test", "d"), []byte("k"), true},
+		{"client", "the hub's account info", "$JS.hub.API.INFO", nil, false},
+		{"client", "create the object mirror", "$JS.API.STREAM.CREATE.OBJ_data", mirrorCfg, false},
+		{"ops-ra", "its region's pin", kv(names.RegionPinKey("d", "ra")), []byte("{}"), true},
+		{"ops-ra", "another region's pin", kv(names.RegionPinKey("d", "rb")), []byte("{}"), false},
+		{"ops-ra", "the pin for all", kv(names.PinKey("d")), []byte("{}"), false},
+		{"ops-ra", "a version", kv("d"), []byte("{}"), false},
+		{"ops-ra", "its region's nodes", "$JS.ra.API.STREAM.INFO." + nodesStream, nil, true},
+		{"ops-ra", "another region's nodes", "$JS.rb.API.STREAM.INFO." + nodesStream, nil, false},
+		{"ops-ra", "delete its region's nodes bucket", "$JS.ra.API.STREAM.DELETE." + nodesStream, nil, false},
+		{"ops", "the pin for all", kv(names.PinKey("d")), []byte("{}"), true},
+		{"ops", "a region's pin", kv(names.RegionPinKey("d", "rb")), []byte("{}"), true},
+		{"ops", "any region's nodes", "$JS.rb.API.STREAM.INFO." + nodesStream, nil, true},
+		{"ops", "delete a region's nodes bucket", "$JS.ra.API.STREAM.DELETE." + nodesStream, nil, false},
+		{"ops", "delete the versions bucket", "$JS.API.STREAM.DELETE." + names.KVStream(versions), nil, false},
+		{"etl", "a version", kv("d2"), []byte("{}"), true},
+		{"etl", "a pin", kv(names.PinKey("d2")), []byte("{}"), false},
+		{"etl", "a region's nodes", "$JS.ra.API.STREAM.INFO." + nodesStream, nil, false},
+		{"etl", "delete the Object Store bucket", "$JS.API.STREAM.DELETE.OBJ_data", nil, false},
+	}
+	for _, op := range ops2 {
+		allowed, err := tryOp(conns[op.login], permOp{name: op.name, subject: op.subject, data: op.data})
+		if err != nil {
+			t.Errorf("%s, %s: %v", op.login, op.name, err)
+			continue
+		}
+		if allowed != op.allowed {
+			t.Errorf("%s, %s (%s): allowed %v, want %v", op.login, op.name, op.subject, allowed, op.allowed)
+		}
+	}
+	// Nothing was lost.
+	if b, err := hobs.GetBytes(ctx, "d/v1/part-0"); err != nil || string(b) != "hello" {
+		t.Errorf("the hub's object: %q %v", b, err)
+	}
+	if e, err := hkv.Get(ctx, "d"); err != nil || string(e.Value()) != "v1" {
+		t.Errorf("the hub's version: %v", err)
+	}
+	if _, err := hkv.Get(ctx, names.PinKey("d2")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the publisher's pin: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the nodes' entries", hasValue(n2, Nodes, "n1", "n1"))
 }

@@ -190,7 +190,17 @@ func TestNATSPermissionsCommand(t *testing.T) {
 		!strings.Contains(stdout, `"$KV.spangle_prod_versions.*"`) || strings.Contains(stdout, "STREAM.DELETE") {
 		t.Fatalf("publisher: exit %d\n%s%s", code, stdout, stderr)
 	}
-	for _, args := range [][]string{{"admin"}, {"publisher"}, {}} {
+	code, stdout, stderr = runCLI(t, bin, "nats-permissions", "--cluster", "prod", "--buckets", "data", "--hub-domain", "hub", "node")
+	if code != 0 || !strings.Contains(stdout, `"$JS.hub.API.INFO"`) || !strings.Contains(stdout, `"$JS.API.STREAM.CREATE.OBJ_data"`) ||
+		strings.Contains(stdout, `"$KV.spangle_prod_versions.*"`) {
+		t.Fatalf("a region's node: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, bin, "nats-permissions", "--cluster", "prod", "--hub-domain", "hub", "--region", "eu", "operator")
+	if code != 0 || !strings.Contains(stdout, `"$KV.spangle_prod_versions.*.pin.eu"`) || !strings.Contains(stdout, `"$JS.eu.API.STREAM.INFO.KV_spangle_prod_nodes"`) ||
+		strings.Contains(stdout, `"$KV.spangle_prod_versions.*.pin"`+"\n") {
+		t.Fatalf("a region's operator: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"admin"}, {"publisher"}, {}, {"--region", "eu", "operator"}} {
 		if code, _, stderr := runCLI(t, bin, append([]string{"nats-permissions"}, args...)...); code != 2 {
 			t.Errorf("nats-permissions %q: exit %d, want 2\n%s", args, code, stderr)
 		}

@@ -17,6 +17,8 @@ func natsPermissions(args []string, stdout, stderr io.Writer) error {
 	cluster := fs.String("cluster", "spangle", "spangle cluster name (names the buckets and subjects)")
 	domain := fs.String("domain", "", "JetStream domain the buckets are reached in (none: the account's own)")
 	buckets := fs.String("buckets", "", "Object Store buckets, comma-separated: those a publisher writes, a node reads")
+	hubDomain := fs.String("hub-domain", "", "with regions, the hub's JetStream domain ([region] hub_domain): a node or client of a region's NATS server, an operator or publisher of the hub's (none: no regions)")
+	region := fs.String("region", "", "with --hub-domain, bounds an operator to this region's pins and buckets (none: every region)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -26,6 +28,7 @@ func natsPermissions(args []string, stdout, stderr io.Writer) error {
 	}
 	block, err := kvwatch.PermissionsConfig(fs.Arg(0), kvwatch.Scope{
 		Cluster: *cluster, Domain: *domain, ObjectBuckets: spangle.SplitList(*buckets),
+		HubDomain: *hubDomain, Region: *region,
 	})
 	if err != nil {
 		return usagef("%v", err)
