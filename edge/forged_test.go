@@ -88,7 +88,7 @@ func TestForgedClusterEntries(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if d := time.Since(start); resp.StatusCode != 200 || d > time.Second {
+			if d := time.Since(start); resp.StatusCode != 200 || d > 3*time.Second { // a page built for 10^18 partitions would never finish
 				t.Errorf("%s (%s): %d in %v: %.200s", path, accept, resp.StatusCode, d, body)
 			}
 			if strings.Contains(string(body), "ghost") || strings.Contains(string(body), "v3") {

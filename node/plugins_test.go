@@ -103,7 +103,7 @@ func TestHostilePlugins(t *testing.T) {
 	var goodReads atomic.Int64
 	errc := make(chan error, 1)
 	n := newTestNode(t, root, func(c *Config) {
-		c.Plugins.CallTimeout = 500 * time.Millisecond
+		c.Plugins.CallTimeout = 2 * time.Second // "grow" must trap before it, page by page under -race on a loaded machine
 		c.Plugins.MemoryLimitPages = 64
 		c.DBs = map[string]DBConfig{
 			"dec":  {Decoder: hostile},

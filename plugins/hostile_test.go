@@ -108,7 +108,7 @@ func TestHostilePartitioner(t *testing.T) {
 			cfg.PoolSize = 1
 			cfg.CallTimeout = 5 * time.Second // growing page by page is slow under -race
 			if tc.want == ErrPluginTimeout {
-				cfg.CallTimeout = 50 * time.Millisecond
+				cfg.CallTimeout = 250 * time.Millisecond // the next call, on a fresh instance, must fit in it too under -race
 			}
 			cfg.MemoryLimitPages = 64
 			p := openPartitioner(t, "hostile", cfg)
@@ -171,7 +171,7 @@ func TestHostileBatch(t *testing.T) {
 		t.Run(tc.first, func(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.PoolSize = 1
-			cfg.CallTimeout = 50 * time.Millisecond
+			cfg.CallTimeout = 250 * time.Millisecond // the next call, on a fresh instance, must fit in it too under -race
 			p := openPartitioner(t, "hostile", cfg)
 			keys := [][]byte{[]byte(tc.first), []byte("b"), []byte("c")}
 			if err := p.PartitionBatch(keys, 10, make([]int, 3)); !errors.Is(err, tc.want) {
@@ -202,7 +202,7 @@ func TestHostileDecoder(t *testing.T) {
 			cfg.PoolSize = 1
 			cfg.CallTimeout = 5 * time.Second
 			if tc.want == ErrPluginTimeout {
-				cfg.CallTimeout = 50 * time.Millisecond
+				cfg.CallTimeout = 250 * time.Millisecond // the next call, on a fresh instance, must fit in it too under -race
 			}
 			cfg.MemoryLimitPages = 64
 			d := openDecoder(t, "hostile", cfg)

@@ -51,9 +51,9 @@ func TestCallsStartNoGoroutine(t *testing.T) {
 func TestWatchdogStopsLoop(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.PoolSize = 3
-	cfg.CallTimeout = 50 * time.Millisecond
+	cfg.CallTimeout = 300 * time.Millisecond // a good call must never reach it, even on a loaded machine
 	cfg.WatchdogInterval = 5 * time.Millisecond
-	const margin = 250 * time.Millisecond // -race, a shared 2-core machine
+	const margin = time.Second // -race, a loaded 2-core machine: without the watchdog the loop never ends
 	p := openPartitioner(t, "hostile", cfg)
 
 	stop := make(chan struct{})
@@ -109,7 +109,7 @@ func TestWatchdogStopsLoop(t *testing.T) {
 // headers exit to Go), so the host does not freeze until the deadline.
 func TestLoopingGuestLetsGCRun(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.CallTimeout = time.Second
+	cfg.CallTimeout = 3 * time.Second // a GC under -race on a loaded machine takes well under half of it
 	p := openPartitioner(t, "hostile", cfg)
 	if !p.h.noCallGoroutine {
 		t.Skip("wazero starts a goroutine per call")
