@@ -15,9 +15,11 @@ import (
 )
 
 // Config configures a KV. It is one flat struct so that it maps one to one
-// onto the [nats] table of the configuration file. A zero field takes the
-// default written in its comment; New copies the Config, so later changes by
-// the caller have no effect.
+// onto the [nats] table of the configuration file. Start from DefaultConfig:
+// every field's comment states its default, which DefaultConfig holds, and
+// Validate refuses a zero value where the default is not zero (Heartbeat
+// and the nil Logger and Registerer excepted, as their comments say). New
+// copies the Config, so later changes by the caller have no effect.
 type Config struct {
 	// URLs of the NATS servers to connect to. Empty (the default) starts an
 	// embedded nats-server with JetStream inside this process.
@@ -183,84 +185,30 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults returns c with every zero field set to its default.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.EmbeddedListen == "" {
-		c.EmbeddedListen = d.EmbeddedListen
-	}
-	if c.ClusterName == "" {
-		c.ClusterName = d.ClusterName
-	}
-	if c.EmbeddedMaxMemory == 0 {
-		c.EmbeddedMaxMemory = d.EmbeddedMaxMemory
-	}
-	if c.EmbeddedMaxStore == 0 {
-		c.EmbeddedMaxStore = d.EmbeddedMaxStore
-	}
-	if c.EmbeddedRecoverCheck == 0 {
-		c.EmbeddedRecoverCheck = d.EmbeddedRecoverCheck
-	}
-	if c.EmbeddedMinFree == 0 {
-		c.EmbeddedMinFree = d.EmbeddedMinFree
-	}
-	if c.ConnName == "" {
-		c.ConnName = d.ConnName
-	}
-	if c.Replicas == 0 {
-		c.Replicas = d.Replicas
-	}
-	if c.EntryTTL == 0 {
-		c.EntryTTL = d.EntryTTL
-	}
+// heartbeat is how often own entries are refreshed: Heartbeat, or
+// EntryTTL/3 when it is 0.
+func (c Config) heartbeat() time.Duration {
 	if c.Heartbeat == 0 {
-		c.Heartbeat = c.EntryTTL / 3
+		return c.EntryTTL / 3
 	}
-	if c.PartitionsTTL == 0 {
-		c.PartitionsTTL = max(d.PartitionsTTL, c.EntryTTL)
-	}
-	if c.MarkerTTL == 0 {
-		c.MarkerTTL = d.MarkerTTL
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = d.OpTimeout
-	}
-	if c.ReconnectWait == 0 {
-		c.ReconnectWait = d.ReconnectWait
-	}
-	if c.Region.HubDomain == "" {
-		c.Region.HubDomain = d.Region.HubDomain
-	}
-	if c.Region.HubCheckTimeout == 0 {
-		c.Region.HubCheckTimeout = d.Region.HubCheckTimeout
-	}
-	if c.Region.HubCheckInterval == 0 {
-		c.Region.HubCheckInterval = d.Region.HubCheckInterval
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	c.URLs = append([]string(nil), c.URLs...)
-	c.EmbeddedRoutes = append([]string(nil), c.EmbeddedRoutes...)
-	c.EmbeddedUsers = append([]User(nil), c.EmbeddedUsers...)
-	return c
+	return c.Heartbeat
 }
 
 // Embedded reports whether the configuration runs an embedded server.
 func (c Config) Embedded() bool { return len(c.URLs) == 0 }
 
-// Validate reports the first problem of c after defaults are applied, as an
-// error wrapping ErrInvalidConfig.
+// Validate reports the first problem of c, as an error wrapping
+// ErrInvalidConfig. It changes nothing: a field left at its zero value
+// where DefaultConfig has another is a problem (start from DefaultConfig).
 func (c Config) Validate() error {
-	c = c.withDefaults()
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
 	if c.EntryTTL < time.Second || c.EntryTTL%time.Second != 0 {
 		return bad("EntryTTL %v: must be whole seconds, at least 1s", c.EntryTTL)
 	}
-	if c.Heartbeat <= 0 || c.Heartbeat >= c.EntryTTL {
-		return bad("Heartbeat %v: must be positive and below EntryTTL %v", c.Heartbeat, c.EntryTTL)
+	if c.Heartbeat < 0 || c.heartbeat() <= 0 || c.heartbeat() >= c.EntryTTL {
+		return bad("Heartbeat %v: must be positive (or 0: EntryTTL/3) and below EntryTTL %v", c.Heartbeat, c.EntryTTL)
 	}
 	if c.PartitionsTTL < c.EntryTTL || c.PartitionsTTL%time.Second != 0 {
 		return bad("PartitionsTTL %v: must be whole seconds, at least EntryTTL %v", c.PartitionsTTL, c.EntryTTL)
@@ -268,11 +216,14 @@ func (c Config) Validate() error {
 	if c.MarkerTTL < time.Second {
 		return bad("MarkerTTL %v: must be at least 1s", c.MarkerTTL)
 	}
-	if c.OpTimeout < 0 {
+	if c.OpTimeout <= 0 {
 		return bad("OpTimeout %v: must be positive", c.OpTimeout)
 	}
-	if c.ReconnectWait < 0 {
+	if c.ReconnectWait <= 0 {
 		return bad("ReconnectWait %v: must be positive", c.ReconnectWait)
+	}
+	if c.ClusterName == "" || c.ConnName == "" {
+		return bad("ClusterName %q and ConnName %q: must not be empty", c.ClusterName, c.ConnName)
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return bad("Replicas %d: must be 1 to 5", c.Replicas)

@@ -18,7 +18,22 @@ func TestConfigValidate(t *testing.T) {
 		ok     bool
 	}{
 		{"defaults with a store dir", func(*Config) {}, true},
-		{"zero config with a store dir", func(c *Config) { *c = Config{EmbeddedStoreDir: "nats"} }, true},
+		// Defaults live in DefaultConfig only: Validate fills nothing in.
+		{"zero config with a store dir", func(c *Config) { *c = Config{EmbeddedStoreDir: "nats"} }, false},
+		{"zero replicas", func(c *Config) { c.Replicas = 0 }, false},
+		{"zero entry TTL", func(c *Config) { c.EntryTTL = 0 }, false},
+		{"zero partitions TTL", func(c *Config) { c.PartitionsTTL = 0 }, false},
+		{"zero marker TTL", func(c *Config) { c.MarkerTTL = 0 }, false},
+		{"zero op timeout", func(c *Config) { c.OpTimeout = 0 }, false},
+		{"zero reconnect wait", func(c *Config) { c.ReconnectWait = 0 }, false},
+		{"no cluster name", func(c *Config) { c.ClusterName = "" }, false},
+		{"no connection name", func(c *Config) { c.ConnName = "" }, false},
+		{"no listen address", func(c *Config) { c.EmbeddedListen = "" }, false},
+		{"zero max store", func(c *Config) { c.EmbeddedMaxStore = 0 }, false},
+		{"zero recover check", func(c *Config) { c.EmbeddedRecoverCheck = 0 }, false},
+		{"region without hub domain", func(c *Config) { c.Region.Name, c.Region.Hub, c.Region.HubDomain = "ra", "nats-leaf://h:7422", "" }, false},
+		{"heartbeat 0: a third of the TTL", func(c *Config) { c.Heartbeat = 0 }, true},
+		{"no logger", func(c *Config) { c.Logger = nil }, true},
 		{"embedded without store dir", func(c *Config) { c.EmbeddedStoreDir = "" }, false},
 		{"external needs no store dir", func(c *Config) { c.EmbeddedStoreDir = ""; c.URLs = []string{"nats://h:4222"} }, true},
 		{"empty URL", func(c *Config) { c.URLs = []string{" "} }, false},
@@ -66,9 +81,13 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c := Config{EmbeddedStoreDir: "x", EntryTTL: 6 * time.Second}.withDefaults()
-	if c.Heartbeat != 2*time.Second {
-		t.Errorf("Heartbeat = %v, want EntryTTL/3 = 2s", c.Heartbeat)
+	c := DefaultConfig()
+	c.EntryTTL = 6 * time.Second
+	if c.heartbeat() != 2*time.Second {
+		t.Errorf("heartbeat() = %v, want EntryTTL/3 = 2s", c.heartbeat())
+	}
+	if c.Heartbeat = time.Second; c.heartbeat() != time.Second {
+		t.Errorf("heartbeat() = %v, want Heartbeat, 1s", c.heartbeat())
 	}
 	d := DefaultConfig()
 	if d.EntryTTL != 10*time.Second || d.OpTimeout != 2*time.Second || d.Replicas != 1 ||

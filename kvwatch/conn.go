@@ -31,7 +31,7 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
 		nats.ReconnectBufSize(-1),
 		nats.RetryOnFailedConnect(true),
-		nats.PingInterval(c.Heartbeat),
+		nats.PingInterval(c.heartbeat()),
 		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(k.onDisconnect),
 		nats.ReconnectHandler(k.onReconnect),

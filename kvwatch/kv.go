@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,7 +117,12 @@ func New(cfg Config) (*KV, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg.URLs = slices.Clone(cfg.URLs)
+	cfg.EmbeddedRoutes = slices.Clone(cfg.EmbeddedRoutes)
+	cfg.EmbeddedUsers = slices.Clone(cfg.EmbeddedUsers)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	k := &KV{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),

@@ -54,7 +54,7 @@ func (k *KV) ttl(b Bucket) time.Duration {
 // round before a third of its TTL has passed since its last write would
 // be too late.
 func (k *KV) due(e *ownEntry, now time.Time) bool {
-	return e.rev == 0 || now.Sub(e.written)+k.cfg.Heartbeat >= k.ttl(e.b)/3
+	return e.rev == 0 || now.Sub(e.written)+k.cfg.heartbeat() >= k.ttl(e.b)/3
 }
 
 // keyLock returns the lock that serialises every write of key in b:
@@ -339,7 +339,7 @@ func isWrongLastSeq(err error) bool {
 // repairs the buckets that lost own entries (checkBuckets). It skips
 // rounds while disconnected: those writes could only fail.
 func (k *KV) heartbeat(ctx context.Context) {
-	t := time.NewTicker(k.cfg.Heartbeat)
+	t := time.NewTicker(k.cfg.heartbeat())
 	defer t.Stop()
 	var seen [numBuckets]bucketSeen
 	if k.nc.IsConnected() {

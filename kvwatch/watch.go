@@ -128,7 +128,7 @@ func (l *watchLoop) selectUpdates(tick <-chan time.Time, poll bool) (int, *bucke
 // run handles events until l.ctx ends, then stops the watchers and
 // publishes a last, disconnected snapshot.
 func (l *watchLoop) run() {
-	tick := time.NewTicker(max(min(l.k.cfg.Heartbeat, l.k.cfg.OpTimeout)/2, 10*time.Millisecond))
+	tick := time.NewTicker(max(min(l.k.cfg.heartbeat(), l.k.cfg.OpTimeout)/2, 10*time.Millisecond))
 	defer tick.Stop()
 	l.checkConn()
 	l.startWatchers()
@@ -291,7 +291,7 @@ func (l *watchLoop) startWatchers() {
 		}
 		if err := l.start(bw); err != nil {
 			bw.failures++
-			wait := min(50*time.Millisecond<<min(bw.failures, 10), l.k.cfg.Heartbeat)
+			wait := min(50*time.Millisecond<<min(bw.failures, 10), l.k.cfg.heartbeat())
 			bw.nextTry = now.Add(wait)
 			lvl := l.k.log.Debug
 			if bw.failures%10 == 3 {
