@@ -136,8 +136,8 @@ func TestMissedWhileDisconnected(t *testing.T) {
 
 	p.setUp(true)
 	waitFor(t, resumeWithin, "version published during the outage seen", hasValue(k, Versions, "db", "v2"))
-	waitFor(t, time.Second, "new key published during the outage seen", hasValue(k, Versions, "other", "x1"))
-	waitFor(t, 2*time.Second, "own entry created again", func() error {
+	waitFor(t, resumeWithin, "new key published during the outage seen", hasValue(k, Versions, "other", "x1"))
+	waitFor(t, resumeWithin, "own entry created again", func() error {
 		_, err := rawGet(rawN, "n1")
 		return err
 	})
@@ -188,7 +188,7 @@ func TestLongOutageReloads(t *testing.T) {
 	})
 	p.setUp(true)
 	waitFor(t, resumeWithin, "changed key seen", hasValue(k, Versions, "db2", "v2"))
-	waitFor(t, time.Second, "key removed without a marker is gone", hasNoKey(k, Versions, "db1"))
+	waitFor(t, resumeWithin, "key removed without a marker is gone", hasNoKey(k, Versions, "db1"))
 	if err := hasValue(k, Versions, "db0", "v1")(); err != nil {
 		t.Error(err)
 	}
