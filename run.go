@@ -161,7 +161,7 @@ func (s *Server) startTLS(cfg *Config, reg prometheus.Registerer) error {
 	s.closer = append(s.closer, t.Stop)
 	s.tls = t
 	cfg.HTTP.TLS = t.ServerConfig()
-	cfg.Cluster.PeerTLS = t.PeerConfig()
+	cfg.Cluster.PeerTLS = t.PeerConfig
 	return nil
 }
 

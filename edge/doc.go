@@ -96,13 +96,14 @@
 //
 // With Config.TLS the door speaks HTTPS (TLS 1.2 at least) and HTTP/2 by
 // ALPN. TLS (tls.go) provides that configuration from PEM files and
-// reloads the certificate without a restart: on Reload and when the files
-// change; each handshake reads the current certificate from an atomic
-// pointer, so connections in flight are untouched, and a renewed pair
-// that does not load leaves the previous one serving (logged, counted in
-// spangle_tls_reloads_total{result}). With a client CA, client
-// certificates are required; PeerConfig is the matching client side for
-// requests to peers.
+// reloads the certificate and the CA files without a restart: on Reload
+// and when the files change; each handshake reads the current
+// certificate and CAs from atomic pointers, so connections in flight are
+// untouched, and a renewed file that does not load leaves the previous
+// one serving (logged, counted in spangle_tls_reloads_total{result}).
+// With a client CA, client certificates are required; PeerConfig is the
+// matching client side for requests to peers, called for each new
+// connection.
 //
 // # Hot keys
 //

@@ -3,6 +3,7 @@ package edge
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,9 +30,9 @@ type TLSConfig struct {
 	// peers' certificates, beside the system's. Default "": the system's
 	// pool only.
 	PeerCAFile string
-	// ReloadCheck is how often the certificate and key files are checked
-	// for a change (size or modification time); a change reloads them.
-	// Default 10s.
+	// ReloadCheck is how often the certificate, key and CA files are
+	// checked for a change (size or modification time); a change reloads
+	// them. Default 10s.
 	ReloadCheck time.Duration
 	// Logger receives reloads and their failures. Default nil: discard.
 	Logger *slog.Logger
@@ -61,18 +62,26 @@ func (c TLSConfig) Validate() error {
 
 // TLS serves a certificate from files and reloads it without a restart:
 // on Reload (spangle serve calls it on SIGHUP) and when the files
-// change (checked every ReloadCheck from Start to Stop). The handshakes
-// read the current certificate from an atomic pointer, so connections
-// in flight keep theirs and new ones get the new one; a renewed
+// change (checked every ReloadCheck from Start to Stop). The CA files
+// (ClientCAFile, PeerCAFile) are reloaded with it. The handshakes read
+// the current certificate and CAs from atomic pointers, so connections
+// in flight keep theirs and new ones get the new ones; a renewed
 // certificate that does not load (unreadable, not PEM, key not
-// matching, expired) is refused, logged and counted, and the old one
-// keeps serving. Safe for concurrent use.
+// matching, expired), or a CA file without a certificate, is refused,
+// logged and counted, and the previous one keeps serving. Safe for
+// concurrent use.
 type TLS struct {
-	cfg       TLSConfig
-	log       *slog.Logger
-	cert      atomic.Pointer[tls.Certificate]
-	clientCAs *x509.CertPool // nil: no client certificates asked
-	peerCAs   *x509.CertPool // nil: the system's pool
+	cfg  TLSConfig
+	log  *slog.Logger
+	cert atomic.Pointer[tls.Certificate]
+	// clientConf is the doors' configuration with the current client CAs
+	// (served by ServerConfig's GetConfigForClient); nil without
+	// ClientCAFile. Never modified once stored.
+	clientConf atomic.Pointer[tls.Config]
+	// peerCAs is the pool peers' certificates are verified against
+	// (PeerCAFile and the system's); nil without PeerCAFile: the
+	// system's pool.
+	peerCAs atomic.Pointer[x509.CertPool]
 
 	reloads  *prometheus.CounterVec // spangle_tls_reloads_total{result}
 	notAfter prometheus.Gauge       // spangle_tls_cert_not_after_seconds
@@ -85,28 +94,36 @@ type TLS struct {
 	stopOnce sync.Once
 }
 
-// fileStamp is what a check compares: each file's size and time.
-type fileStamp struct {
-	certSize, keySize int64
-	certMod, keyMod   time.Time
+// fileStamp is what a check compares: the size and time of the
+// certificate, key, client CA and peer CA files (zero for a file not
+// configured).
+type fileStamp [4]struct {
+	size int64
+	mod  time.Time
 }
 
+// stamp returns the files' stamp, or the error of one that cannot be
+// read (a load reports it, naming its key).
 func stamp(cfg TLSConfig) (fileStamp, error) {
-	c, err := os.Stat(cfg.CertFile)
-	if err != nil {
-		return fileStamp{}, err
+	var st fileStamp
+	for i, f := range [...]string{cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, cfg.PeerCAFile} {
+		if f == "" {
+			continue
+		}
+		fi, err := os.Stat(f)
+		if err != nil {
+			return st, err
+		}
+		st[i].size, st[i].mod = fi.Size(), fi.ModTime()
 	}
-	k, err := os.Stat(cfg.KeyFile)
-	if err != nil {
-		return fileStamp{}, err
-	}
-	return fileStamp{certSize: c.Size(), keySize: k.Size(), certMod: c.ModTime(), keyMod: k.ModTime()}, nil
+	return st, nil
 }
 
 // NewTLS loads cfg's certificate, key and CAs, and registers the TLS
-// metrics. A file that is missing, unreadable or not what it should be
-// is an error naming its key (http.tls_cert, http.tls_key,
-// http.tls_client_ca, http.tls_peer_ca). It starts nothing.
+// metrics. Every file that is missing, unreadable or not what it should
+// be is reported, in one error naming each one's key (http.tls_cert,
+// http.tls_key, http.tls_client_ca, http.tls_peer_ca). It starts
+// nothing.
 func NewTLS(cfg TLSConfig) (*TLS, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -115,30 +132,13 @@ func NewTLS(cfg TLSConfig) (*TLS, error) {
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
-	st, _ := stamp(cfg) // a missing file fails loadCert, naming it
-	cert, err := loadCert(cfg.CertFile, cfg.KeyFile, time.Now())
-	if err != nil {
+	t.seen, _ = stamp(cfg) // a missing file fails its load, naming it
+	if err := errors.Join(t.loadCert(), t.loadClientCAs(), t.loadPeerCAs()); err != nil {
 		return nil, err
-	}
-	t.cert.Store(cert)
-	t.seen = st
-	if cfg.ClientCAFile != "" {
-		if t.clientCAs, err = loadPool("http.tls_client_ca", cfg.ClientCAFile, nil); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.PeerCAFile != "" {
-		sys, err := x509.SystemCertPool()
-		if err != nil {
-			sys = x509.NewCertPool()
-		}
-		if t.peerCAs, err = loadPool("http.tls_peer_ca", cfg.PeerCAFile, sys); err != nil {
-			return nil, err
-		}
 	}
 	t.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spangle_tls_reloads_total",
-		Help: "Reloads of the HTTPS certificate by result: ok (serving the new one) or failed (the old one kept; the log says why).",
+		Help: "Reloads of the HTTPS certificate and CA files by result: ok (serving the new ones) or failed (a file refused and its previous contents kept; the log says why).",
 	}, []string{"result"})
 	t.notAfter = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "spangle_tls_cert_not_after_seconds",
@@ -146,7 +146,7 @@ func NewTLS(cfg TLSConfig) (*TLS, error) {
 	})
 	t.reloads.WithLabelValues("ok")
 	t.reloads.WithLabelValues("failed")
-	t.notAfter.Set(float64(cert.Leaf.NotAfter.Unix()))
+	t.notAfter.Set(float64(t.cert.Load().Leaf.NotAfter.Unix()))
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{t.reloads, t.notAfter} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -155,6 +155,51 @@ func NewTLS(cfg TLSConfig) (*TLS, error) {
 		}
 	}
 	return t, nil
+}
+
+// loadCert loads the certificate and key and serves them; on error the
+// current ones stay.
+func (t *TLS) loadCert() error {
+	cert, err := loadCert(t.cfg.CertFile, t.cfg.KeyFile, time.Now())
+	if err != nil {
+		return err
+	}
+	t.cert.Store(cert)
+	return nil
+}
+
+// loadClientCAs loads ClientCAFile, if set, into the doors'
+// configuration; on error the current CAs stay.
+func (t *TLS) loadClientCAs() error {
+	if t.cfg.ClientCAFile == "" {
+		return nil
+	}
+	pool, err := loadPool("http.tls_client_ca", t.cfg.ClientCAFile, nil)
+	if err != nil {
+		return err
+	}
+	c := t.baseServerConfig()
+	c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	t.clientConf.Store(c)
+	return nil
+}
+
+// loadPeerCAs loads PeerCAFile, if set, beside the system's CAs; on
+// error the current pool stays.
+func (t *TLS) loadPeerCAs() error {
+	if t.cfg.PeerCAFile == "" {
+		return nil
+	}
+	sys, err := x509.SystemCertPool()
+	if err != nil {
+		sys = x509.NewCertPool()
+	}
+	pool, err := loadPool("http.tls_peer_ca", t.cfg.PeerCAFile, sys)
+	if err != nil {
+		return err
+	}
+	t.peerCAs.Store(pool)
+	return nil
 }
 
 // loadCert reads and checks a certificate chain and its key: they must
@@ -205,61 +250,85 @@ func (t *TLS) Certificate() *tls.Certificate { return t.cert.Load() }
 // ServerConfig returns a new tls.Config for a door: TLS 1.2 at least,
 // HTTP/2 and HTTP/1.1 offered by ALPN, the current certificate on each
 // handshake and, with ClientCAFile, client certificates required and
-// verified.
+// verified against the current client CAs (GetConfigForClient).
 func (t *TLS) ServerConfig() *tls.Config {
-	c := &tls.Config{
+	c := t.baseServerConfig()
+	if cc := t.clientConf.Load(); cc != nil {
+		c.ClientCAs, c.ClientAuth = cc.ClientCAs, cc.ClientAuth
+		c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return t.clientConf.Load(), nil
+		}
+	}
+	return c
+}
+
+// baseServerConfig is ServerConfig without client certificates.
+func (t *TLS) baseServerConfig() *tls.Config {
+	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return t.cert.Load(), nil
 		},
 	}
-	if t.clientCAs != nil {
-		c.ClientCAs = t.clientCAs
-		c.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return c
 }
 
 // PeerConfig returns a new tls.Config for requests to peers: their
-// certificates verified against PeerCAFile and the system's CAs, and
-// this node's certificate presented when a peer asks for one.
+// certificates verified against the current PeerCAFile and the system's
+// CAs, and this node's certificate presented when a peer asks for one.
+// Call it for each new connection (proxy.Config.TLS does) so that a
+// reloaded PeerCAFile applies; the caller may modify what it returns.
 func (t *TLS) PeerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		RootCAs:    t.peerCAs,
+		RootCAs:    t.peerCAs.Load(),
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return t.cert.Load(), nil
 		},
 	}
 }
 
-// Reload loads the certificate and key again and serves them from the
-// next handshake on. On failure the current ones keep serving; the
-// failure is logged, counted and returned.
+// Reload loads the certificate, the key and the CA files again and
+// serves them from the next handshake on. A file that does not load
+// leaves what it replaces serving; the failure is logged, counted and
+// returned (each failed file named), and the others are loaded still.
 func (t *TLS) Reload() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st, _ := stamp(t.cfg)
+	st, _ := stamp(t.cfg) // a missing file fails its load, naming it
 	return t.reloadLocked(st)
 }
 
 // reloadLocked loads the files, whose stamp is st.
 func (t *TLS) reloadLocked(st fileStamp) error {
-	t.seen = st // a refused pair is not tried again until it changes
-	cert, err := loadCert(t.cfg.CertFile, t.cfg.KeyFile, time.Now())
+	t.seen = st // a refused file is not tried again until one changes
+	err := t.loadCert()
+	if err != nil {
+		t.log.Error("edge: TLS certificate not reloaded; the previous one keeps serving", "err", err,
+			"serving_not_after", t.cert.Load().Leaf.NotAfter)
+	} else {
+		cert := t.cert.Load()
+		t.notAfter.Set(float64(cert.Leaf.NotAfter.Unix()))
+		t.log.Info("edge: TLS certificate reloaded", "subject", cert.Leaf.Subject.String(),
+			"not_after", cert.Leaf.NotAfter, "serial", cert.Leaf.SerialNumber.String())
+	}
+	for _, ca := range []struct {
+		key, file string
+		load      func() error
+	}{{"http.tls_client_ca", t.cfg.ClientCAFile, t.loadClientCAs}, {"http.tls_peer_ca", t.cfg.PeerCAFile, t.loadPeerCAs}} {
+		if ca.file == "" {
+			continue
+		}
+		if cerr := ca.load(); cerr != nil {
+			t.log.Error("edge: TLS CA file not reloaded; the previous CAs stay trusted", "key", ca.key, "err", cerr)
+			err = errors.Join(err, cerr)
+		}
+	}
 	if err != nil {
 		t.reloads.WithLabelValues("failed").Inc()
-		old := t.cert.Load().Leaf
-		t.log.Error("edge: TLS certificate not reloaded; the previous one keeps serving", "err", err,
-			"serving_not_after", old.NotAfter)
 		return err
 	}
-	t.cert.Store(cert)
 	t.reloads.WithLabelValues("ok").Inc()
-	t.notAfter.Set(float64(cert.Leaf.NotAfter.Unix()))
-	t.log.Info("edge: TLS certificate reloaded", "subject", cert.Leaf.Subject.String(),
-		"not_after", cert.Leaf.NotAfter, "serial", cert.Leaf.SerialNumber.String())
 	return nil
 }
 

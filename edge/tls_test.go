@@ -153,6 +153,8 @@ func TestTLSStartErrors(t *testing.T) {
 		{name: "client CA missing", cert: good.CertFile, key: good.KeyFile, clientCA: filepath.Join(dir, "nope.pem"), want: []string{"http.tls_client_ca"}},
 		{name: "client CA not PEM", cert: good.CertFile, key: good.KeyFile, clientCA: file("junk-ca.PEM", []byte("junk")), want: []string{"http.tls_client_ca", "no PEM"}},
 		{name: "peer CA missing", cert: good.CertFile, key: good.KeyFile, peerCA: filepath.Join(dir, "nope.pem"), want: []string{"http.tls_peer_ca"}},
+		{name: "every file at once", cert: good.CertFile, key: filepath.Join(dir, "nope.pem"), clientCA: file("junk-ca2.PEM", []byte("junk")),
+			peerCA: filepath.Join(dir, "nope.pem"), want: []string{"http.tls_key", "http.tls_client_ca", "http.tls_peer_ca"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := edge.DefaultTLSConfig()
@@ -295,5 +297,61 @@ func TestTLSClientCertificates(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// TestTLSClientCAReload: the client CAs follow tls_client_ca's changes
+// (found by the periodic check) without a restart: a client whose
+// certificate comes from a CA added to the file is accepted from then
+// on. A file that holds no certificate is refused (Reload names the
+// key; the failure is counted) and the CAs loaded before stay.
+func TestTLSClientCAReload(t *testing.T) {
+	ca, newCA := nodetest.NewCA(t), nodetest.NewCA(t)
+	dir := t.TempDir()
+	tc := tlsFiles(t, ca, dir, 2)
+	tc.ClientCAFile = filepath.Join(dir, "client-ca.pem")
+	tc.ReloadCheck = 10 * time.Millisecond
+	writeFile(t, tc.ClientCAFile, ca.PEM)
+	ts, tl := startTLSServer(t, newFake(), tc)
+
+	c, k := newCA.Issue(t, 7, time.Now().Add(time.Hour))
+	cert, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// get asks with a new connection, presenting newCA's certificate.
+	get := func() error {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{cert}}, DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(ts.url + "/baby-names/1881")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := get(); err == nil {
+		t.Fatal("a client certificate of a CA not in tls_client_ca was accepted")
+	}
+	ok := func() float64 { return nodetest.Metric(t, ts.registry, "spangle_tls_reloads_total", "result", "ok") }
+	failed := func() float64 {
+		return nodetest.Metric(t, ts.registry, "spangle_tls_reloads_total", "result", "failed")
+	}
+	writeFile(t, tc.ClientCAFile, append(append([]byte(nil), ca.PEM...), newCA.PEM...))
+	checkFor(t, 30*time.Second, "the new client CA trusted", func() bool { return get() == nil })
+	if ok() < 1 {
+		t.Errorf("%v successful reloads, want 1", ok())
+	}
+	before := failed()
+	writeFile(t, tc.ClientCAFile, []byte("not a certificate\n"))
+	checkFor(t, 30*time.Second, "the bad client CA file refused", func() bool { return failed() > before })
+	if err := tl.Reload(); err == nil || !strings.Contains(err.Error(), "http.tls_client_ca") {
+		t.Errorf("Reload of a bad client CA file: %v; want an error naming http.tls_client_ca", err)
+	}
+	if err := get(); err != nil {
+		t.Errorf("after a refused client CA file, the CAs loaded before: %v", err)
 	}
 }

@@ -74,10 +74,12 @@ type Config struct {
 	// when set (edge.Config.PeerToken). Default "": peers are not told
 	// from other clients.
 	PeerToken string
-	// PeerTLS, when set, makes requests to peers HTTPS with it
+	// PeerTLS, when set, makes requests to peers HTTPS with the
+	// configuration it returns for each new connection
 	// (proxy.Config.TLS): spangle sets it from [http] tls_* when the
-	// doors speak HTTPS. Default nil: plain HTTP.
-	PeerTLS *tls.Config
+	// doors speak HTTPS (edge.TLS.PeerConfig, which follows the CA
+	// file's reloads). Default nil: plain HTTP.
+	PeerTLS func() *tls.Config
 	// View is the cluster state as this node sees it. Required;
 	// kvcluster.View implements it over kvwatch.
 	View View

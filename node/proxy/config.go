@@ -68,13 +68,17 @@ type Config struct {
 	// below a peer's default limit (edge's MaxBatchBytes, 1 MiB). Must
 	// be > 0.
 	MaxBatchBytes int
-	// TLS, when set, makes the requests to peers HTTPS, verified and
-	// authenticated by it (its RootCAs, its client certificate): the
-	// made Transport uses it; an injected Transport is used as it is
-	// and must be configured alike. Peers then speak HTTP/1.1 over TLS,
-	// so that MaxConnsPerPeer still counts connections. Default nil:
-	// plain HTTP.
-	TLS *tls.Config
+	// TLS, when set, makes the requests to peers HTTPS. The made
+	// Transport calls it for each new connection to a peer and verifies
+	// and authenticates the connection with what it returns (its
+	// RootCAs, its client certificate; ServerName, if empty, is the
+	// peer's host), so that CAs reloaded meanwhile apply
+	// (edge.TLS.PeerConfig); it must be safe for concurrent use and
+	// never return nil, and New does not call it. An injected Transport
+	// is used as it is and must be configured alike. Peers then speak
+	// HTTP/1.1 over TLS, so that MaxConnsPerPeer still counts
+	// connections. Default nil: plain HTTP.
+	TLS func() *tls.Config
 	// Transport sends the requests to peers and keeps their connections
 	// alive. Default nil: New makes one with a keep-alive pool of up to
 	// 128 idle connections per peer (well above MaxConnsPerPeer), 90s

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -102,7 +103,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if p.transport == nil {
 		p.transport, p.ownsTrans = newTransport(), true
-		p.transport.TLSClientConfig = cfg.TLS
+		if cfg.TLS != nil {
+			p.transport.DialTLSContext = dialTLS(cfg.TLS)
+		}
 	}
 	if cfg.TLS != nil {
 		p.scheme = "https"
@@ -120,15 +123,38 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// peerDialer dials the made Transport's connections to peers.
+var peerDialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+
 // newTransport is the default Transport (see Config.Transport).
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                  nil,
-		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:            peerDialer.DialContext,
 		MaxIdleConnsPerHost:    128,
 		IdleConnTimeout:        90 * time.Second,
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
+	}
+}
+
+// dialTLS returns the made Transport's DialTLSContext for Config.TLS:
+// each connection is dialled with the configuration conf returns at that
+// moment, its ServerName the peer's host unless conf sets one, and is
+// returned after its handshake. It offers no ALPN protocol: peers speak
+// HTTP/1.1.
+func dialTLS(conf func() *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c := conf().Clone()
+		if c.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			c.ServerName = host
+		}
+		d := &tls.Dialer{NetDialer: peerDialer, Config: c}
+		return d.DialContext(ctx, network, addr)
 	}
 }
 
