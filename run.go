@@ -59,9 +59,10 @@ type Server struct {
 //
 //  1. the Go runtime's tuning, the metrics registry, and the TLS
 //     certificate when HTTPS is on (checked for renewals from here on);
-//  2. the checks of what would fail later (preflight: the data dir's
-//     lock, the ports, the source) and the HTTP listener, every problem
-//     reported at once; kvwatch (NATS, not yet connected);
+//  2. the checks of what would fail later (the TLS files, the NATS
+//     cluster name, preflight: the data dir's lock, the ports, the
+//     source) and the HTTP listener, every problem reported at once;
+//     kvwatch (NATS, not yet connected);
 //  3. the cluster side (when Clustered), the source and the node;
 //  4. the feeds of the versions bucket and the purge hooks;
 //  5. the HTTP front door, the node's start, the NATS front door (in
@@ -81,15 +82,16 @@ func Start(cfg Config) (_ *Server, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Node.Logger, cfg.Node.Registerer = log, reg
+	var errs []error
 	if err := s.startTLS(&cfg, reg); err != nil {
-		return nil, err
+		errs = append(errs, err) // reported with preflight's
 	}
 
 	kcfg := natsConfig(cfg, log, reg)
 	if !names.Valid(kcfg.ClusterName) {
-		return nil, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, names.Pattern)
+		errs = append(errs, fmt.Errorf("nats.cluster_name %q must match %s", kcfg.ClusterName, names.Pattern))
 	}
-	errs := preflight(cfg, log)
+	errs = append(errs, preflight(cfg, log)...)
 	if s.ln, err = net.Listen("tcp", cfg.Bind); err != nil {
 		errs = append(errs, bindError(cfg.Bind, "bind (--bind)", err))
 	}

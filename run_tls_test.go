@@ -113,31 +113,42 @@ func TestRunHTTPS(t *testing.T) {
 }
 
 // TestStartTLSErrors: a missing or mismatched key file stops the start
-// with an error naming the key.
+// with an error naming the key, in the one list of start-up problems:
+// with the HTTP port taken too, the error names both.
 func TestStartTLSErrors(t *testing.T) {
 	ca := nodetest.NewCA(t)
 	certFile, _ := writeCert(t, ca, t.TempDir(), 10)
 	_, otherKey := writeCert(t, ca, t.TempDir(), 11)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	for _, tt := range []struct {
-		name, key, want string
+		name, key, bind string
+		want            []string
 	}{
-		{"missing key", filepath.Join(t.TempDir(), "nope.pem"), "http.tls_key"},
-		{"mismatched key", otherKey, "does not match"},
-		{"no key", "", "http.tls_key is empty"},
+		{"missing key", filepath.Join(t.TempDir(), "nope.pem"), "127.0.0.1:0", []string{"http.tls_key"}},
+		{"mismatched key", otherKey, "127.0.0.1:0", []string{"does not match"}},
+		{"no key", "", "127.0.0.1:0", []string{"http.tls_key is empty"}},
+		{"missing key and port taken", filepath.Join(t.TempDir(), "nope.pem"), taken.Addr().String(),
+			[]string{"http.tls_key", "bind (--bind) \"" + taken.Addr().String() + "\""}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := spangle.DefaultConfig()
 			cfg.TLS.CertFile, cfg.TLS.KeyFile = certFile, tt.key
 			cfg.Node.Source, cfg.Node.DataDir = t.TempDir(), t.TempDir()
-			cfg.Bind = "127.0.0.1:0"
+			cfg.Bind = tt.bind
 			cfg.NATS.EmbeddedListen = "127.0.0.1:-1"
 			s, err := spangle.Start(cfg)
 			if err == nil {
 				s.Shutdown(context.Background())
 				t.Fatal("Start succeeded")
 			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not say %q", err, tt.want)
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
 			}
 		})
 	}
