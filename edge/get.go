@@ -141,11 +141,13 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 		return
 	}
 	if s.hot != nil && proxy == "" {
-		if a, ok := s.hot.get(db, key, raw); ok {
-			dh := s.metrics.known(db)
-			status := s.writeAnswer(w, r, dh, a, "")
-			dh.observe(status, time.Since(start))
-			return
+		// A db without a handle has had no answer, so nothing cached.
+		if dh, ok := s.metrics.handle(db); ok {
+			if a, ok := s.hot.get(dh, key, raw); ok {
+				status := s.writeAnswer(w, r, dh, a, "")
+				dh.observe(status, time.Since(start))
+				return
+			}
 		}
 	}
 	var epoch uint64
@@ -164,8 +166,8 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 	a := answerOf(dh, &res)
 	status := s.writeAnswer(w, r, dh, a, res.ProxiedTo)
 	dh.observe(status, time.Since(start))
-	if s.hot != nil && proxy == "" && res.ProxiedTo == "" && s.hot.admit(key) {
-		s.hot.put(dh.db, res.Version, key, raw, a, epoch)
+	if s.hot != nil && proxy == "" && res.ProxiedTo == "" && dh != s.metrics.unknown && s.hot.admit(key) {
+		s.hot.put(dh, res.Version, key, raw, a, epoch)
 	}
 }
 

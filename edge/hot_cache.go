@@ -40,10 +40,19 @@ type Versions interface {
 	HeldSource
 }
 
+// hotVersion names a version of a db in the cache's keys, so that a
+// lookup hashes one pointer instead of the two names. The db's handle
+// keeps the one of the version it served last (dbHandle.hotVersion);
+// two for the same names may exist for a while (concurrent switches),
+// and then an entry stored under one is missed under the other, never
+// served for another version.
+type hotVersion struct{ db, version string }
+
 // hotKey names a cached answer.
 type hotKey struct {
-	db, version, key string
-	raw              bool
+	v   *hotVersion
+	key string
+	raw bool
 }
 
 // answer is what a found or missing key's response is written from. The
@@ -174,23 +183,24 @@ func (h *hotCache) admit(key string) bool {
 	return false
 }
 
-// get returns the answer cached for db's active version, if any.
-func (h *hotCache) get(db, key string, raw bool) (*answer, bool) {
-	v, ok := h.active.ActiveVersion(db)
+// get returns the answer cached for the active version of dh's db, if
+// any.
+func (h *hotCache) get(dh *dbHandle, key string, raw bool) (*answer, bool) {
+	v, ok := h.active.ActiveVersion(dh.db)
 	if !ok {
 		return nil, false
 	}
-	return h.c.GetIfPresent(hotKey{db: db, version: v, key: key, raw: raw})
+	return h.c.GetIfPresent(hotKey{v: dh.hotVersion(v), key: key, raw: raw})
 }
 
-// put caches a, the answer of db's version to key; epoch is h.epoch as
-// loaded before the lookup. The key is copied; a is not, and must not be
-// modified afterwards.
-func (h *hotCache) put(db, version, key string, raw bool, a *answer, epoch uint64) {
+// put caches a, the answer of version of dh's db to key; epoch is h.epoch
+// as loaded before the lookup. The key is copied; a is not, and must not
+// be modified afterwards.
+func (h *hotCache) put(dh *dbHandle, version, key string, raw bool, a *answer, epoch uint64) {
 	if len(key)+len(a.value) > h.maxEntry {
 		return
 	}
-	k := hotKey{db: db, version: version, key: string(append([]byte(nil), key...)), raw: raw}
+	k := hotKey{v: dh.hotVersion(version), key: string(append([]byte(nil), key...)), raw: raw}
 	h.c.Set(k, a)
 	if h.epoch.Load() != epoch {
 		// A drop ran meanwhile and may have missed this entry: the version
@@ -204,7 +214,7 @@ func (h *hotCache) put(db, version, key string, raw bool, a *answer, epoch uint6
 func (h *hotCache) drop(changed map[string]bool, active map[string]string) {
 	h.epoch.Add(1)
 	for k := range h.c.Keys() {
-		if changed[k.db] && k.version != active[k.db] {
+		if changed[k.v.db] && k.v.version != active[k.v.db] {
 			if _, ok := h.c.Invalidate(k); ok {
 				h.dropped.Add(1)
 			}

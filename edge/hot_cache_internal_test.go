@@ -47,7 +47,7 @@ func TestHotCacheEntryOverhead(t *testing.T) {
 	for i := range keys {
 		r := res
 		r.Value = values[i]
-		h.put(dh.db, "1", keys[i], false, answerOf(dh, &r), 0)
+		h.put(dh, "1", keys[i], false, answerOf(dh, &r), 0)
 	}
 	h.c.CleanUp()
 	after := heap()

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,7 +56,7 @@ func codeIndex(status int) int {
 type metrics struct {
 	requests *prometheus.CounterVec   // spangle_http_requests_total{db,code}
 	duration *prometheus.HistogramVec // spangle_http_request_duration_seconds{db}
-	inflight prometheus.Gauge         // spangle_http_inflight_requests
+	inflight *gaugeInt                // spangle_http_inflight_requests
 	// batchRejected counts batches refused for lack of room in the
 	// in-flight budget (spangle_http_batch_rejected_total).
 	batchRejected prometheus.Counter
@@ -68,8 +69,11 @@ type metrics struct {
 	listRequests *prometheus.CounterVec
 	listKeys     prometheus.Counter
 
-	dbs     sync.Map  // db name → *dbHandle, for dbs the backend knows
-	unknown *dbHandle // db=""
+	// dbs maps db names to handles, for dbs the backend knows: read
+	// without a lock, replaced by a copy with each new db (under dbsMu).
+	dbs     atomic.Pointer[map[string]*dbHandle]
+	dbsMu   sync.Mutex // serialises the copies of dbs
+	unknown *dbHandle  // db=""
 }
 
 // dbHandle is one db's metric handles and cached response headers.
@@ -79,7 +83,18 @@ type dbHandle struct {
 	dbVal    []string // X-Spangle-DB
 	duration prometheus.Observer
 	codes    [len(lookupCodes)]prometheus.Counter
-	headers  atomic.Pointer[headerSet] // of the version served last
+	headers  atomic.Pointer[headerSet]  // of the version served last
+	hot      atomic.Pointer[hotVersion] // the hot cache's name of the version served last
+}
+
+// hotVersion returns the hot cache's name of version of h's db.
+func (h *dbHandle) hotVersion(version string) *hotVersion {
+	if hv := h.hot.Load(); hv != nil && hv.version == version {
+		return hv
+	}
+	hv := &hotVersion{db: h.db, version: version}
+	h.hot.Store(hv)
+	return hv
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -93,10 +108,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to answer a key lookup over HTTP, by db. db is empty for dbs the backend does not know.",
 			Buckets: durationBuckets,
 		}, []string{"db"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "spangle_http_inflight_requests",
-			Help: "Key lookups being answered over HTTP.",
-		}),
+		inflight: newGaugeInt("spangle_http_inflight_requests", "Key lookups being answered over HTTP."),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -172,21 +184,43 @@ func (m *metrics) newHandle(db string) (*dbHandle, error) {
 // known returns db's handle, creating it: call it only once the backend
 // has shown that it knows db.
 func (m *metrics) known(db string) *dbHandle {
-	if h, ok := m.dbs.Load(db); ok {
-		return h.(*dbHandle)
+	if h, ok := m.handle(db); ok {
+		return h
+	}
+	m.dbsMu.Lock()
+	defer m.dbsMu.Unlock()
+	if h, ok := m.handle(db); ok {
+		return h
 	}
 	h, err := m.newHandle(db)
 	if err != nil { // a label value Prometheus refuses, e.g. invalid UTF-8
 		return m.unknown
 	}
-	actual, _ := m.dbs.LoadOrStore(db, h)
-	return actual.(*dbHandle)
+	var dbs map[string]*dbHandle
+	if p := m.dbs.Load(); p != nil {
+		dbs = maps.Clone(*p)
+	} else {
+		dbs = map[string]*dbHandle{}
+	}
+	dbs[db] = h
+	m.dbs.Store(&dbs)
+	return h
+}
+
+// handle returns db's handle if it exists.
+func (m *metrics) handle(db string) (*dbHandle, bool) {
+	p := m.dbs.Load()
+	if p == nil {
+		return nil, false
+	}
+	h, ok := (*p)[db]
+	return h, ok
 }
 
 // lookup returns db's handle if it exists, else the unknown-db handle.
 func (m *metrics) lookup(db string) *dbHandle {
-	if h, ok := m.dbs.Load(db); ok {
-		return h.(*dbHandle)
+	if h, ok := m.handle(db); ok {
+		return h
 	}
 	return m.unknown
 }
@@ -201,4 +235,31 @@ func (h *dbHandle) observe(status int, d time.Duration) {
 	if c, err := h.m.requests.GetMetricWithLabelValues(h.db, strconv.Itoa(status)); err == nil {
 		c.Inc()
 	}
+}
+
+// gaugeInt is a gauge of a whole number kept in an atomic integer: Inc
+// and Dec are one atomic add each, where a prometheus.Gauge's are a
+// compare-and-swap loop on a float, contended by every request at once.
+// Safe for concurrent use.
+type gaugeInt struct {
+	desc *prometheus.Desc
+	n    atomic.Int64
+}
+
+func newGaugeInt(name, help string) *gaugeInt {
+	return &gaugeInt{desc: prometheus.NewDesc(name, help, nil, nil)}
+}
+
+// Inc adds 1.
+func (g *gaugeInt) Inc() { g.n.Add(1) }
+
+// Dec subtracts 1.
+func (g *gaugeInt) Dec() { g.n.Add(-1) }
+
+// Describe implements prometheus.Collector.
+func (g *gaugeInt) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g *gaugeInt) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.n.Load()))
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,5 +425,45 @@ func TestMaxHeaderBytes(t *testing.T) {
 	}
 	if resp := ts.do(t, "GET", "/baby-names/1881"); resp.status != http.StatusOK {
 		t.Errorf("small request: status %d", resp.status)
+	}
+}
+
+// TestInflightGauge: spangle_http_inflight_requests counts the lookups
+// being answered, by two servers on one registry together, and falls
+// back to 0 once they are answered.
+func TestInflightGauge(t *testing.T) {
+	release := make(chan struct{})
+	var waiting atomic.Int32
+	f := newFake()
+	f.get = func(ctx context.Context, db string, key []byte, opts node.GetOptions) (node.Result, error) {
+		waiting.Add(1)
+		<-release
+		return node.Result{Value: []byte("v"), Found: true, Version: "1"}, nil
+	}
+	a := startServer(t, f)
+	b := startServer(t, f, func(c *edge.Config) { c.Registerer = a.registry })
+	inflight := func() float64 { return bare.Metric(t, a.registry, "spangle_http_inflight_requests") }
+	var wg sync.WaitGroup
+	for i, ts := range []*testServer{a, a, b} {
+		wg.Go(func() {
+			resp, err := ts.client.Get(fmt.Sprintf("%s/baby-names/k%d", ts.url, i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		})
+	}
+	checkFor(t, 30*time.Second, "three lookups waiting", func() bool { return waiting.Load() == 3 })
+	if got := inflight(); got != 3 {
+		t.Errorf("%v lookups in flight, want 3", got)
+	}
+	close(release)
+	wg.Wait()
+	if got := inflight(); got != 0 {
+		t.Errorf("%v lookups in flight once answered, want 0", got)
 	}
 }
