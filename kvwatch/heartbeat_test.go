@@ -132,6 +132,19 @@ func TestStartBindsExistingBuckets(t *testing.T) {
 	c := testConfig(t, a.ClientURL())
 	c.MarkerTTL = 2 * a.cfg.MarkerTTL
 	startKV(t, c)
+	// This connection hears the KV's requests after the server answered
+	// them: wait for them rather than assume they arrived.
+	waitFor(t, 5*time.Second, "an update per bucket", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(requests) < numBuckets {
+			return fmt.Errorf("a KV with another marker TTL sent %q so far", requests)
+		}
+		return nil
+	})
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(requests) != numBuckets {

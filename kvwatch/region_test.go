@@ -19,13 +19,19 @@ import (
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
+// mirrorWait bounds the waits for a region's mirror to fill: a mirror
+// whose first consumer request failed (the leafnode link was not up yet,
+// or the machine is loaded) is retried by nats-server after 10 s, then
+// 20 s.
+const mirrorWait = 60 * time.Second
+
 // TestRegion runs a KV whose embedded server is region ra of a hub: the
 // server has the region's domain and is a leafnode of the hub, Versions is
 // the mirror of the hub's bucket (its entries arrive, writes are refused),
 // the nodes bucket is the region's own (the hub has none), and the hub
 // check reports the hub.
 func TestRegion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*mirrorWait)
 	defer cancel()
 	leaf := freePort(t)
 	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
@@ -45,11 +51,13 @@ func TestRegion(t *testing.T) {
 	c.Region.Name, c.Region.Hub = "ra", fmt.Sprintf("nats-leaf://127.0.0.1:%d", leaf)
 	c.Region.HubCheckInterval = 100 * time.Millisecond
 	k := startKV(t, c)
-	waitFor(t, 20*time.Second, "the hub's entry in the mirror", hasValue(k, Versions, "d", "from the hub"))
+	// The mirror may be created before the leafnode link is up: nats-server
+	// then retries its consumer after 10 s, 20 s after a second failure.
+	waitFor(t, mirrorWait, "the hub's entry in the mirror", hasValue(k, Versions, "d", "from the hub"))
 	if _, err := hkv.Put(ctx, "d.pin.ra", []byte("pin")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "a later entry", hasValue(k, Versions, "d.pin.ra", "pin"))
+	waitFor(t, mirrorWait, "a later entry", hasValue(k, Versions, "d.pin.ra", "pin"))
 	if _, err := k.Put(ctx, Versions, "d", []byte("x")); !errors.Is(err, ErrMirror) {
 		t.Errorf("Put to the mirror: %v, want ErrMirror", err)
 	}
@@ -102,7 +110,7 @@ func TestRegionWrongDomain(t *testing.T) {
 // region's pin as another region's operator, reach another region) is
 // refused, and nothing is lost.
 func TestRegionPermissions(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*mirrorWait)
 	defer cancel()
 	perms := func(role string, s Scope) *server.Permissions {
 		t.Helper()
@@ -194,7 +202,7 @@ func TestRegionPermissions(t *testing.T) {
 		}
 	}
 	for _, k := range []*KV{n1, n2} {
-		waitFor(t, 20*time.Second, "the hub's version in the mirror", hasValue(k, Versions, "d", "v1"))
+		waitFor(t, mirrorWait, "the hub's version in the mirror", hasValue(k, Versions, "d", "v1"))
 		waitFor(t, 5*time.Second, "both nodes' entries", func() error {
 			for _, id := range []string{"n1", "n2"} {
 				if err := hasValue(k, Nodes, id, id)(); err != nil {
@@ -210,7 +218,7 @@ func TestRegionPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, "the hub's object in the mirror", func() error {
+		waitFor(t, mirrorWait, "the hub's object in the mirror", func() error {
 			b, err := obs.GetBytes(ctx, "d/v1/part-0")
 			if err == nil && string(b) != "hello" {
 				err = fmt.Errorf("%q", b)
@@ -245,7 +253,7 @@ func TestRegionPermissions(t *testing.T) {
 	if _, err := okv.Put(ctx, names.RegionPinKey("d", "ra"), []byte("pin")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the region pin in the mirror", hasValue(n1, Versions, names.RegionPinKey("d", "ra"), "pin"))
+	waitFor(t, mirrorWait, "the region pin in the mirror", hasValue(n1, Versions, names.RegionPinKey("d", "ra"), "pin"))
 	toRA, err := jetstream.NewWithDomain(ops.Conn(), "ra")
 	if err != nil {
 		t.Fatal(err)
