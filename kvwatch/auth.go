@@ -37,9 +37,10 @@ const (
 	RoleOperator = "operator"
 	// RolePublisher: a batch job running spangle publish. It writes its
 	// Object Store buckets (User.Buckets) and the version announcements
-	// (<db> keys of the versions bucket), and reads the cluster's buckets;
-	// it may not write pins or node and partitions entries, reconfigure,
-	// delete or purge any other stream, or look keys up.
+	// (<db> keys of the versions bucket), and reads and creates (never
+	// reconfigures) the versions bucket; it may not read or write the
+	// nodes and partitions buckets, write pins, reconfigure, delete or
+	// purge any other stream, or look keys up.
 	RolePublisher = "publisher"
 	// RoleClient: a service doing lookups. It may send requests to the
 	// get, part, mget and list subjects and read the cluster's buckets (for
@@ -134,11 +135,13 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 	regions := s.HubDomain != ""
 	bucket := func(kind string) string { return names.KVBucket(s.Cluster, kind) }
 	versions := bucket(names.Versions)
-	// pub starts with what every role reads: the cluster's buckets where
-	// it logs in.
+	// pub starts with what the role reads where it logs in: the
+	// cluster's buckets, or only the versions bucket for a publisher.
 	var pub []string
 	for _, kind := range names.Kinds {
-		pub = append(pub, readStream(api, names.KVStream(bucket(kind)))...)
+		if role != RolePublisher || kind == names.Versions {
+			pub = append(pub, readStream(api, names.KVStream(bucket(kind)))...)
+		}
 	}
 	sub := []string{"_INBOX.>"}
 	var resp *server.ResponsePermission
@@ -193,7 +196,10 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		if len(s.ObjectBuckets) == 0 {
 			return nil, fmt.Errorf("a %s needs the Object Store buckets it writes (buckets)", RolePublisher)
 		}
-		pub = append(pub, names.KVSubject(versions, "*"))
+		// The versions bucket: created when missing (a hub of regions has
+		// no node to create it; an existing stream is never changed by a
+		// create), and the announcements.
+		pub = append(pub, api+".STREAM.CREATE."+names.KVStream(versions), names.KVSubject(versions, "*"))
 		for _, b := range s.ObjectBuckets {
 			st := names.ObjectStream(b)
 			pub = append(pub, readStream(api, st)...)

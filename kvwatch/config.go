@@ -132,13 +132,6 @@ type Config struct {
 	// may be gone. At least 1s. Default 15m.
 	MarkerTTL time.Duration
 
-	// KeepBucketConfig makes Start leave an existing bucket's
-	// configuration as it is, creating only missing buckets: for tools
-	// (spangle publish) whose Replicas or MarkerTTL need not be the
-	// cluster's, and whose login may not reconfigure buckets. Default
-	// false: Start updates the buckets to this Config.
-	KeepBucketConfig bool
-
 	// OpTimeout bounds every single KV operation (create, publish, delete,
 	// watcher creation). Default 2s.
 	OpTimeout time.Duration

@@ -140,11 +140,10 @@ func TestEmbeddedAuth(t *testing.T) {
 	if _, err := jkv.Put(ctx, "d", []byte(`{"version":"v2"}`)); err != nil {
 		t.Fatalf("publisher announces: %v", err)
 	}
-	pkv, err := jjs.KeyValue(ctx, names.KVBucket("test", names.Nodes))
-	if err != nil {
-		t.Fatal(err)
+	if _, err := jjs.KeyValue(short(), names.KVBucket("test", names.Nodes)); err == nil {
+		t.Fatal("a publisher read the nodes bucket")
 	}
-	if _, err := pkv.Put(short(), "n8", []byte("{}")); err == nil {
+	if _, err := jjs.Publish(short(), names.KVSubject(names.KVBucket("test", names.Nodes), "n8"), []byte("{}")); err == nil {
 		t.Fatal("a publisher wrote the nodes bucket")
 	}
 	if _, err := job.Request("spangle.test.get.d", []byte("k"), time.Second); err == nil {

@@ -332,20 +332,25 @@ func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched
 			"spangle region "+k.cfg.Region.Name+" mirror of versions of cluster "+k.cfg.ClusterName, k.cfg.Replicas)
 		return region.EnsureVersionsMirror(ctx, js, want, k.cfg.Region.HubDomain)
 	}
-	want := jetstream.KeyValueConfig{
-		Bucket:         w.name,
-		Description:    "spangle " + w.b.String() + " of cluster " + k.cfg.ClusterName,
-		History:        1,
-		Replicas:       k.cfg.Replicas,
-		Storage:        jetstream.FileStorage,
-		LimitMarkerTTL: k.cfg.MarkerTTL,
-	}
+	want := k.cfg.bucketConfig(w)
 	if kv, err := js.KeyValue(ctx, want.Bucket); err == nil {
-		if st, err := kv.Status(ctx); err == nil && (k.cfg.KeepBucketConfig || sameBucketConfig(st.Config(), want)) {
+		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) {
 			return kv, nil
 		}
 	}
 	return js.CreateOrUpdateKeyValue(ctx, want)
+}
+
+// bucketConfig is the configuration the nodes give bucket w.
+func (c Config) bucketConfig(w watched) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:         w.name,
+		Description:    "spangle " + w.b.String() + " of cluster " + c.ClusterName,
+		History:        1,
+		Replicas:       c.Replicas,
+		Storage:        jetstream.FileStorage,
+		LimitMarkerTTL: c.MarkerTTL,
+	}
 }
 
 // sameBucketConfig reports whether an existing bucket's configuration is

@@ -67,15 +67,16 @@ func TestRolePermissions(t *testing.T) {
 
 	all := []string{RoleNode, RoleOperator, RolePublisher, RoleClient}
 	none := []string{}
+	notPublisher := []string{RoleNode, RoleOperator, RoleClient}
 	api := names.APIPrefix("")
 	var ops []permOp
 	streams := []struct {
 		name                                   string
 		read, create, update, purge, msgDelete []string
 	}{
-		{names.KVStream(names.KVBucket("test", names.Nodes)), all, []string{RoleNode}, []string{RoleNode}, none, none},
-		{names.KVStream(names.KVBucket("test", names.Partitions)), all, []string{RoleNode}, []string{RoleNode}, none, none},
-		{names.KVStream(names.KVBucket("test", names.Versions)), all, []string{RoleNode}, []string{RoleNode}, none, none},
+		{names.KVStream(names.KVBucket("test", names.Nodes)), notPublisher, []string{RoleNode}, []string{RoleNode}, none, none},
+		{names.KVStream(names.KVBucket("test", names.Partitions)), notPublisher, []string{RoleNode}, []string{RoleNode}, none, none},
+		{names.KVStream(names.KVBucket("test", names.Versions)), all, []string{RoleNode, RolePublisher}, []string{RoleNode}, none, none},
 		{names.ObjectStream("data"), []string{RoleNode, RolePublisher}, []string{RolePublisher}, none, []string{RolePublisher}, none},
 		{names.ObjectStream("other"), none, none, none, none, none},
 		{"EVIL", none, none, none, none, none},

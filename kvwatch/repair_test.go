@@ -1,7 +1,9 @@
 package kvwatch
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -229,16 +231,38 @@ func TestRepairCluster(t *testing.T) {
 	complete("after the versions bucket was purged")
 }
 
-// TestKeepBucketConfig: a KV with KeepBucketConfig (spangle publish) binds
-// buckets as they are; without it, Start updates them to its Config (a
-// publish with its default --replicas 1 used to turn a three-server
-// cluster's buckets to one replica that way).
-func TestKeepBucketConfig(t *testing.T) {
-	k := startKV(t, testConfig(t))
+// TestOpenVersions: OpenVersions (spangle publish) creates a missing
+// versions bucket with the nodes' configuration and no other bucket (it
+// created the nodes and partitions buckets at a hub of regions, where no
+// node uses them); it binds an existing one as it is, where a KV's Start
+// updates it to its Config (a publish with its default --replicas 1 used
+// to turn a three-server cluster's buckets to one replica that way).
+func TestOpenVersions(t *testing.T) {
+	s := natstest.RunServer(t, nil)
+	js := natstest.JetStream(t, s.ClientURL())
 	ctx := ctxT(t)
+	c := testConfig(t, s.ClientURL())
+	kv, err := OpenVersions(ctx, js, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := c.bucketConfig(watched{b: Versions, name: bucketName("test", Versions)}); !sameBucketConfig(st.Config(), want) {
+		t.Errorf("created %+v, want the nodes' %+v", st.Config(), want)
+	}
+	var streams []string
+	for n := range js.StreamNames(ctx).Name() {
+		streams = append(streams, n)
+	}
+	if want := []string{names.KVStream(bucketName("test", Versions))}; !slices.Equal(streams, want) {
+		t.Errorf("streams %q, want only %q", streams, want)
+	}
+
 	marker := func() time.Duration {
 		t.Helper()
-		kv := rawKV(t, k.ClientURL(), Versions)
 		st, err := kv.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -246,17 +270,20 @@ func TestKeepBucketConfig(t *testing.T) {
 		return st.Config().LimitMarkerTTL
 	}
 	was := marker()
-	c := testConfig(t, k.ClientURL())
 	c.MarkerTTL = was + time.Minute
-	c.KeepBucketConfig = true
-	startKV(t, c)
-	if got := marker(); got != was {
-		t.Fatalf("KeepBucketConfig: marker TTL %v, want %v kept", got, was)
+	if _, err := OpenVersions(ctx, js, c); err != nil {
+		t.Fatal(err)
 	}
-	c.KeepBucketConfig = false
+	if got := marker(); got != was {
+		t.Fatalf("OpenVersions: marker TTL %v, want %v kept", got, was)
+	}
 	startKV(t, c)
 	if got := marker(); got != was+time.Minute {
-		t.Fatalf("without KeepBucketConfig: marker TTL %v, want %v", got, was+time.Minute)
+		t.Fatalf("a KV's Start: marker TTL %v, want %v", got, was+time.Minute)
+	}
+	c.ClusterName = "a.b"
+	if _, err := OpenVersions(ctx, js, c); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("a bad cluster name: %v", err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"github.com/spangledb/spangle"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
@@ -94,36 +94,31 @@ func publish(args []string, stderr io.Writer) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	kcfg := kvwatch.DefaultConfig()
-	kcfg.URLs = spangle.SplitList(*natsURL)
-	kcfg.ClusterName = *cluster
-	kcfg.Replicas = *replicas
-	kcfg.KeepBucketConfig = true // the cluster's buckets are its nodes' to configure
-	kcfg.Logger = slog.New(slog.DiscardHandler)
-	kv, err := kvwatch.New(kcfg)
-	if err != nil {
-		return err
-	}
-	defer kv.Shutdown(context.Background())
-	// kvwatch keeps retrying an unreachable server; a plain connection
-	// first says at once why it cannot (connection refused, no such host).
+	// A plain connection first says at once why NATS cannot be reached
+	// (connection refused, no such host); nats.Connect would only say
+	// "no servers available".
 	if err := probeNATS(*natsURL, *connectTimeout); err != nil {
 		return err
 	}
-	cctx, ccancel := context.WithTimeout(ctx, *connectTimeout)
-	defer ccancel()
-	if err := kv.Start(cctx); err != nil {
+	o := natsconn.Options{Name: "spangle-publish", Timeout: *connectTimeout, APITimeout: *opTimeout}
+	nc, err := natsconn.Connect(*natsURL, o)
+	if err != nil {
 		return fmt.Errorf("NATS %s: %w", *natsURL, err)
 	}
-	select {
-	case <-kv.Ready():
-	case <-cctx.Done():
-		return fmt.Errorf("NATS %s: buckets not read within --connect-timeout %v", *natsURL, *connectTimeout)
-	}
-	ccancel()
-	js, err := natsconn.JetStream(kv.Conn(), natsconn.Options{APITimeout: *opTimeout})
+	defer nc.Close()
+	js, err := natsconn.JetStream(nc, o)
 	if err != nil {
 		return err
+	}
+	// The versions bucket, and nothing else of the cluster's.
+	kcfg := kvwatch.DefaultConfig()
+	kcfg.ClusterName, kcfg.Replicas, kcfg.OpTimeout = *cluster, *replicas, *opTimeout
+	versions, err := openVersions(ctx, js, kcfg, *connectTimeout)
+	if err != nil {
+		if last := nc.LastError(); last != nil {
+			err = fmt.Errorf("%w (%v)", err, last) // a refused request is never answered: say why it timed out
+		}
+		return fmt.Errorf("NATS %s: %w", *natsURL, err)
 	}
 	obs, err := objstore.CreateBucket(ctx, js, bucket, *replicas)
 	if err != nil {
@@ -136,12 +131,7 @@ func publish(args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if e, ok := kv.Snapshot().Get(kvwatch.Versions, advert.VersionKey(*db)); ok {
-			if v, err := advert.DecodeVersion(*db, e.Value); err == nil && v.Version == *ver {
-				return kv.Delete(ctx, kvwatch.Versions, advert.VersionKey(*db))
-			}
-		}
-		return nil
+		return withdrawAnnouncement(ctx, versions, *db, *ver, *opTimeout)
 	}
 
 	pr := newPublishProgress(stderr, isTerminal(stderr), *db+"/"+*ver, *interval)
@@ -159,13 +149,67 @@ func publish(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, kvwatch.Versions, advert.VersionKey(*db), entry); err != nil {
+	actx, acancel := context.WithTimeout(ctx, *opTimeout)
+	_, err = versions.Put(actx, advert.VersionKey(*db), entry)
+	acancel()
+	if err != nil {
 		return fmt.Errorf("announce: %w", err)
 	}
 	took := pr.finish(rep, true)
 	fmt.Fprintf(stderr, "published %s/%s to %s: %d files, %d uploaded, %d skipped, %d bytes uploaded in %s (%s/s), %d retries\n",
 		*db, *ver, *to, rep.Files, rep.Uploaded, rep.Skipped, rep.BytesUploaded, took.Round(time.Millisecond),
 		humanBytes(float64(rep.BytesUploaded)/max(took.Seconds(), 1e-9)), rep.Retries)
+	return nil
+}
+
+// openVersions opens the versions bucket (kvwatch.OpenVersions), trying
+// again until connectTimeout: a server that has just started may not
+// answer for JetStream yet.
+func openVersions(ctx context.Context, js jetstream.JetStream, cfg kvwatch.Config, connectTimeout time.Duration) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		kv, err := kvwatch.OpenVersions(ctx, js, cfg)
+		if err == nil || errors.Is(err, kvwatch.ErrInvalidConfig) {
+			return kv, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (within --connect-timeout %v)", err, connectTimeout)
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// withdrawAnnouncement removes db's announcement from the versions
+// bucket if it names version (a newer one stays), with a purge marker
+// that expires as the bucket's markers do. Each request is bounded by
+// opTimeout.
+func withdrawAnnouncement(ctx context.Context, versions jetstream.KeyValue, db, version string, opTimeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*opTimeout)
+	defer cancel()
+	key := advert.VersionKey(db)
+	e, err := versions.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("announcement of %s: %w", db, err)
+	}
+	if v, err := advert.DecodeVersion(db, e.Value()); err != nil || v.Version != version {
+		return nil
+	}
+	var opts []jetstream.KVDeleteOpt
+	if st, err := versions.Status(ctx); err == nil && st.Config().LimitMarkerTTL > 0 {
+		opts = append(opts, jetstream.PurgeTTL(st.Config().LimitMarkerTTL))
+	}
+	if err := versions.Purge(ctx, key, opts...); err != nil {
+		return fmt.Errorf("withdraw the announcement of %s: %w", db, err)
+	}
 	return nil
 }
 

@@ -282,3 +282,56 @@ func TestPublishFlags(t *testing.T) {
 		t.Errorf("reorder = %q, want %q", got, want)
 	}
 }
+
+// TestPublishTouchesOnlyItsBuckets: spangle publish to a bare NATS
+// server (a hub of regions, where no node runs) creates its Object Store
+// bucket and the versions bucket, and no other (it used to create the
+// nodes and partitions buckets too, empty: it ran a whole kvwatch.KV);
+// --delete withdraws the announcement of the version it deletes, and
+// keeps one of another version.
+func TestPublishTouchesOnlyItsBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	s := natstest.RunServer(t, nil)
+	js := natstest.JetStream(t, s.ClientURL())
+	src := t.TempDir()
+	writeVersion(t, src, "d", "v1", 2, 10)
+	writeVersion(t, src, "e", "v1", 2, 10)
+	for _, db := range []string{"d", "e"} {
+		if code, _, stderr := runCLI(t, bin, "publish", filepath.Join(src, db, "v1"), "--to", "nats-object://data",
+			"--db", db, "--version", "v1", "--nats", s.ClientURL()); code != 0 {
+			t.Fatalf("publish %s: exit %d\n%s", db, code, stderr)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var streams []string
+	for n := range js.StreamNames(ctx).Name() {
+		streams = append(streams, n)
+	}
+	slices.Sort(streams)
+	if want := []string{"KV_spangle_spangle_versions", "OBJ_data"}; !slices.Equal(streams, want) {
+		t.Fatalf("streams %q, want %q", streams, want)
+	}
+	kv, err := js.KeyValue(ctx, "spangle_spangle_versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, "d"); err != nil || !strings.Contains(string(e.Value()), `"v1"`) {
+		t.Fatalf("announcement of d: %v", err)
+	}
+	if code, _, stderr := runCLI(t, bin, "publish", "--delete", "--to", "nats-object://data", "--nats", s.ClientURL(), "d", "v1"); code != 0 {
+		t.Fatalf("delete d/v1: exit %d: %s", code, stderr)
+	}
+	if _, err := kv.Get(ctx, "d"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("d's announcement after its version's deletion: %v", err)
+	}
+	if code, _, stderr := runCLI(t, bin, "publish", "--delete", "--to", "nats-object://data", "--nats", s.ClientURL(), "e", "v0"); code != 0 {
+		t.Fatalf("delete e/v0: exit %d: %s", code, stderr)
+	}
+	if _, err := kv.Get(ctx, "e"); err != nil {
+		t.Errorf("e's announcement of v1 after v0's deletion: %v", err)
+	}
+}
