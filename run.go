@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/internal/listenaddr"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node"
@@ -313,24 +313,10 @@ func debugServer(cfg Config, n *node.Node) *http.Server {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	admin := edge.RequireToken(edge.AdminHandler(n), cfg.AdminToken, loopbackAddr(cfg.DebugBind))
+	admin := edge.RequireToken(edge.AdminHandler(n), cfg.AdminToken, listenaddr.Loopback(cfg.DebugBind))
 	mux.Handle("/admin/pins", admin)
 	mux.Handle("/admin/pins/", admin)
 	return &http.Server{Addr: cfg.DebugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-}
-
-// loopbackAddr reports whether a listen address's host is a loopback
-// address or localhost (an empty or wildcard host is not).
-func loopbackAddr(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Node is the server's node: lookups, status, pins.

@@ -2,13 +2,13 @@ package kvwatch
 
 import (
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/spangledb/spangle/internal/listenaddr"
 	"github.com/spangledb/spangle/kvwatch/names"
 )
 
@@ -312,25 +312,11 @@ func checkUsers(c Config) error {
 			return fmt.Errorf("user %d: %w", i+1, err)
 		}
 	}
-	if len(c.EmbeddedUsers) == 0 && !c.EmbeddedAllowInsecure && !loopback(c.EmbeddedListen) {
+	if len(c.EmbeddedUsers) == 0 && !c.EmbeddedAllowInsecure && !listenaddr.Loopback(c.EmbeddedListen) {
 		return fmt.Errorf("%w: the embedded NATS server would listen on %s with no users: anyone who reaches it reads every value and can forge answers; configure users, listen on loopback, or set allow_insecure",
 			ErrInsecure, c.EmbeddedListen)
 	}
 	return nil
-}
-
-// loopback reports whether hostport's host is a loopback address or
-// localhost.
-func loopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // PermissionsConfig returns the permissions of role in scope as a block
