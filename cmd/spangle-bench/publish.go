@@ -12,8 +12,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // The publish scenario: a three-node cluster (as the cluster scenario's,
@@ -99,12 +100,13 @@ func runPublish(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	nc, err := nats.Connect(natsURL)
+	o := natsconn.Options{Name: "spangle-bench"}
+	nc, err := natsconn.Connect(natsURL, o)
 	if err != nil {
 		return res, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, o)
 	if err != nil {
 		return res, err
 	}

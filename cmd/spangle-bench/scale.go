@@ -19,11 +19,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
 // The scale subcommand: N `spangle serve` processes in cluster mode
@@ -539,7 +540,7 @@ func (r *scaleRun) steady(ctx context.Context, res *scaleResult) error {
 
 // clientStart times a NATS client from New to its first answer, in ms.
 func (r *scaleRun) clientStart(ctx context.Context) (float64, error) {
-	nc, err := nats.Connect(strings.Join(r.nats.clientURLs(), ","))
+	nc, err := natsconn.Connect(strings.Join(r.nats.clientURLs(), ","), natsconn.Options{Name: "spangle-bench"})
 	if err != nil {
 		return 0, err
 	}
@@ -713,19 +714,20 @@ func (r *scaleRun) restartNATS(ctx context.Context, res *scaleResult) error {
 	if err := r.nats.restart(); err != nil {
 		return err
 	}
-	nc, err := nats.Connect(strings.Join(r.nats.clientURLs(), ","))
+	o := natsconn.Options{Name: "spangle-bench"}
+	nc, err := natsconn.Connect(strings.Join(r.nats.clientURLs(), ","), o)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := natsconn.JetStream(nc, o)
 	if err != nil {
 		return err
 	}
 	want := len(r.live())
 	deadline := time.Now().Add(r.cfg.Timeout)
 	for {
-		n, err := countKeys(ctx, js, "spangle_"+scaleCluster+"_nodes")
+		n, err := countKeys(ctx, js, names.KVBucket(scaleCluster, names.Nodes))
 		if err == nil && n == want {
 			break
 		}
