@@ -64,7 +64,11 @@ func TestHeartbeatWrites(t *testing.T) {
 	if partWrites != 0 {
 		t.Errorf("%d writes of %d partitions entries in %d heartbeats, want 0", partWrites, parts, rounds)
 	}
-	if nodeWrites < rounds-2 || nodeWrites > rounds+2 {
+	// A loaded machine delays and drops ticks (12 of 15 were seen under
+	// -race with other tests running): the lower bound only tells one
+	// write per tick (15 here) from one every other tick (the refresh
+	// rule's next step, 7 or 8), the upper bound no more than one.
+	if nodeWrites < rounds*2/3 || nodeWrites > rounds+2 {
 		t.Errorf("%d writes of the node entry in %d heartbeats", nodeWrites, rounds)
 	}
 }
