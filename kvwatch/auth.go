@@ -147,6 +147,10 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 	var resp *server.ResponsePermission
 	switch role {
 	case RoleNode:
+		// Creating a KV bucket starts with the account's information
+		// (nats.go checks the API level that TTL markers need): the
+		// buckets at a first start and after a loss, the mirrors.
+		pub = append(pub, api+".INFO")
 		for _, kind := range []string{names.Nodes, names.Partitions} {
 			st := names.KVStream(bucket(kind))
 			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.UPDATE."+st, names.KVSubject(bucket(kind), ">"))
@@ -157,15 +161,16 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 			// own domain, never updates or writes them (the region's
 			// server, not the node, asks the hub for the mirrors'
 			// consumers, under the region's leafnode login:
-			// region.HubLeafPublish). It checks its server's domain and
-			// that the hub answers (account information, both).
+			// region.HubLeafPublish). It checks its server's domain (the
+			// account information above) and that the hub answers (the
+			// hub's).
 			pub = append(pub, api+".STREAM.CREATE."+names.KVStream(versions))
 			for _, b := range s.ObjectBuckets {
 				st := names.ObjectStream(b)
 				pub = append(pub, readStream(api, st)...)
 				pub = append(pub, api+".STREAM.CREATE."+st)
 			}
-			pub = append(pub, api+".INFO", names.APIPrefix(s.HubDomain)+".INFO")
+			pub = append(pub, names.APIPrefix(s.HubDomain)+".INFO")
 		} else {
 			st := names.KVStream(versions)
 			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.UPDATE."+st, names.KVSubject(versions, "*"))
@@ -199,7 +204,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		// The versions bucket: created when missing (a hub of regions has
 		// no node to create it; an existing stream is never changed by a
 		// create), and the announcements.
-		pub = append(pub, api+".STREAM.CREATE."+names.KVStream(versions), names.KVSubject(versions, "*"))
+		pub = append(pub, api+".INFO", api+".STREAM.CREATE."+names.KVStream(versions), names.KVSubject(versions, "*"))
 		for _, b := range s.ObjectBuckets {
 			st := names.ObjectStream(b)
 			pub = append(pub, readStream(api, st)...)

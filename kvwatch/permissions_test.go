@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // permOp is one thing a login may try: a request (JetStream API call,
@@ -107,7 +108,7 @@ func TestRolePermissions(t *testing.T) {
 		ops = append(ops, permOp{name: "delete " + st.name, subject: api + ".STREAM.DELETE." + st.name, roles: none})
 	}
 	ops = append(ops,
-		permOp{name: "account info", subject: api + ".INFO", roles: none},
+		permOp{name: "account info", subject: api + ".INFO", roles: []string{RoleNode, RolePublisher}},
 		permOp{name: "stream names", subject: api + ".STREAM.NAMES", roles: none},
 		permOp{name: "account purge", subject: api + ".ACCOUNT.PURGE.x", roles: none},
 	)
@@ -341,6 +342,40 @@ func TestRoleNodeRuns(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the withdrawn entry gone", hasNoKey(k, Partitions, "db.v1.n2"))
 	if err := n.Conn().LastError(); err != nil {
+		t.Fatalf("the node login met: %v", err)
+	}
+}
+
+// TestRoleNodeCreatesBuckets: the first node of a cluster on an external
+// server, logged in as the node role, creates the buckets (nats.go asks
+// for the account's information before it creates a KV bucket, which the
+// role once lacked: Start timed out), and so may a publisher the versions
+// bucket (OpenVersions) where no node has yet.
+func TestRoleNodeCreatesBuckets(t *testing.T) {
+	perms := func(role string) *server.Permissions {
+		p, err := RolePermissions(role, Scope{Cluster: "test", ObjectBuckets: []string{"data"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	s := natstest.RunServer(t, &server.Options{Users: []*server.User{
+		{Username: "node", Password: "pw", Permissions: perms(RoleNode)},
+		{Username: "etl", Password: "pw", Permissions: perms(RolePublisher)},
+	}})
+	as := func(user string) string { return strings.Replace(s.ClientURL(), "nats://", "nats://"+user+":pw@", 1) }
+	ctx := ctxT(t)
+	js := natstest.JetStream(t, as("etl"))
+	c := testConfig(t, as("etl"))
+	if _, err := OpenVersions(ctx, js, c); err != nil {
+		t.Fatalf("the publisher creates the versions bucket: %v", err)
+	}
+	k := startKV(t, testConfig(t, as("node")))
+	if err := k.Publish(ctx, Nodes, "n1", []byte("n1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the node's entry", hasValue(k, Nodes, "n1", "n1"))
+	if err := k.Conn().LastError(); err != nil {
 		t.Fatalf("the node login met: %v", err)
 	}
 }
