@@ -165,6 +165,8 @@ type storageFile struct {
 	Compression  string `toml:"compression"`
 	MemoryBudget size   `toml:"memory_budget"` // e.g. "256MiB"
 	HotCache     size   `toml:"hot_cache"`     // answers of hot keys, e.g. "16MiB"; "0": none
+	// Listings' positions kept between pages (node list_positions.go).
+	ListPositions size `toml:"list_positions"`
 }
 
 // debugFile is [debug]: the debug listener.
@@ -453,7 +455,8 @@ func (fc *fileConfig) apply(cfg *Config) error {
 func (f storageFile) apply(cfg *Config) error {
 	setNonZero(&cfg.Node.Compression, f.Compression)
 	return parseSizes(sizeKey{"storage.memory_budget", f.MemoryBudget, &cfg.Node.MemoryBudget},
-		sizeKey{"storage.hot_cache", f.HotCache, &cfg.HTTP.HotCacheBytes})
+		sizeKey{"storage.hot_cache", f.HotCache, &cfg.HTTP.HotCacheBytes},
+		sizeKey{"storage.list_positions", f.ListPositions, &cfg.Node.ListPositionBytes})
 }
 
 func (f runtimeFile) apply(cfg *Config) error {

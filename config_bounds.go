@@ -64,6 +64,8 @@ var bounds = []bound{
 	sizeBound("storage.memory_budget", mib, tib, func(c *Config) int64 { return c.Node.MemoryBudget }),
 	sizeBound("storage.hot_cache", mib, 64*gib, func(c *Config) int64 { return c.HTTP.HotCacheBytes }).
 		withZero("no hot cache"),
+	sizeBound("storage.list_positions", 64*kib, 64*gib, func(c *Config) int64 { return c.Node.ListPositionBytes }).
+		withZero("keep none: every page seeks its partitions"),
 	sizeBound("runtime.memory_limit", 64*mib, 64*tib, func(c *Config) int64 { return c.MemoryLimit }).
 		withZero("leave the Go runtime's"),
 	durBound("plugins.call_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Node.Plugins.CallTimeout }).

@@ -145,7 +145,11 @@
 // Reader whose Iter walks a partition's records in key order, from a
 // start key to an end key (the blocks layout: each block decoded once and
 // its records read in sequence, checked as a lookup checks it);
-// Version.Scan is one bounded Iter. Read transactions are
+// Version.Scan is one bounded Iter. Iter.Suspend returns where an
+// iterator stands (a Position: in the blocks layout its decoded block and
+// the record in it), and Reader.Resume continues from it in a later View
+// without reading that block again: a listing's next page. Read
+// transactions are
 // kept and reused across Gets (a partition file never changes). A Version
 // is safe for concurrent use; Close waits for Gets under way (and for an
 // AddPartitions commit), and later Gets return ErrClosed.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -39,7 +40,8 @@ func (v *Version) View(fn func(*Reader) error) error {
 	if v.closed {
 		return ErrClosed
 	}
-	r := &Reader{c: v.contents.Load()}
+	r := readers.Get().(*Reader)
+	r.c = v.contents.Load()
 	defer r.release()
 	return fn(r)
 }
@@ -48,8 +50,18 @@ func (v *Version) View(fn func(*Reader) error) error {
 // Not safe for concurrent use.
 type Reader struct {
 	c     *contents
-	iters []*Iter
+	iters []*Iter // iters[:n] are this View's; the others wait for reuse
+	n     int
 }
+
+// readers are pooled with their iterators: a listing's page opens a View
+// and an iterator per partition, and their allocations were a tenth of
+// the page's.
+var readers = sync.Pool{New: func() any { return new(Reader) }}
+
+// maxPooledIterBuf bounds the key and value buffers a pooled iterator
+// keeps.
+const maxPooledIterBuf = 64 << 10
 
 // Manifest is the manifest of the contents the Reader reads.
 func (r *Reader) Manifest() *Manifest { return r.c.manifest }
@@ -70,25 +82,46 @@ func (r *Reader) Iter(p int, rg Range) (_ *Iter, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("blocks: %s/%s partition %d: %w", r.c.manifest.DB, r.c.manifest.Version, p, err)
 	}
-	it := &Iter{r: r, p: p, part: part, rt: rt, rg: rg, dec: r.c.dec}
-	r.iters = append(r.iters, it)
+	it := r.next()
+	*it = Iter{r: r, p: p, part: part, rt: rt, rg: rg, dec: r.c.dec, keyBuf: it.keyBuf[:0], valBuf: it.valBuf[:0]}
 	return it, nil
 }
 
-// release ends or returns the iterators' read transactions.
+// next returns an unused iterator of r, the View's from now on.
+func (r *Reader) next() *Iter {
+	if r.n == len(r.iters) {
+		r.iters = append(r.iters, new(Iter))
+	}
+	it := r.iters[r.n]
+	r.n++
+	return it
+}
+
+// release ends or returns the iterators' read transactions, and r to the
+// pool.
 func (r *Reader) release() {
-	for _, it := range r.iters {
+	for _, it := range r.iters[:r.n] {
 		if it.scratch != nil && cap(it.block) == cap(it.scratch.raw) {
 			blockScratches.Put(it.scratch)
 		}
-		it.scratch, it.block, it.rest = nil, nil, nil
-		if it.broken {
+		switch {
+		case it.rt == nil: // resumed at the range's end: none taken
+		case it.broken:
 			it.rt.discard()
-		} else {
+		default:
 			it.part.release(it.rt)
 		}
+		keyBuf, valBuf := it.keyBuf, it.valBuf
+		if cap(keyBuf) > maxPooledIterBuf {
+			keyBuf = nil
+		}
+		if cap(valBuf) > maxPooledIterBuf {
+			valBuf = nil
+		}
+		*it = Iter{keyBuf: keyBuf[:0], valBuf: valBuf[:0]}
 	}
-	r.iters = nil
+	r.c, r.n = nil, 0
+	readers.Put(r)
 }
 
 // Iter walks one partition's records in key order. Its keys and values
@@ -106,23 +139,53 @@ type Iter struct {
 	broken  bool // a panic ended the read transaction's usefulness
 	err     error
 
-	key, val []byte // the current record; val is stored (record layout) or raw (blocks)
+	key, val []byte // the current record, record layout: val is as stored
 
-	// blocks layout: the decoded block and the position in it.
+	// blocks layout: the decoded block and the position in it. Offsets,
+	// not slices of block, and a key buffer written back only when it
+	// grows: a listing calls Next for every record, and each pointer
+	// written into the iterator is a write barrier while the GC marks.
 	block    []byte        // decoded records of the current block
 	scratch  *blockScratch // pooled; returned when the View ends
-	rest     []byte        // what is left to read of block
+	off      int           // the next record starts at block[off:]
+	valOff   int           // the current value is block[valOff:off]
+	onRecord bool          // keyBuf and block[valOff:off] are a record
+	skip     bool          // records before rg.Start may follow (the first block)
 	prefixed bool          // keys of block share their prefixes (format 3)
 	keyBuf   []byte        // the rebuilt key, blocks layout
 	valBuf   []byte        // a decoded value, record layout
+	blockKey []byte        // the current block's bbolt key (its first key), blocks layout
+
+	// A resumed iterator (Reader.Resume): pending, its first Next stays
+	// on the record it resumed at; seekKey, its cursor is not yet
+	// positioned: the next block is the one after seekKey's.
+	pending bool
+	seekKey []byte
 }
 
 // Next moves to the next record of the range; false at its end or on an
 // error (Err).
-func (it *Iter) Next() (ok bool) {
+func (it *Iter) Next() bool {
 	if it.done {
 		return false
 	}
+	if it.pending {
+		it.pending = false
+		return true
+	}
+	if it.off < len(it.block) {
+		// The blocks layout, records left in the decoded block: no page
+		// of bbolt's is read, so no panic to recover (and no defer).
+		if ok, decided := it.inBlock(); decided {
+			return ok
+		}
+	}
+	return it.next()
+}
+
+// next is Next reading bbolt's pages: the record layout, or the next
+// block.
+func (it *Iter) next() (ok bool) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			it.broken = true
@@ -158,17 +221,18 @@ func (it *Iter) Next() (ok bool) {
 
 func (it *Iter) fail(err error) {
 	it.err, it.done = err, true
-	it.key, it.val = nil, nil
+	it.key, it.val, it.onRecord = nil, nil, false
 }
 
 // nextInBlocks is Next in the blocks layout: records are read from the
 // decoded block, and the next block is decoded once it runs out.
 func (it *Iter) nextInBlocks() bool {
 	for {
-		if len(it.rest) == 0 {
+		if it.off == len(it.block) {
 			var first, stored []byte
 			if !it.started {
 				it.started = true
+				it.skip = len(it.rg.Start) > 0
 				// The block holding Start, if any, is the last one whose
 				// first key is not after it.
 				if len(it.rg.Start) == 0 {
@@ -187,36 +251,59 @@ func (it *Iter) nextInBlocks() bool {
 					}
 				}
 			} else {
+				if it.seekKey != nil {
+					// Resumed: the cursor finds the block it left.
+					if k, _ := it.rt.cur.Seek(it.seekKey); !bytes.Equal(k, it.seekKey) {
+						it.fail(fmt.Errorf("%w: %s/%s partition %d: a resumed block %q is gone", ErrCorrupt, it.r.c.manifest.DB, it.r.c.manifest.Version, it.p, truncateKey(it.seekKey)))
+						return false
+					}
+					it.seekKey = nil
+				}
 				first, stored = it.rt.cur.Next()
 			}
 			if first == nil || !it.rg.before(first) {
-				it.done = true
+				it.done, it.onRecord = true, false
 				return false
 			}
+			it.blockKey = first
 			if err := it.decodeBlock(stored); err != nil {
 				it.fail(fmt.Errorf("blocks: %s/%s partition %d block %q: %w", it.r.c.manifest.DB, it.r.c.manifest.Version, it.p, truncateKey(first), err))
 				return false
 			}
-			if len(it.rest) == 0 {
+			if len(it.block) == 0 {
 				it.fail(fmt.Errorf("%w: %s/%s partition %d: an empty block", ErrCorrupt, it.r.c.manifest.DB, it.r.c.manifest.Version, it.p))
 				return false
 			}
 		}
-		k, v, err := it.nextRecord()
-		if err != nil {
-			it.fail(fmt.Errorf("blocks: %s/%s partition %d: %w", it.r.c.manifest.DB, it.r.c.manifest.Version, it.p, err))
-			return false
+		if ok, decided := it.inBlock(); decided {
+			return ok
 		}
-		if len(it.rg.Start) > 0 && bytes.Compare(k, it.rg.Start) < 0 {
-			continue
-		}
-		if !it.rg.before(k) {
-			it.done = true
-			return false
-		}
-		it.key, it.val = k, v
-		return true
 	}
+}
+
+// inBlock moves to the next record of the range in the decoded block;
+// decided is false when the block ran out first. It reads only the
+// decoded block, whose lengths nextRecord checks: it cannot panic.
+func (it *Iter) inBlock() (ok, decided bool) {
+	for it.off < len(it.block) {
+		if err := it.nextRecord(); err != nil {
+			it.fail(fmt.Errorf("blocks: %s/%s partition %d: %w", it.r.c.manifest.DB, it.r.c.manifest.Version, it.p, err))
+			return false, true
+		}
+		if it.skip {
+			if bytes.Compare(it.keyBuf, it.rg.Start) < 0 {
+				continue
+			}
+			it.skip = false
+		}
+		if len(it.rg.End) > 0 && bytes.Compare(it.keyBuf, it.rg.End) >= 0 {
+			it.done, it.onRecord = true, false
+			return false, true
+		}
+		it.onRecord = true
+		return true, true
+	}
+	return false, false
 }
 
 // decodeBlock decodes a stored block into it.block, checking it as
@@ -240,49 +327,147 @@ func (it *Iter) decodeBlock(stored []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w: s2: %v", ErrCorrupt, errBadValue, err)
 	}
-	it.rest, it.prefixed = raw, prefixed
+	it.block, it.off, it.valOff, it.onRecord, it.prefixed = raw, 0, 0, false, prefixed
 	it.keyBuf = it.keyBuf[:0]
 	return nil
 }
 
-// nextRecord reads the next record of the decoded block. The key is
-// rebuilt in it.keyBuf; the value points into it.block.
-func (it *Iter) nextRecord() (k, v []byte, err error) {
-	raw := it.rest
+// nextRecord reads the record at it.off of the decoded block: its key
+// into it.keyBuf, its value's offsets into it.valOff and it.off.
+func (it *Iter) nextRecord() error {
+	raw := it.block[it.off:]
 	var shared uint64
 	if it.prefixed {
 		var m int
 		if shared, m = binary.Uvarint(raw); m <= 0 || shared > uint64(len(it.keyBuf)) {
-			return nil, nil, fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
+			return fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
 		}
 		raw = raw[m:]
 	}
 	klen, m := binary.Uvarint(raw)
 	if m <= 0 || klen > uint64(len(raw)-m) {
-		return nil, nil, fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
+		return fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
 	}
-	it.keyBuf = append(it.keyBuf[:shared], raw[m:m+int(klen)]...)
+	// The key buffer's pointer is written only when it grows: a slice
+	// resliced onto itself updates its length alone, where an append
+	// writes the pointer back (a write barrier per record while the GC
+	// marks).
+	if n := int(shared) + int(klen); n <= cap(it.keyBuf) {
+		it.keyBuf = it.keyBuf[:n]
+		copy(it.keyBuf[shared:], raw[m:m+int(klen)])
+	} else {
+		it.keyBuf = append(it.keyBuf[:shared], raw[m:m+int(klen)]...)
+	}
 	raw = raw[m+int(klen):]
 	vlen, m := binary.Uvarint(raw)
 	if m <= 0 || vlen > uint64(len(raw)-m) {
-		return nil, nil, fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
+		return fmt.Errorf("%w: %w: truncated block", ErrCorrupt, errBadValue)
 	}
-	v = raw[m : m+int(vlen)]
-	it.rest = raw[m+int(vlen):]
-	return it.keyBuf, v, nil
+	it.valOff = len(it.block) - len(raw) + m
+	it.off = it.valOff + int(vlen)
+	return nil
+}
+
+// A Position is where an iterator stood when it was suspended
+// (Iter.Suspend): at the end of its range, or, in the blocks layout, on
+// a record, with the decoded block around it, so that an iterator
+// resumed from it (Reader.Resume, in a later View) reads neither the
+// record's block nor the records before it again. The zero Position
+// resumes nothing. A Position holds no read transaction and no lock; it
+// holds the decoded block's memory (Size).
+type Position struct {
+	c        *contents // the version's contents it is good for
+	p        int
+	ended    bool
+	block    []byte        // the decoded block
+	scratch  *blockScratch // block's pooled buffer, if it is one
+	off      int           // the records after the current one start at block[off:]
+	valOff   int           // the current value is block[valOff:off]
+	key      []byte        // the current key
+	blockKey []byte        // the block's bbolt key
+	prefixed bool
+}
+
+// Size is the memory a Position holds, in bytes.
+func (pos *Position) Size() int {
+	return cap(pos.block) + cap(pos.key) + cap(pos.blockKey)
+}
+
+// Suspend returns where the iterator stands: its current record (the
+// one Key returns, which the next iterator's first Next returns again),
+// or the end of its range. false when it cannot say: an error, a record
+// of the record layout (whose bbolt cursor cannot be kept), no Next yet.
+// The iterator is not used after: the Position takes its block.
+func (it *Iter) Suspend() (Position, bool) {
+	switch {
+	case it.err != nil || it.broken || !it.started:
+		return Position{}, false
+	case it.done:
+		return Position{c: it.r.c, p: it.p, ended: true}, true
+	case !it.part.blocks || !it.onRecord:
+		return Position{}, false
+	}
+	pos := Position{
+		c: it.r.c, p: it.p, block: it.block, off: it.off, valOff: it.valOff,
+		key: it.keyBuf, blockKey: bytes.Clone(it.blockKey), prefixed: it.prefixed,
+	}
+	if it.scratch != nil && cap(it.block) == cap(it.scratch.raw) {
+		pos.scratch = it.scratch
+	}
+	it.scratch, it.block, it.keyBuf = nil, nil, nil
+	it.off, it.valOff, it.onRecord, it.done = 0, 0, false, true
+	return pos, true
+}
+
+// Resume returns an iterator of partition p in rg that continues from
+// pos: its first Next returns pos's record, then those after it; or, when
+// pos was suspended at the end of its range, an iterator that has
+// ended. A pos that is not of p in the Reader's version (another version,
+// or contents that changed since) is ignored: Resume is then Iter. The
+// caller vouches that pos's record is the first of p in rg (it stood
+// there for a range with rg's End, and every key of p before it is before
+// rg.Start). pos is not used after.
+func (r *Reader) Resume(p int, rg Range, pos Position) (*Iter, error) {
+	if pos.c != r.c || pos.p != p {
+		return r.Iter(p, rg)
+	}
+	if !r.c.holds(p) {
+		return nil, ErrPartitionNotHeld
+	}
+	part := r.c.parts[p]
+	it := r.next()
+	*it = Iter{r: r, p: p, part: part, rg: rg, dec: r.c.dec, valBuf: it.valBuf[:0], started: true}
+	if pos.ended {
+		it.done = true
+		return it, nil
+	}
+	rt, err := part.acquire()
+	if err != nil {
+		return nil, fmt.Errorf("blocks: %s/%s partition %d: %w", r.c.manifest.DB, r.c.manifest.Version, p, err)
+	}
+	it.rt = rt
+	it.block, it.scratch, it.off, it.valOff, it.prefixed = pos.block, pos.scratch, pos.off, pos.valOff, pos.prefixed
+	it.keyBuf, it.seekKey, it.blockKey = pos.key, pos.blockKey, pos.blockKey
+	it.onRecord, it.pending = true, true
+	return it, nil
 }
 
 // Key is the current record's key, valid until the next call of Next.
-func (it *Iter) Key() []byte { return it.key }
+func (it *Iter) Key() []byte {
+	if it.onRecord {
+		return it.keyBuf
+	}
+	return it.key
+}
 
 // Value is the current record's value, decoded, valid until the next
 // call of Next (the caller copies what it keeps).
 func (it *Iter) Value() (_ []byte, err error) {
+	if it.onRecord {
+		return it.block[it.valOff:it.off], nil
+	}
 	if it.key == nil {
 		return nil, errors.New("blocks: Value without a record")
-	}
-	if it.part.blocks {
-		return it.val, nil
 	}
 	defer func() {
 		if rec := recover(); rec != nil {

@@ -112,10 +112,10 @@ func BenchmarkScan(b *testing.B) {
 // countRecords counts the records of a decoded block without rebuilding
 // their keys.
 func countRecords(raw []byte) int {
-	it := &Iter{rest: raw, prefixed: true}
+	it := &Iter{block: raw, prefixed: true}
 	n := 0
-	for len(it.rest) > 0 {
-		if _, _, err := it.nextRecord(); err != nil {
+	for it.off < len(it.block) {
+		if err := it.nextRecord(); err != nil {
 			return -1
 		}
 		n++

@@ -77,13 +77,13 @@ func toFormat2(t *testing.T, path string) {
 			if err != nil {
 				return err
 			}
-			it := &Iter{rest: raw, prefixed: true}
+			it := &Iter{block: raw, prefixed: true}
 			var whole []byte
-			for len(it.rest) > 0 {
-				k, v, err := it.nextRecord()
-				if err != nil {
+			for it.off < len(it.block) {
+				if err := it.nextRecord(); err != nil {
 					return err
 				}
+				k, v := it.keyBuf, it.block[it.valOff:it.off]
 				whole = binary.AppendUvarint(whole, uint64(len(k)))
 				whole = append(whole, k...)
 				whole = binary.AppendUvarint(whole, uint64(len(v)))
@@ -297,5 +297,114 @@ func TestScanCorrupt(t *testing.T) {
 	recs, _, err := v.Scan(0, ScanOptions{Limit: 1})
 	if err != nil || len(recs) != 1 {
 		t.Errorf("Scan of the first block after the damage = %d records, %v", len(recs), err)
+	}
+}
+
+// TestScanResume: an iterator suspended every few records and resumed in
+// a later View (Start just after the last key read, as a listing's next
+// page asks) reads the same records as one iteration, in every layout
+// and range; in the blocks layout the resumed iterator reads no block
+// before its first Next moves on, and a Position of another version is
+// ignored (Resume is then Iter).
+func TestScanResume(t *testing.T) {
+	recs := scanRecords(3000)
+	src := t.TempDir()
+	writeSeqFile(t, filepath.Join(src, "part-00000"), recs)
+	keys, want := sortedWant(recs)
+	for _, comp := range []Compression{CompressionNone, CompressionS2Blocks} {
+		t.Run(string(comp), func(t *testing.T) {
+			s := openTestStore(t, t.TempDir(), Options{})
+			build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, src, []string{"part-00000"}), Compression: comp}).Close()
+			build(t, s, BuildSpec{DB: "db", Version: "v2", Files: sourceFiles(t, src, []string{"part-00000"}), Compression: comp}).Close()
+			v1, err := s.Open("db", "v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v1.Close()
+			v2, err := s.Open("db", "v2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v2.Close()
+			for _, rg := range []Range{{}, {Start: []byte("user/0007/"), End: []byte("user/0031")}, {End: []byte(keys[10])}} {
+				var exp []string
+				for _, k := range keys {
+					if k >= string(rg.Start) && (len(rg.End) == 0 || k < string(rg.End)) {
+						exp = append(exp, k)
+					}
+				}
+				for _, step := range []int{1, 7, 100} {
+					var got []string
+					var pos Position
+					resumed := 0
+					start := rg.Start
+					for views := 0; ; views++ {
+						if views > len(keys)+2 {
+							t.Fatalf("step %d: no end", step)
+						}
+						v := v1
+						if views%5 == 4 {
+							v = v2 // another version: the position is ignored
+						}
+						var ended bool
+						err := v.View(func(r *Reader) error {
+							it, err := r.Resume(0, Range{Start: start, End: rg.End}, pos)
+							if err != nil {
+								return err
+							}
+							if it.pending {
+								resumed++
+							}
+							for n := 0; ; n++ {
+								if !it.Next() {
+									ended = true
+									if it.Err() != nil {
+										return it.Err()
+									}
+									// At the end: a position that resumes ended.
+									if pos, ok := it.Suspend(); !ok || !pos.ended {
+										return fmt.Errorf("an ended iterator suspends as %+v, %v", pos, ok)
+									} else if it, err := r.Resume(0, Range{Start: []byte("a")}, pos); err != nil || it.Next() {
+										return fmt.Errorf("an iterator resumed at the end has records (%v)", err)
+									}
+									return nil
+								}
+								if n == step {
+									break // on a record not taken
+								}
+								got = append(got, string(it.Key()))
+								val, err := it.Value()
+								if err != nil {
+									return err
+								}
+								if !bytes.Equal(val, want[string(it.Key())]) {
+									return fmt.Errorf("value of %q = %.20q, want %.20q", it.Key(), val, want[string(it.Key())])
+								}
+							}
+							var ok bool
+							if pos, ok = it.Suspend(); !ok && comp == CompressionS2Blocks {
+								return fmt.Errorf("an iterator on a record of the blocks layout does not suspend")
+							}
+							return nil
+						})
+						if err != nil {
+							t.Fatalf("step %d, view %d: %v", step, views, err)
+						}
+						if ended {
+							break
+						}
+						if len(got) > 0 {
+							start = append([]byte(got[len(got)-1]), 0)
+						}
+					}
+					if !slices.Equal(got, exp) {
+						t.Fatalf("[%q, %q) by %d: %d keys, want %d", rg.Start, rg.End, step, len(got), len(exp))
+					}
+					if wantResumed := comp == CompressionS2Blocks && len(exp) > step; wantResumed != (resumed > 0) {
+						t.Fatalf("[%q, %q) by %d: %d iterators resumed", rg.Start, rg.End, step, resumed)
+					}
+				}
+			}
+		})
 	}
 }

@@ -118,6 +118,12 @@ type Config struct {
 	// sharing it and cannot pin a version a peer request would be refused.
 	// Default "": a fixed key, which detects damage but not forgery.
 	CursorKey string
+	// ListPositionBytes bounds the memory of the positions a node keeps
+	// between a listing's pages (list_positions.go: each local
+	// partition's decoded block and record, so that the next page asked
+	// here continues it instead of seeking and decoding again); the
+	// least recently kept are dropped first. 0 keeps none. Default 8 MiB.
+	ListPositionBytes int64
 
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
 	// decoder is a module ("wasm:<path>"). Zero fields take the plugins
@@ -178,6 +184,7 @@ func DefaultConfig() Config {
 		CacheControl:         "public, max-age=60",
 		NegativeCacheControl: "public, max-age=10",
 		AdvertiseRetry:       time.Second,
+		ListPositionBytes:    8 << 20,
 	}
 }
 
@@ -209,6 +216,8 @@ func (c Config) Validate() error {
 		return bad("download backoff maximum %v is below download_backoff %v", c.DownloadBackoffMax, c.DownloadBackoff)
 	case c.AdvertiseRetry <= 0:
 		return bad("advertise retry %v: want a positive pause", c.AdvertiseRetry)
+	case c.ListPositionBytes < 0:
+		return bad("storage.list_positions %d is negative", c.ListPositionBytes)
 	case c.RefreshPeriod < 0:
 		return bad("refresh_period %v is negative", c.RefreshPeriod)
 	case c.NodeID != "" && !source.ValidName(c.NodeID):

@@ -40,7 +40,9 @@
 // mode, of the pages of the partitions held elsewhere (RemoteLister,
 // asked first); a cursor (cursor.go, HMAC'd with Config.CursorKey) pins
 // the version, and once that version is gone the next page is
-// ErrVersionGone.
+// ErrVersionGone. Where a page left its local partitions is kept, within
+// Config.ListPositionBytes, for the next page asked here
+// (list_positions.go): it continues them instead of seeking again.
 //
 // # Caveats
 //

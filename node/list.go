@@ -3,9 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
@@ -217,7 +219,8 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 	}
 	d.node.metrics.listPartitions.WithLabelValues("local").Add(float64(len(local)))
 	d.node.metrics.listPartitions.WithLabelValues("remote").Add(float64(len(remote)))
-	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
+	m := newListMerge(opts)
+	defer m.free()
 	if len(remote) > 0 {
 		pages, err := r.peers.ListRemote(ctx, d.info(v), remote, RemoteListRequest{
 			Start: rg.Start, End: rg.End, Limit: opts.Limit, MaxBytes: opts.MaxBytes, Values: opts.Values,
@@ -229,22 +232,53 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 			m.addRemote(&pages[i])
 		}
 	}
+	// The partitions continue where the listing's previous page, read
+	// here, left them (list_positions.go); and where this page leaves
+	// them is kept for the next.
+	ps := d.node.positions
+	taken := ps.take(listPositionKey(d.name, v.name, rg))
+	var kept *listPosition
 	err = v.data.View(func(r *blocks.Reader) error {
+		its := make([]*blocks.Iter, 0, len(local))
+		continued := 0
 		for _, p := range local {
-			it, err := r.Iter(p, rg)
+			pos, ok := taken.of(p)
+			if ok {
+				continued++
+			}
+			it, err := r.Resume(p, rg, pos)
 			if err != nil {
 				return err
 			}
+			its = append(its, it)
 			if err := m.addLocal(it); err != nil {
 				return err
 			}
 		}
-		return m.run(ctx)
+		d.node.metrics.listContinued.Add(float64(continued))
+		if err := m.run(ctx); err != nil {
+			return err
+		}
+		if !m.more || m.count() == 0 || ps.max <= 0 {
+			return nil
+		}
+		next := blocks.Range{Start: append(m.lastKey(), 0), End: rg.End}
+		kept = &listPosition{key: listPositionKey(d.name, v.name, next)}
+		for i, p := range local {
+			if pos, ok := its[i].Suspend(); ok {
+				kept.parts = append(kept.parts, partPosition{p: p, pos: pos})
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return ListPage{}, err
 	}
-	page.Keys, page.Values, page.More = m.keys, m.vals, m.more
+	if kept != nil {
+		ps.put(kept)
+	}
+	d.node.metrics.listPositionBytes.Set(float64(ps.bytes()))
+	page.Keys, page.Values, page.More = m.page()
 	if err := d.decodeListed(ctx, page.Values, opts); err != nil {
 		return ListPage{}, err
 	}
@@ -272,14 +306,15 @@ func (n *Node) listElsewhere(ctx context.Context, d *db, lister RemoteLister, in
 	if err != nil {
 		return ListPage{}, err
 	}
-	m := &listMerge{limit: opts.Limit, maxBytes: opts.MaxBytes, values: opts.Values}
+	m := newListMerge(opts)
+	defer m.free()
 	for i := range pages {
 		m.addRemote(&pages[i])
 	}
 	if err := m.run(ctx); err != nil {
 		return ListPage{}, err
 	}
-	page.Keys, page.Values, page.More = m.keys, m.vals, m.more
+	page.Keys, page.Values, page.More = m.page()
 	if err := d.decodeListed(ctx, page.Values, opts); err != nil {
 		return ListPage{}, err
 	}
@@ -360,28 +395,33 @@ type RemotePage struct {
 }
 
 // listSource is one ordered input of the merge: a local partition's
-// iterator, or a peer's page.
+// iterator, or a peer's page. Its current key is the iterator's, not
+// copied here: a write of a slice into the source, once per key, is a
+// write barrier while the GC marks.
 type listSource struct {
 	it   *blocks.Iter // local; nil for a page
 	page *RemotePage
-	i    int    // the page's current record
-	key  []byte // the current key
+	i    int // the page's current record
+}
+
+// key is the source's current key.
+func (s *listSource) key() []byte {
+	if s.it != nil {
+		return s.it.Key()
+	}
+	return s.page.Keys[s.i]
 }
 
 // next moves to the source's next key; false at its end.
 func (s *listSource) next() (bool, error) {
 	if s.it != nil {
 		if s.it.Next() {
-			s.key = s.it.Key()
 			return true, nil
 		}
 		return false, s.it.Err()
 	}
-	if s.i++; s.i < len(s.page.Keys) {
-		s.key = s.page.Keys[s.i]
-		return true, nil
-	}
-	return false, nil
+	s.i++
+	return s.i < len(s.page.Keys), nil
 }
 
 func (s *listSource) value() ([]byte, error) {
@@ -391,17 +431,64 @@ func (s *listSource) value() ([]byte, error) {
 	return s.page.Values[s.i], nil
 }
 
+// listHead is what the merge compares of a source's current key: its
+// first 16 bytes as two big-endian words, zero-padded. Words that differ
+// order two keys as bytes.Compare does (a key's padding is only ever
+// compared with the other key's zeros or later bytes, so a key that is a
+// prefix of the other still comes first); equal words leave it to the
+// keys themselves. An ended source's words are all ones and it is done.
+type listHead struct {
+	w0, w1 uint64
+}
+
+// headOf returns k's head. A short key's last word is loaded from its
+// last 8 (or 4) bytes and shifted up past those already in the first,
+// which are dropped: no copy into a padded buffer (a memmove call).
+func headOf(k []byte) listHead {
+	be := binary.BigEndian
+	switch n := len(k); {
+	case n >= 16:
+		return listHead{be.Uint64(k), be.Uint64(k[8:])}
+	case n >= 8:
+		return listHead{be.Uint64(k), be.Uint64(k[n-8:]) << (8 * (16 - n))}
+	case n >= 4:
+		hi := uint64(be.Uint32(k)) << 32
+		lo := uint64(be.Uint32(k[n-4:])) << (8 * (8 - n)) & 0xffffffff
+		return listHead{hi | lo, 0}
+	default:
+		var w uint64
+		for i, c := range k {
+			w |= uint64(c) << (56 - 8*i)
+		}
+		return listHead{w, 0}
+	}
+}
+
+// endedHead is the head of an ended source.
+var endedHead = listHead{^uint64(0), ^uint64(0)}
+
 // listMerge is the k-way merge of a page: a tournament tree of losers
 // over the sources' current keys, so that taking a key and replaying its
 // source costs one comparison per level (log2 of the sources), where a
 // binary heap's sift costs up to two (container/heap also pays an
 // interface call per comparison, and the GC's write barriers on every
 // pointer swap: a profile of a whole-db listing put those above the
-// comparisons themselves).
+// comparisons themselves). A comparison is of the sources' heads (two
+// words each, in one small array) before their keys: most keys differ in
+// their first 16 bytes, and bytes.Compare is a call.
+//
+// The merge writes the page's bytes into buf and their ends into ends,
+// which hold no pointers (no write barriers while the GC marks), and page
+// makes the caller's slices of them at the end, with one allocation of
+// the bytes' exact size. A merge is pooled with its slices (newListMerge,
+// free): a page of a whole-db listing allocated 50 KB, of which 35 are
+// the page itself.
 type listMerge struct {
-	srcs     []*listSource
-	done     []bool // the source has no key left: after every key
-	tree     []int  // tree[0] the winner (smallest key); tree[1:] the losers of the matches
+	srcs     []listSource
+	heads    []listHead // heads[i] is srcs[i]'s current key's, endedHead once it ended
+	done     []bool     // the source has no key left: after every key
+	tree     []int      // tree[0] the winner (smallest key); tree[1:] the losers of the matches
+	winners  []int      // build's scratch
 	limit    int
 	maxBytes int
 	values   bool
@@ -409,13 +496,39 @@ type listMerge struct {
 	// after it: the merge cannot go past it without asking again.
 	bound []byte
 
-	keys, vals [][]byte
-	arena      []byte // the page's key and value bytes, in chunks
-	more       bool
+	buf  []byte // the page's keys (and values) bytes, in order
+	ends []int  // where each key (and its value, after it) ends in buf
+	more bool
+}
+
+// maxPooledListBuf bounds the page buffer a pooled merge keeps: a page
+// of large values does not stay in memory after it.
+const maxPooledListBuf = 1 << 20
+
+var listMerges = sync.Pool{New: func() any { return new(listMerge) }}
+
+// newListMerge returns an empty merge for a page of opts, from the pool.
+func newListMerge(opts ListOptions) *listMerge {
+	m := listMerges.Get().(*listMerge)
+	m.limit, m.maxBytes, m.values = opts.Limit, opts.MaxBytes, opts.Values
+	return m
+}
+
+// free returns m to the pool, keeping none of its sources' or peers'
+// slices. m is not used after.
+func (m *listMerge) free() {
+	clear(m.srcs)
+	m.srcs, m.heads, m.done, m.tree, m.winners = m.srcs[:0], m.heads[:0], m.done[:0], m.tree[:0], m.winners[:0]
+	m.bound, m.more = nil, false
+	m.buf, m.ends = m.buf[:0], m.ends[:0]
+	if cap(m.buf) > maxPooledListBuf {
+		m.buf = nil
+	}
+	listMerges.Put(m)
 }
 
 func (m *listMerge) addLocal(it *blocks.Iter) error {
-	s := &listSource{it: it}
+	s := listSource{it: it}
 	ok, err := s.next()
 	if ok {
 		m.srcs = append(m.srcs, s)
@@ -430,28 +543,47 @@ func (m *listMerge) addRemote(p *RemotePage) {
 		}
 	}
 	if len(p.Keys) > 0 {
-		m.srcs = append(m.srcs, &listSource{page: p, key: p.Keys[0]})
+		m.srcs = append(m.srcs, listSource{page: p})
 	}
 }
 
 // before reports whether source a's key comes before source b's; an
 // ended source comes after every other.
 func (m *listMerge) before(a, b int) bool {
+	ha, hb := m.heads[a], m.heads[b]
+	if ha.w0 != hb.w0 {
+		return ha.w0 < hb.w0
+	}
+	if ha.w1 != hb.w1 {
+		return ha.w1 < hb.w1
+	}
+	return m.beforeKeys(a, b)
+}
+
+// beforeKeys is before for sources whose heads are equal.
+func (m *listMerge) beforeKeys(a, b int) bool {
 	if m.done[a] {
 		return false
 	}
 	if m.done[b] {
 		return true
 	}
-	return bytes.Compare(m.srcs[a].key, m.srcs[b].key) < 0
+	return bytes.Compare(m.srcs[a].key(), m.srcs[b].key()) < 0
 }
 
 // build plays every match of the tree.
 func (m *listMerge) build() {
 	k := len(m.srcs)
-	m.done = make([]bool, k)
-	m.tree = make([]int, max(k, 1))
-	winners := make([]int, 2*k)
+	m.done = slices.Grow(m.done[:0], k)[:k]
+	clear(m.done)
+	m.heads = slices.Grow(m.heads[:0], k)[:k]
+	for i := range m.srcs {
+		m.heads[i] = headOf(m.srcs[i].key())
+	}
+	m.tree = slices.Grow(m.tree[:0], max(k, 1))[:max(k, 1)]
+	m.tree[0] = 0 // the winner of one source (or none)
+	m.winners = slices.Grow(m.winners[:0], 2*k)[:2*k]
+	winners := m.winners
 	for i := range k {
 		winners[k+i] = i
 	}
@@ -470,40 +602,66 @@ func (m *listMerge) build() {
 // replay plays again the matches of source i, the winner, whose key
 // changed (or ended).
 func (m *listMerge) replay(i int) {
-	w := i
+	w, hw := i, m.heads[i]
+	tree, heads := m.tree, m.heads
 	for n := (i + len(m.srcs)) / 2; n >= 1; n /= 2 {
-		if m.before(m.tree[n], w) {
-			m.tree[n], w = w, m.tree[n]
+		t := tree[n]
+		ht := heads[t]
+		var lt bool // t before w: before, with w's head kept at hand
+		switch {
+		case ht.w0 != hw.w0:
+			lt = ht.w0 < hw.w0
+		case ht.w1 != hw.w1:
+			lt = ht.w1 < hw.w1
+		default:
+			lt = m.beforeKeys(t, w)
+		}
+		if lt {
+			tree[n], w, hw = w, t, ht
 		}
 	}
-	m.tree[0] = w
+	tree[0] = w
+}
+
+// count is the number of keys merged so far.
+func (m *listMerge) count() int {
+	if m.values {
+		return len(m.ends) / 2
+	}
+	return len(m.ends)
 }
 
 // run merges until the page is full or the sources end. Checking ctx
-// every 256 keys: local reads do not block.
+// every 256 keys: local reads do not block. The page's bytes and ends
+// are appended to local slices, stored in m once at the end (a slice
+// stored in m per key is a write barrier while the GC marks).
 func (m *listMerge) run(ctx context.Context) error {
 	m.build()
-	m.keys = make([][]byte, 0, min(m.limit, 1024))
+	perKey := 1
 	if m.values {
-		m.vals = make([][]byte, 0, min(m.limit, 1024))
+		perKey = 2
 	}
-	size := 0
-	var last []byte
+	buf := m.buf[:0]
+	ends := slices.Grow(m.ends[:0], perKey*min(m.limit, 1024))
+	defer func() { m.buf, m.ends = buf, ends }()
+	size, n := 0, 0              // bytes, keys
+	lastStart, lastEnd := -1, -1 // the last key is buf[lastStart:lastEnd]
+	lastHead := endedHead
 	for len(m.srcs) > 0 && !m.done[m.tree[0]] {
 		i := m.tree[0]
-		top := m.srcs[i]
-		k := top.key
+		top := &m.srcs[i]
+		k, h := top.key(), m.heads[i]
 		switch {
 		case m.bound != nil && bytes.Compare(k, m.bound) > 0:
 			m.more = true
 			return nil
-		case last != nil && bytes.Equal(k, last):
+		case lastStart >= 0 && h == lastHead && bytes.Equal(k, buf[lastStart:lastEnd]):
 			// A key stored in two partitions (presharded input): once.
-		case len(m.keys) == m.limit:
+		case n == m.limit:
 			m.more = true
 			return nil
 		default:
-			if len(m.keys)%256 == 255 {
+			if n%256 == 255 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -516,43 +674,75 @@ func (m *listMerge) run(ctx context.Context) error {
 				}
 			}
 			if size += len(k) + len(val); m.maxBytes > 0 && size > m.maxBytes {
-				if len(m.keys) == 0 {
+				if n == 0 {
 					return fmt.Errorf("%w: a record of %d bytes, over the page's %d", ErrTooLarge, len(k)+len(val), m.maxBytes)
 				}
 				m.more = true
 				return nil
 			}
-			last = m.keep(k)
-			m.keys = append(m.keys, last)
+			lastStart, lastHead = len(buf), h
+			buf = append(buf, k...)
+			lastEnd = len(buf)
+			ends = append(ends, lastEnd)
 			if m.values {
-				m.vals = append(m.vals, m.keep(val))
+				buf = append(buf, val...)
+				ends = append(ends, len(buf))
 			}
+			n++
 		}
 		ok, err := top.next()
 		if err != nil {
 			return err
 		}
-		m.done[i] = !ok
+		if ok {
+			m.heads[i] = headOf(top.key())
+		} else {
+			m.done[i], m.heads[i] = true, endedHead
+		}
 		m.replay(i)
 	}
 	// Every source ended; a peer's page that has more ended at bound.
-	m.more = m.bound != nil && len(m.keys) > 0
+	m.more = m.bound != nil && n > 0
 	return nil
 }
 
-// keep copies b into the page's arena: chunks of 16 KiB (a larger b gets
-// its own), so that a page makes few allocations, and none of them large.
-func (m *listMerge) keep(b []byte) []byte {
-	const chunk = 16 << 10
-	if len(b) > chunk/4 {
-		return append([]byte{}, b...)
+// lastKey returns a copy of the last key merged; there must be one.
+func (m *listMerge) lastKey() []byte {
+	perKey := 1
+	if m.values {
+		perKey = 2
 	}
-	if cap(m.arena)-len(m.arena) < len(b) {
-		m.arena = make([]byte, 0, chunk)
+	n := len(m.ends) - perKey
+	start := 0
+	if n > 0 {
+		start = m.ends[n-1]
 	}
-	start := len(m.arena)
-	m.arena = append(m.arena, b...)
-	return m.arena[start:len(m.arena):len(m.arena)]
+	return bytes.Clone(m.buf[start:m.ends[n]])
+}
+
+// page returns the merged keys and values (nil without
+// ListOptions.Values), which the caller owns, and whether keys follow.
+// The bytes are one allocation, each key and value capped at its end.
+func (m *listMerge) page() (keys, vals [][]byte, more bool) {
+	arena := make([]byte, len(m.buf))
+	copy(arena, m.buf)
+	n := m.count()
+	keys = make([][]byte, n)
+	if m.values {
+		vals = make([][]byte, n)
+	}
+	start := 0
+	for i, j := 0, 0; i < n; i++ {
+		end := m.ends[j]
+		keys[i] = arena[start:end:end]
+		start, j = end, j+1
+		if m.values {
+			end = m.ends[j]
+			vals[i] = arena[start:end:end]
+			start, j = end, j+1
+		}
+	}
+	return keys, vals, m.more
 }
 
 // decodeListed replaces a page's values by their decoded answers, in

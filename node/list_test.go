@@ -267,3 +267,36 @@ func TestListPeerPartitionsOnce(t *testing.T) {
 		t.Errorf("partition 0 named 8 times read %v times, want once", got)
 	}
 }
+
+// TestListHeads checks the merge's comparison of key heads against
+// bytes.Compare, for keys of every length to 20 that share prefixes,
+// end in zeros or are all ones.
+func TestListHeads(t *testing.T) {
+	var keys [][]byte
+	for n := range 21 {
+		for _, fill := range []byte{0, 1, 'a', 0xfe, 0xff} {
+			k := bytes.Repeat([]byte{'a'}, n)
+			keys = append(keys, k)
+			if n > 0 {
+				for _, at := range []int{0, n / 2, n - 1} {
+					k := bytes.Clone(k)
+					k[at] = fill
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	for _, a := range keys {
+		if got := headOf(a); got != headOf(append(bytes.Clone(a), make([]byte, 20)...)) && len(a) < 16 {
+			t.Fatalf("head of %q is %x, not that of it padded with zeros", a, got)
+		}
+		for _, b := range keys {
+			m := &listMerge{srcs: []listSource{{page: &RemotePage{Keys: [][]byte{a}}}, {page: &RemotePage{Keys: [][]byte{b}}}}}
+			m.build()
+			want := bytes.Compare(a, b) < 0
+			if got := m.before(0, 1); got != want {
+				t.Fatalf("before(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}

@@ -26,6 +26,10 @@ type metrics struct {
 
 	// Listings (list.go): partitions read per page, here or from peers.
 	listPartitions *prometheus.CounterVec // where (local, remote)
+	// Partitions continued from a kept position, and the positions'
+	// memory (list_positions.go).
+	listContinued     prometheus.Counter
+	listPositionBytes prometheus.Gauge
 
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
@@ -77,11 +81,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_list_partitions_total",
 			Help: "Partitions read by key listings' pages, by where: local (this node's copy) or remote (asked of the peers holding them). A prefix the partitioner keeps together reads one.",
 		}, []string{"where"}),
+		listContinued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spangle_list_continued_partitions_total",
+			Help: "Local partitions a listing's page continued where its previous page, read on this node, left them ([storage] list_positions), instead of seeking them and decoding their block again.",
+		}),
+		listPositionBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spangle_list_positions_bytes",
+			Help: "Memory of the listings' positions kept between pages (decoded blocks), bounded by [storage] list_positions.",
+		}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt,
-			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions)
+			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes)
 	}
 	return m
 }

@@ -45,7 +45,8 @@ type Node struct {
 	readyCh   chan struct{}
 	wg        sync.WaitGroup // every goroutine the node starts
 
-	cursorKey []byte // Config.CursorKey; nil: cursorDefaultKey
+	cursorKey []byte         // Config.CursorKey; nil: cursorDefaultKey
+	positions *listPositions // listings' positions between pages
 
 	id  string      // set by Start: Config.NodeID or <data_dir>/node_id
 	adv *advertiser // set by Start when Config.Advertiser is set
@@ -110,6 +111,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.CursorKey != "" {
 		n.cursorKey = []byte(cfg.CursorKey)
 	}
+	n.positions = newListPositions(int(cfg.ListPositionBytes))
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
 	n.held.Store(newHeldView(nil))
