@@ -90,10 +90,12 @@ type Scope struct {
 	// Default "": no regions.
 	HubDomain string
 	// Region, with HubDomain, bounds an operator to one region: its pins
-	// ("<db>.pin.<region>") and its buckets only. A node's and a client's
-	// permissions are the same in every region, and a publisher's has
-	// none. Default "": an operator of every region and of the pins for
-	// all.
+	// ("<db>.pin.<region>") and its buckets only; and a node to its
+	// region's entry in the hub's bucket of regions (which the hub bounds
+	// anyway, region.HubLeafPublish). A client's permissions are the same
+	// in every region, and a publisher's has none. Default "": an
+	// operator of every region and of the pins for all, a node of any
+	// region.
 	Region string
 }
 
@@ -170,7 +172,19 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 				pub = append(pub, readStream(api, st)...)
 				pub = append(pub, api+".STREAM.CREATE."+st)
 			}
-			pub = append(pub, names.APIPrefix(s.HubDomain)+".INFO")
+			// Through the hub's API prefix: the hub check, and the
+			// region's entry in the hub's bucket of regions
+			// (region.Announce; the hub lets each region write its own
+			// entry only, region.HubLeafPublish).
+			hub := names.APIPrefix(s.HubDomain)
+			regionsBucket := bucket(names.Regions)
+			region := s.Region
+			if region == "" {
+				region = "*"
+			}
+			pub = append(pub, hub+".INFO",
+				hub+".STREAM.INFO."+names.KVStream(regionsBucket), hub+".STREAM.CREATE."+names.KVStream(regionsBucket),
+				hub+"."+names.KVSubject(regionsBucket, region))
 		} else {
 			st := names.KVStream(versions)
 			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.UPDATE."+st, names.KVSubject(versions, "*"))
@@ -194,6 +208,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix))
 		}
 		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix+"."+region))
+		pub = append(pub, readStream(api, names.KVStream(bucket(names.Regions)))...) // the list of regions
 		for _, kind := range names.Kinds {
 			pub = append(pub, readStream(names.APIPrefix(region), names.KVStream(bucket(kind)))...)
 		}

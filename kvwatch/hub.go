@@ -35,8 +35,11 @@ func (k *KV) checkDomain(ctx context.Context, nc *nats.Conn) error {
 
 // watchHub checks that the hub's JetStream answers through the region's
 // server, at Start and then every Region.HubCheckInterval, until ctx
-// ends. It logs each change (an error while the hub is unreachable,
-// naming what to check) and keeps the hub_connected gauge. Nothing else
+// ends, and when it does announces the region in the hub's bucket of
+// regions (region.Announce, living announceTTL). After a failure it
+// looks again sooner: 1 s, doubling up to the interval. It logs each change (an
+// error while the hub is unreachable, naming what to check; an
+// announcement refused) and keeps the hub_connected gauge. Nothing else
 // depends on it: the region serves from its mirrors either way.
 func (k *KV) watchHub(ctx context.Context) {
 	var leafs func() int
@@ -48,7 +51,10 @@ func (k *KV) watchHub(ctx context.Context) {
 			return 0
 		}
 	}
-	up := -1 // unknown
+	up := -1         // unknown
+	announced := "-" // the last announcement's error ("" none, "-" not tried): logged once
+	interval := k.cfg.Region.HubCheckInterval
+	retry := min(time.Second, interval) // the next wait after a failure: doubles up to interval
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -75,6 +81,39 @@ func (k *KV) watchHub(ctx context.Context) {
 			up = 1
 		}
 		k.met.hubConnected.Set(float64(up))
-		t.Reset(k.cfg.Region.HubCheckInterval)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, k.cfg.Region.HubCheckTimeout)
+			aerr := region.Announce(cctx, nc, k.cfg.Region, k.cfg.ClusterName, k.cfg.announceTTL())
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			msg := ""
+			if aerr != nil {
+				msg = aerr.Error()
+			}
+			if msg != announced && aerr != nil {
+				k.log.Warn("region: the hub did not take this region's announcement; spangle status --regions at the hub lists the region only when named (check the region's login at the hub: docs/SECURITY.md, Regions)",
+					"region", k.cfg.Region.Name, "err", aerr)
+			}
+			announced = msg
+			err = aerr
+		}
+		// While the hub does not answer (the link is coming up at start,
+		// say), or has not taken the announcement, look again sooner, so
+		// that the region is known at the hub soon after the link is.
+		if err == nil {
+			retry = min(time.Second, interval)
+			t.Reset(interval)
+		} else {
+			t.Reset(retry)
+			retry = min(2*retry, interval)
+		}
 	}
+}
+
+// announceTTL is how long the region's entry in the hub's bucket of
+// regions lives: three hub checks, in whole seconds, at least 1 s.
+func (c Config) announceTTL() time.Duration {
+	return max(time.Second, (3 * c.Region.HubCheckInterval).Round(time.Second))
 }

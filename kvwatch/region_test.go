@@ -80,6 +80,12 @@ func TestRegion(t *testing.T) {
 	if e, _ := hkv.Get(ctx, "d"); string(e.Value()) != "from the hub" {
 		t.Errorf("the hub's entry changed: %q", e.Value())
 	}
+	waitFor(t, 5*time.Second, "the region announced at the hub", func() error {
+		if got, err := region.Regions(ctx, hjs, "test"); err != nil || fmt.Sprint(got) != "[ra]" {
+			return fmt.Errorf("the hub's regions: %q %v", got, err)
+		}
+		return nil
+	})
 }
 
 // TestRegionWrongDomain: with [nats] url, a server whose JetStream domain
@@ -129,7 +135,7 @@ func TestRegionPermissions(t *testing.T) {
 	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
 	o.Users = []*server.User{
 		{Username: "admin", Password: "pw"},
-		{Username: "ra", Password: "pw", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: region.HubLeafPublish("hub")}}},
+		{Username: "ra", Password: "pw", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: region.HubLeafPublish("hub", "test", "ra")}}},
 		{Username: "ops", Password: "pw", Permissions: perms(RoleOperator, scope)},
 		{Username: "ops-ra", Password: "pw", Permissions: perms(RoleOperator, opsRA)},
 		{Username: "etl", Password: "pw", Permissions: perms(RolePublisher, scope)},
@@ -268,6 +274,15 @@ func TestRegionPermissions(t *testing.T) {
 	if _, err := region.MirrorState(ctx, ops.Conn(), "ra", names.KVStream(versions)); err != nil {
 		t.Fatalf("ra's mirror through the hub: %v", err)
 	}
+	waitFor(t, 5*time.Second, "the region announced at the hub", func() error {
+		if got, err := region.Regions(ctx, admin, "test"); err != nil || fmt.Sprint(got) != "[ra]" {
+			return fmt.Errorf("the hub's regions: %q %v", got, err)
+		}
+		return nil
+	})
+	if got, err := region.Regions(ctx, ops, "test"); err != nil || fmt.Sprint(got) != "[ra]" {
+		t.Errorf("the hub's regions, as ra's operator: %q %v", got, err)
+	}
 	for i, k := range []*KV{n1, n2} {
 		if err := k.Conn().LastError(); err != nil {
 			t.Fatalf("node %d met: %v", i+1, err)
@@ -304,6 +319,7 @@ func TestRegionPermissions(t *testing.T) {
 		{"node", "delete the hub's versions bucket", "$JS.hub.API.STREAM.DELETE." + names.KVStream(versions), nil, false},
 		{"node", "delete the region's nodes bucket", "$JS.API.STREAM.DELETE." + nodesStream, nil, false},
 		{"node", "read another region", "$JS.rb.API.STREAM.INFO." + nodesStream, nil, false},
+		{"node", "a version at the hub", "$JS.hub.API." + names.KVSubject(bucketName("test", Versions), "x"), []byte("{}"), false},
 		{"client", "lookup", names.GetSubject("test", "d"), []byte("k"), true},
 		{"client", "the hub's account info", "$JS.hub.API.INFO", nil, false},
 		{"client", "create the object mirror", "$JS.API.STREAM.CREATE.OBJ_data", mirrorCfg, false},
@@ -345,4 +361,18 @@ func TestRegionPermissions(t *testing.T) {
 		t.Errorf("the publisher's pin: %v", err)
 	}
 	waitFor(t, 5*time.Second, "the nodes' entries", hasValue(n2, Nodes, "n1", "n1"))
+	// The node login may name another region's entry at the hub (its
+	// permissions do not know its region), but the hub takes ra's entry
+	// only from ra's leafnode login: the write goes unanswered (the hub
+	// does not even tell the leafnode of interest in it).
+	regions, err := admin.KeyValue(ctx, names.KVBucket("test", names.Regions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conns["node"].Request("$JS.hub.API."+names.KVSubject(names.KVBucket("test", names.Regions), "rb"), []byte("rb"), time.Second); err == nil {
+		t.Error("the hub took ra's write of rb's entry")
+	}
+	if _, err := regions.Get(ctx, "rb"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("rb's entry at the hub: %v", err)
+	}
 }

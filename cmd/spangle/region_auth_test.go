@@ -50,8 +50,9 @@ func refused(nc *nats.Conn, subject string) (bool, error) {
 //     replication 1, so membership and proxying inside the region work);
 //   - a client of the region looks a key up over NATS;
 //   - rb's operator rolls rb back at the hub (the verdict read from rb
-//     through the hub) and sees it in status --regions, but may neither
-//     pin another region nor pin for all;
+//     through the hub) and sees it in status --regions, which finds rb
+//     by its announcement, but may neither pin another region nor pin
+//     for all;
 //   - the node login may neither delete the hub's Object Store bucket
 //     nor write a pin, and the nodes met no permissions violation.
 func TestRegionLeastPrivilege(t *testing.T) {
@@ -60,8 +61,8 @@ func TestRegionLeastPrivilege(t *testing.T) {
 	}
 	const keys = 20
 	bin, natsBin := buildBinary(t), buildNATSServer(t)
-	quoted := make([]string, 0, len(region.HubLeafPublish("hub")))
-	for _, s := range region.HubLeafPublish("hub") {
+	var quoted []string
+	for _, s := range region.HubLeafPublish("hub", "spangle", "rb") {
 		quoted = append(quoted, fmt.Sprintf("%q", s))
 	}
 
@@ -148,7 +149,7 @@ authorization {
 		waitFor(t, "rb back at v1", func() error { return readAll(n.base, "v1", keys) })
 	}
 	waitFor(t, "status --regions as rb's operator", func() error {
-		code, stdout, stderr := runCLI(t, bin, "status", "--regions", "--region", "rb", "--json", "--timeout", "3s", "--nats", as(hub, "ops"))
+		code, stdout, stderr := runCLI(t, bin, "status", "--regions", "--json", "--timeout", "3s", "--nats", as(hub, "ops"))
 		if code != 0 || !strings.Contains(stdout, `"connected": true`) || strings.Count(stdout, `"id":`) != 2 {
 			return fmt.Errorf("exit %d: %s%s", code, stdout, stderr)
 		}

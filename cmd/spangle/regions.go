@@ -42,14 +42,13 @@ type regionStatus struct {
 }
 
 // regionsStatus prints the regions of the hub at cf.natsURL: those named
-// (names) and those a region pin names. The hub knows no list of its
-// regions (nats-server's mirror consumers are not listed, and a leafnode
-// connection does not name its domain to clients), so it asks each
-// region through the leafnode, read-only, under "$JS.<region>.API": the
-// state of its mirror of the versions bucket, then its nodes and
-// partitions buckets. Nothing is written anywhere, no entry of a region
-// is copied out of it, and a region that is cut off simply does not
-// answer.
+// (names), those whose nodes announce them in the hub's bucket of
+// regions (region.Announce: alive and connected within three hub
+// checks), and those a region pin names. It asks each region through the
+// leafnode, read-only, under "$JS.<region>.API": the state of its mirror
+// of the versions bucket, then its nodes and partitions buckets. Nothing
+// is written anywhere, no entry of a region is copied out of it, and a
+// region that is cut off simply does not answer.
 func regionsStatus(ctx context.Context, cf *clientFlags, wanted []string, stdout io.Writer, asJSON bool) error {
 	if cf.natsURL == "" {
 		return errors.New("--regions needs --nats: the hub's URL")
@@ -78,6 +77,13 @@ func regionsStatus(ctx context.Context, cf *clientFlags, wanted []string, stdout
 		if !names.Valid(n) {
 			return fmt.Errorf("bad region name %q", n)
 		}
+		get(n)
+	}
+	announced, err := region.Regions(ctx, js, cf.cluster)
+	if err != nil {
+		return err
+	}
+	for _, n := range announced {
 		get(n)
 	}
 	if err := regionPins(ctx, js, bucket, get); err != nil {

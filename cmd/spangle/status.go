@@ -24,8 +24,8 @@ func status(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "usage: spangle status [--http URL | --nats URL] [--json] [--regions [--region R,…]]", stderr)
 	cf := addClientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON: the node's status (HTTP) or the cluster map (NATS)")
-	regions := fs.Bool("regions", false, "the regions of the hub at --nats (--region, and those a region pin names): connected, nodes, active versions, region pins")
-	regionNames := fs.String("region", "", "with --regions: regions to show, comma-separated")
+	regions := fs.Bool("regions", false, "the regions of the hub at --nats (those its regions announce, those named with --region, those a region pin names): connected, nodes, active versions, region pins")
+	regionNames := fs.String("region", "", "with --regions: regions to show besides those announced, comma-separated")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/spangledb/spangle/kvwatch/region"
 )
 
 func TestMain(m *testing.M) {
@@ -89,6 +92,33 @@ func TestRunScript(t *testing.T) {
 	for _, row := range []string{`eu\s+yes\s+0\s+1\s+baby-names\s+2\s+-`, `us\s+yes\s+0\s+2\s+baby-names\s+1\s+1`} {
 		if !regexp.MustCompile(`(?m)^` + row).MatchString(s) {
 			t.Errorf("status --regions has no row %q:\n%s", row, s)
+		}
+	}
+}
+
+// TestHubConf: hub.conf gives each region's login exactly what
+// region.HubLeafPublish lists for it, no more (its announcement in the
+// bucket of regions included, so status --regions finds it).
+func TestHubConf(t *testing.T) {
+	b, err := os.ReadFile("hub.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(b)
+	for _, r := range []string{"eu", "us"} {
+		block := regexp.MustCompile(`(?s)REGION_` + strings.ToUpper(r) + ` = \{.*?allow: \[(.*?)\]`).FindStringSubmatch(conf)
+		if block == nil {
+			t.Fatalf("no REGION_%s block in hub.conf", strings.ToUpper(r))
+		}
+		var got []string
+		for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(block[1], -1) {
+			got = append(got, m[1])
+		}
+		want := region.HubLeafPublish("hub", "example", r)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("region %s's allow-list in hub.conf:\n%q\nwant\n%q", r, got, want)
 		}
 	}
 }

@@ -172,8 +172,8 @@ wait_until "us1 pinned to 1" serves "http://127.0.0.1:$((PORT_BASE + 12))" 1
 wait_until "us2 pinned to 1" serves "http://127.0.0.1:$((PORT_BASE + 13))" 1
 serves "http://127.0.0.1:$((PORT_BASE + 11))" 2 || { echo "eu left version 2" >&2; exit 1; }
 echo
-echo "\$ spangle status --regions --region eu,us --nats $HUB --cluster example"
-./bin/spangle status --regions --region eu,us --nats "$HUB" --cluster example
+echo "\$ spangle status --regions --nats $HUB --cluster example"
+./bin/spangle status --regions --nats "$HUB" --cluster example
 echo
 echo "bytes the hub sent each region (/leafz):"
 curl -fsS "http://127.0.0.1:$HUB_MONITOR/leafz" | grep -oE '"(name|out_bytes)": ?("[^"]*"|[0-9]+)' | paste - -

@@ -14,6 +14,15 @@ const (
 	Versions = "versions"
 )
 
+// Regions is the kind of the hub's bucket of regions, in a deployment
+// with regions: one TTL'd entry per region, key RegionKey(region),
+// written by the region's nodes through the leafnode, so that the hub
+// knows its regions. It is not one of Kinds: no node watches it.
+const Regions = "regions"
+
+// RegionKey returns the Regions key of a region: its name itself.
+func RegionKey(region string) string { return region }
+
 // Kinds lists the bucket kinds, in the order kvwatch numbers them.
 var Kinds = [...]string{Nodes, Partitions, Versions}
 

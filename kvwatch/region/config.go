@@ -43,10 +43,12 @@ type Config struct {
 	HubTLSCA string
 
 	// HubCheckTimeout bounds the check that the hub's JetStream answers
-	// through the leafnode, made at start and every HubCheckInterval. A
-	// failed check is logged as an error (once, until the hub answers
-	// again) and the node serves on from the region's mirrors. Defaults
-	// 5s and 30s.
+	// through the leafnode, made at start and every HubCheckInterval
+	// (sooner while it fails: 1 s, doubling up to the interval); each
+	// check that passes announces the region at the hub (Announce, an
+	// entry living three intervals). A failed check is logged as an error
+	// (once, until the hub answers again) and the node serves on from
+	// the region's mirrors. Defaults 5s and 30s.
 	HubCheckTimeout  time.Duration
 	HubCheckInterval time.Duration
 }

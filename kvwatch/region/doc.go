@@ -30,6 +30,8 @@
 // (deployment (b)) writes the same remote in that server's configuration.
 // CheckDomain checks that the region's server has the region's domain,
 // CheckHub that the hub's JetStream answers through the leafnode.
+// Announce keeps the region's TTL'd entry in the hub's bucket of regions,
+// which Regions lists: how the hub knows its regions.
 //
 // The package imports nothing of spangle but kvwatch/names and
 // kvwatch/natsconn; kvwatch uses it.

@@ -68,16 +68,20 @@ func Remote(c Config) (*server.RemoteLeafOpts, error) {
 	return r, nil
 }
 
-// HubLeafPublish is what a region may send into the hub, as the publish
+// HubLeafPublish is what region may send into the hub, as the publish
 // allow-list of its leafnode user at the hub (leafnodes { authorization
 // { users: [ { user: <region>, permissions: { publish: { allow: [...] } } } ] } }):
 // its mirrors' requests to the hub's JetStream (consumers, stream info,
-// direct gets) in domain hubDomain, flow-control answers, and replies.
+// direct gets) in domain hubDomain, flow-control answers, replies, and
+// its own entry in the hub's regions bucket of cluster (Announce:
+// creating the bucket, writing the entry through the hub's API prefix).
 // Nothing else crosses from the region: not another region's JetStream
-// API ("$JS.<other>.API"), not the hub's other API calls (create, delete,
-// purge, a write through a mirror), not a KV subject, not a lookup.
-func HubLeafPublish(hubDomain string) []string {
+// API ("$JS.<other>.API"), not the hub's other API calls (create,
+// delete, purge, a write through a mirror), not another region's entry,
+// not a KV subject, not a lookup.
+func HubLeafPublish(hubDomain, cluster, region string) []string {
 	api := names.APIPrefix(hubDomain)
+	regions := names.KVBucket(cluster, names.Regions)
 	return []string{
 		api + ".INFO",
 		api + ".STREAM.INFO.>",
@@ -85,6 +89,8 @@ func HubLeafPublish(hubDomain string) []string {
 		api + ".CONSUMER.DELETE.>",
 		api + ".CONSUMER.INFO.>",
 		api + ".DIRECT.GET.>",
+		api + ".STREAM.CREATE." + names.KVStream(regions),
+		api + "." + names.KVSubject(regions, names.RegionKey(region)),
 		"$JS.FC.>",
 		"_INBOX.>",
 	}

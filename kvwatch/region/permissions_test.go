@@ -19,7 +19,8 @@ import (
 // HubLeafPublish(hub) (docs/SECURITY.md), a region's mirrors of the hub
 // fill, the hub reads a region's buckets, and a region cannot reach
 // another region's JetStream (not even to read it) nor write the hub's
-// buckets.
+// buckets; each region announces itself in the hub's bucket of regions,
+// and cannot write another region's entry.
 func TestLeafPermissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -32,7 +33,7 @@ func TestLeafPermissions(t *testing.T) {
 	o.Users = []*server.User{{Username: "admin", Password: "pw-admin"}}
 	for _, r := range []string{"ra", "rb"} {
 		o.Users = append(o.Users, &server.User{Username: r, Password: "pw-" + r,
-			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: HubLeafPublish("hub")}}})
+			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: HubLeafPublish("hub", "c", r)}}})
 	}
 	hub := natstest.RunServer(t, o)
 	regionSrv := func(name string) *server.Server {
@@ -128,6 +129,48 @@ func TestLeafPermissions(t *testing.T) {
 		t.Errorf("the hub's versions entry: %v", err)
 	}
 
+	// Announcements: each region its own entry, listed at the hub; ra
+	// may not write rb's (its entry through the hub's prefix is dropped
+	// at the hub, so the request goes unanswered).
+	ra2 := DefaultConfig()
+	ra2.Name = "ra"
+	rb2 := DefaultConfig()
+	rb2.Name = "rb"
+	if err := Announce(ctx, ajs.Conn(), ra2, "c", 5*time.Second); err != nil {
+		t.Fatalf("ra announces: %v", err)
+	}
+	if err := Announce(ctx, bjs.Conn(), rb2, "c", time.Minute); err != nil {
+		t.Fatalf("rb announces: %v", err)
+	}
+	if got, err := Regions(ctx, hjs, "c"); err != nil || fmt.Sprint(got) != "[ra rb]" {
+		t.Errorf("the hub's regions: %q %v", got, err)
+	}
+	hregions, err := hjs.KeyValue(ctx, "spangle_c_regions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := hregions.Get(ctx, "rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c6, cancel6 := short()
+	defer cancel6()
+	if err := Announce(c6, ajs.Conn(), rb2, "c", time.Minute); err == nil {
+		t.Error("ra wrote rb's entry")
+	}
+	if after, err := hregions.Get(ctx, "rb"); err != nil || after.Revision() != before.Revision() {
+		t.Errorf("rb's entry after ra's attempt: %v", err)
+	}
+	// An entry lives its time to live: a region gone quiet drops out.
+	if err := Announce(ctx, ajs.Conn(), ra2, "c", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, 10*time.Second, "ra's entry expired", func() error {
+		if got, err := Regions(ctx, hjs, "c"); err != nil || fmt.Sprint(got) != "[rb]" {
+			return fmt.Errorf("the hub's regions: %q %v", got, err)
+		}
+		return nil
+	})
 	// Bad credentials: the link never comes up, and the check says so
 	// and what to look at.
 	c := DefaultConfig()

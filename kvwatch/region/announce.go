@@ -1,0 +1,88 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
+)
+
+// RegionsBucket returns the configuration of the hub's bucket of
+// regions of cluster: one entry per region, each written with its own
+// time to live (Announce), so that a region gone quiet drops out.
+func RegionsBucket(cluster string) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:         names.KVBucket(cluster, names.Regions),
+		Description:    "spangle regions of cluster " + cluster + ": one entry per region, kept by its nodes",
+		History:        1,
+		Replicas:       1,
+		Storage:        jetstream.FileStorage,
+		LimitMarkerTTL: time.Minute,
+	}
+}
+
+// Announce writes region c.Name's entry in the hub's bucket of regions of
+// cluster, through the region's server (nc) and the leafnode, with a time
+// to live of ttl (whole seconds, at least 1 s): the region's nodes call
+// it every HubCheckInterval, so the hub lists the regions alive within
+// ttl (spangle status --regions). It creates the bucket if the hub has
+// none (RegionsBucket). Every node of a region writes the same entry;
+// the last write wins, which is all a list of regions needs. It blocks
+// until ctx ends at most.
+func Announce(ctx context.Context, nc *nats.Conn, c Config, cluster string, ttl time.Duration) error {
+	hub, err := natsconn.JetStream(nc, natsconn.Options{Domain: c.HubDomain})
+	if err != nil {
+		return err
+	}
+	want := RegionsBucket(cluster)
+	if _, err := hub.Stream(ctx, names.KVStream(want.Bucket)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = hub.CreateKeyValue(ctx, want)
+		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("region: create the hub's bucket %s: %w", want.Bucket, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("region: the hub's bucket %s: %w", want.Bucket, err)
+	}
+	// A put through the hub's API prefix, which the hub maps to its own
+	// $KV subject: the leafnode carries it (its deny lists stop $KV.>
+	// only), and the hub's permissions for this region allow this key
+	// alone (HubLeafPublish).
+	subject := names.APIPrefix(c.HubDomain) + "." + names.KVSubject(want.Bucket, names.RegionKey(c.Name))
+	if _, err := hub.Publish(ctx, subject, []byte(c.Name), jetstream.WithMsgTTL(ttl.Truncate(time.Second))); err != nil {
+		return fmt.Errorf("region: announce %s at the hub: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Regions returns the regions whose entries the bucket of regions of
+// cluster holds, through js (the hub's JetStream): those that announced
+// themselves within their time to live. A hub without the bucket has
+// none.
+func Regions(ctx context.Context, js jetstream.JetStream, cluster string) ([]string, error) {
+	bucket := names.KVBucket(cluster, names.Regions)
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("region: bucket %s: %w", bucket, err)
+	}
+	l, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("region: bucket %s: %w", bucket, err)
+	}
+	defer l.Stop() //nolint:errcheck // read only
+	var out []string
+	for k := range l.Keys() {
+		if names.Valid(k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
