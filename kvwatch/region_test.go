@@ -135,7 +135,10 @@ func TestRegionPermissions(t *testing.T) {
 	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
 	o.Users = []*server.User{
 		{Username: "admin", Password: "pw"},
-		{Username: "ra", Password: "pw", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: region.HubLeafPublish("hub", "test", "ra")}}},
+		{Username: "ra", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: region.HubLeafPublish("hub", "test", "ra")},
+			Subscribe: &server.SubjectPermission{Allow: region.HubLeafSubscribe("ra")},
+		}},
 		{Username: "ops", Password: "pw", Permissions: perms(RoleOperator, scope)},
 		{Username: "ops-ra", Password: "pw", Permissions: perms(RoleOperator, opsRA)},
 		{Username: "etl", Password: "pw", Permissions: perms(RolePublisher, scope)},

@@ -42,7 +42,7 @@ func refused(nc *nats.Conn, subject string) (bool, error) {
 // TestRegionLeastPrivilege runs a hub and region rb's own NATS server as
 // processes, every login with exactly the permissions spangle
 // nats-permissions prints (and the region's leafnode login with
-// region.HubLeafPublish), and two spangle serve nodes of rb logged in as
+// region.HubLeafPublish and HubLeafSubscribe), and two spangle serve nodes of rb logged in as
 // the node role:
 //
 //   - the publisher publishes at the hub, and both nodes serve each
@@ -61,9 +61,12 @@ func TestRegionLeastPrivilege(t *testing.T) {
 	}
 	const keys = 20
 	bin, natsBin := buildBinary(t), buildNATSServer(t)
-	var quoted []string
-	for _, s := range region.HubLeafPublish("hub", "spangle", "rb") {
-		quoted = append(quoted, fmt.Sprintf("%q", s))
+	quoted := func(subjects []string) string {
+		q := make([]string, len(subjects))
+		for i, s := range subjects {
+			q[i] = fmt.Sprintf("%q", s)
+		}
+		return strings.Join(q, ", ")
 	}
 
 	hubDir := t.TempDir()
@@ -76,14 +79,14 @@ jetstream { domain: hub, store_dir: %q }
 leafnodes { listen: "127.0.0.1:%d", no_advertise: true }
 authorization {
   users = [
-    { user: rb, password: rb-pw, permissions: { publish: { allow: [ %s ] } } }
+    { user: rb, password: rb-pw, permissions: { publish: { allow: [ %s ] }, subscribe: { allow: [ %s ] } } }
     { user: etl, password: etl-pw
 %s    }
     { user: ops, password: ops-pw
 %s    }
   ]
 }
-`, hubPort, hub.storeDir, leafPort, strings.Join(quoted, ", "),
+`, hubPort, hub.storeDir, leafPort, quoted(region.HubLeafPublish("hub", "spangle", "rb")), quoted(region.HubLeafSubscribe("rb")),
 		permissionsBlock(t, bin, "--hub-domain", "hub", "publisher"),
 		permissionsBlock(t, bin, "--hub-domain", "hub", "--region", "rb", "operator")))}
 	hub.start(t, natsBin)

@@ -97,8 +97,9 @@ func TestRunScript(t *testing.T) {
 }
 
 // TestHubConf: hub.conf gives each region's login exactly what
-// region.HubLeafPublish lists for it, no more (its announcement in the
-// bucket of regions included, so status --regions finds it).
+// region.HubLeafPublish and HubLeafSubscribe list for it, no more (its
+// announcement in the bucket of regions included, so status --regions
+// finds it).
 func TestHubConf(t *testing.T) {
 	b, err := os.ReadFile("hub.conf")
 	if err != nil {
@@ -106,19 +107,20 @@ func TestHubConf(t *testing.T) {
 	}
 	conf := string(b)
 	for _, r := range []string{"eu", "us"} {
-		block := regexp.MustCompile(`(?s)REGION_` + strings.ToUpper(r) + ` = \{.*?allow: \[(.*?)\]`).FindStringSubmatch(conf)
+		block := regexp.MustCompile(`(?s)REGION_` + strings.ToUpper(r) + ` = \{.*?publish: \{\s*allow: \[(.*?)\].*?subscribe: \{\s*allow: \[(.*?)\]`).FindStringSubmatch(conf)
 		if block == nil {
-			t.Fatalf("no REGION_%s block in hub.conf", strings.ToUpper(r))
+			t.Fatalf("no REGION_%s block with publish and subscribe in hub.conf", strings.ToUpper(r))
 		}
-		var got []string
-		for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(block[1], -1) {
-			got = append(got, m[1])
-		}
-		want := region.HubLeafPublish("hub", "example", r)
-		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Errorf("region %s's allow-list in hub.conf:\n%q\nwant\n%q", r, got, want)
+		for i, want := range [][]string{region.HubLeafPublish("hub", "example", r), region.HubLeafSubscribe(r)} {
+			var got []string
+			for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(block[i+1], -1) {
+				got = append(got, m[1])
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("region %s's allow-list %d in hub.conf:\n%q\nwant\n%q", r, i+1, got, want)
+			}
 		}
 	}
 }

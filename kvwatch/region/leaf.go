@@ -95,3 +95,16 @@ func HubLeafPublish(hubDomain, cluster, region string) []string {
 		"_INBOX.>",
 	}
 }
+
+// HubLeafSubscribe is what the hub may send into region, as the
+// subscribe allow-list of its leafnode user at the hub (beside
+// HubLeafPublish): requests to the region's own JetStream
+// ("$JS.<region>.API.>": the hub's operator reading the region), the
+// flow-control answers to the consumers those reads create, the
+// deliveries of the region's mirrors' consumers at the hub ("$JS.M.>")
+// and the answers to their creation ("$JSC.R.>"), and replies
+// ("_INBOX.>"). Without it a region could listen for the requests meant
+// for another region ("$JS.<other>.API.>") and answer them in its place.
+func HubLeafSubscribe(region string) []string {
+	return []string{names.APIPrefix(region) + ".>", "$JS.FC.>", "$JS.M.>", "$JSC.R.>", "_INBOX.>"}
+}

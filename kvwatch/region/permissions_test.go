@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/natstest"
@@ -33,7 +34,10 @@ func TestLeafPermissions(t *testing.T) {
 	o.Users = []*server.User{{Username: "admin", Password: "pw-admin"}}
 	for _, r := range []string{"ra", "rb"} {
 		o.Users = append(o.Users, &server.User{Username: r, Password: "pw-" + r,
-			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: HubLeafPublish("hub", "c", r)}}})
+			Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: HubLeafPublish("hub", "c", r)},
+				Subscribe: &server.SubjectPermission{Allow: HubLeafSubscribe(r)},
+			}})
 	}
 	hub := natstest.RunServer(t, o)
 	regionSrv := func(name string) *server.Server {
@@ -171,6 +175,53 @@ func TestLeafPermissions(t *testing.T) {
 		}
 		return nil
 	})
+	// What the hub sends into a region: ra listens for requests meant
+	// for rb (to answer them in its place) and hears none, while those
+	// addressed to ra reach it. Messages cross ra's leafnode link in
+	// order, so a sentinel sent after the request to rb tells that it was
+	// not delivered.
+	spy, err := nats.Connect(ra.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	forged, err := spy.SubscribeSync("$JS.rb.API.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentinel, err := spy.SubscribeSync("$JS.ra.API.sentinel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hnc := hjs.Conn()
+	nodetest.WaitFor(t, 10*time.Second, "ra's interest at the hub", func() error {
+		if err := hnc.Publish("$JS.ra.API.sentinel", nil); err != nil {
+			return err
+		}
+		_, err := sentinel.NextMsg(50 * time.Millisecond)
+		return err
+	})
+	if err := hnc.Publish("$JS.rb.API.STREAM.INFO.KV_spangle_c_nodes", []byte("for rb")); err != nil {
+		t.Fatal(err)
+	}
+	if err := hnc.Publish("$JS.ra.API.sentinel", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := sentinel.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the sentinel after the request to rb: %v", err)
+		}
+		if string(m.Data) == "after" {
+			break
+		}
+	}
+	if m, err := forged.NextMsg(0); err == nil {
+		t.Errorf("ra received %s, a request for rb", m.Subject)
+	}
 	// Bad credentials: the link never comes up, and the check says so
 	// and what to look at.
 	c := DefaultConfig()
