@@ -259,11 +259,22 @@ func (r reader) list(ctx context.Context, rg blocks.Range, opts ListOptions) (Li
 		if err := m.run(ctx); err != nil {
 			return err
 		}
-		if !m.more || m.count() == 0 || ps.max <= 0 {
+		// A peer's page keeps none: the page that asked for it usually
+		// ends before its last key (it merges other partitions too), so
+		// its next request starts elsewhere, and such positions would
+		// only push out those of listings asked here.
+		if !m.more || m.count() == 0 || ps.max <= 0 || opts.Version != "" {
 			return nil
 		}
 		next := blocks.Range{Start: append(m.lastKey(), 0), End: rg.End}
 		kept = &listPosition{key: listPositionKey(d.name, v.name, next)}
+		if taken != nil {
+			// The taken positions are in the iterators now: their slice
+			// holds the kept ones.
+			clear(taken.parts)
+			kept.parts = taken.parts[:0]
+		}
+		kept.parts = slices.Grow(kept.parts, len(local))
 		for i, p := range local {
 			if pos, ok := its[i].Suspend(); ok {
 				kept.parts = append(kept.parts, partPosition{p: p, pos: pos})

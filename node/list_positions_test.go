@@ -64,6 +64,15 @@ func TestListPositions(t *testing.T) {
 				t.Errorf("positions hold %v bytes after a first page", b)
 			}
 
+			// A peer's page keeps no positions.
+			held := nodetest.Metric(t, reg, "spangle_list_positions_bytes")
+			if page, err := n.List(context.Background(), "d", ListOptions{Version: "1", Partitions: []int{0, 1}, Limit: 10, Start: []byte("user/02")}); err != nil || !page.More {
+				t.Fatalf("a peer's page: %v, more %v", err, page.More)
+			}
+			if got := nodetest.Metric(t, reg, "spangle_list_positions_bytes"); got != held {
+				t.Errorf("a peer's page kept positions: %v bytes, was %v", got, held)
+			}
+
 			var wg sync.WaitGroup
 			errs := make(chan string, 4)
 			for range 4 {
