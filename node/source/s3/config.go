@@ -11,12 +11,16 @@ import (
 // DefaultEndpoint is AWS S3's global endpoint.
 const DefaultEndpoint = "s3.amazonaws.com"
 
-// Config configures a Source ([s3] in spangle.toml). The zero value is
-// usable: every zero field takes the default it names.
+// Config configures a Source ([s3] in spangle.toml). Start from
+// DefaultConfig: every field's comment states its default, which
+// DefaultConfig holds, and Validate refuses a zero Endpoint, Attempts,
+// ListPageSize, ListTimeout or IdleTimeout (the zero value is not usable).
+// The fields whose default is zero (Region, the credentials, PathStyle,
+// Insecure, Transport) may stay zero.
 type Config struct {
 	// Endpoint is the S3 server: "host:port", or a URL "http://host:port"
 	// or "https://host:port" (the scheme then decides TLS). Default
-	// DefaultEndpoint (AWS).
+	// "s3.amazonaws.com" (DefaultEndpoint, AWS).
 	Endpoint string
 	// Region is the bucket's region. Default "": asked of the server once
 	// (GetBucketLocation; us-east-1 when that is denied).
@@ -45,11 +49,11 @@ type Config struct {
 	// (max-keys). Default 1000, S3's maximum.
 	ListPageSize int
 	// ListTimeout bounds one listing call of the Source (all its pages and
-	// marker reads). Default 1 minute.
+	// marker reads). Default 1m.
 	ListTimeout time.Duration
 	// IdleTimeout bounds the wait for a download's response and then for
 	// each next bytes of its body: a stalled connection fails the read, and
-	// the build resumes the file from where it stopped. Default 1 minute.
+	// the build resumes the file from where it stopped. Default 1m.
 	IdleTimeout time.Duration
 	// Transport carries the HTTP requests. Default nil: minio-go's (which
 	// honours HTTP_PROXY and SSL_CERT_FILE).
@@ -67,30 +71,14 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults returns c with zero fields set to their defaults.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.Endpoint == "" {
-		c.Endpoint = d.Endpoint
-	}
-	if c.Attempts == 0 {
-		c.Attempts = d.Attempts
-	}
-	if c.ListPageSize == 0 {
-		c.ListPageSize = d.ListPageSize
-	}
-	if c.ListTimeout == 0 {
-		c.ListTimeout = d.ListTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = d.IdleTimeout
-	}
-	return c
-}
-
-// Validate reports a bad setting, naming its spangle.toml key.
+// Validate reports a bad setting, naming its spangle.toml key or, for the
+// fields the file does not set, its field. It changes nothing: a field left
+// at zero where DefaultConfig has another value is an error (start from
+// DefaultConfig).
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	if strings.TrimSpace(c.Endpoint) == "" {
+		return fmt.Errorf("%w: s3.endpoint (Endpoint) is empty: want host:port or http(s)://host:port (DefaultConfig has %s)", ErrConfig, DefaultEndpoint)
+	}
 	if _, _, err := c.endpoint(); err != nil {
 		return err
 	}
@@ -100,14 +88,17 @@ func (c Config) Validate() error {
 	if c.SessionToken != "" && c.AccessKeyID == "" {
 		return fmt.Errorf("%w: a session token needs s3.access_key_id and s3.secret_access_key", ErrConfig)
 	}
-	if c.Attempts < 0 {
-		return fmt.Errorf("%w: attempts %d is negative", ErrConfig, c.Attempts)
+	if c.Attempts < 1 {
+		return fmt.Errorf("%w: Attempts %d: want at least 1 (1: no retry)", ErrConfig, c.Attempts)
 	}
-	if c.ListPageSize < 0 || c.ListPageSize > 1000 {
-		return fmt.Errorf("%w: list page size %d is not within 1..1000", ErrConfig, c.ListPageSize)
+	if c.ListPageSize < 1 || c.ListPageSize > 1000 {
+		return fmt.Errorf("%w: ListPageSize %d is not within 1..1000", ErrConfig, c.ListPageSize)
 	}
-	if c.ListTimeout < 0 || c.IdleTimeout < 0 {
-		return fmt.Errorf("%w: negative timeout", ErrConfig)
+	if c.ListTimeout <= 0 {
+		return fmt.Errorf("%w: ListTimeout %v: want a positive duration", ErrConfig, c.ListTimeout)
+	}
+	if c.IdleTimeout <= 0 {
+		return fmt.Errorf("%w: IdleTimeout %v: want a positive duration", ErrConfig, c.IdleTimeout)
 	}
 	return nil
 }

@@ -90,8 +90,8 @@ var (
 
 // New returns the source of bucket under prefix (as ParseURL returns them).
 // It connects to nothing; credentials are looked for on the first request.
+// cfg must pass Validate: start from DefaultConfig.
 func New(bucket, prefix string, cfg Config) (*Source, error) {
-	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

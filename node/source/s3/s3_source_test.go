@@ -22,6 +22,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/spangledb/spangle/blocks/seqfile"
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/node/source"
 	"github.com/spangledb/spangle/node/source/s3"
 )
@@ -160,17 +161,15 @@ func (f *fakeS3) authHeaders() []string {
 // testConfig is a Config for the fake server: static keys, path style,
 // no retries inside minio-go, small list pages.
 func (f *fakeS3) testConfig() s3.Config {
-	return s3.Config{
-		Endpoint:        f.srv.URL,
-		Region:          "us-east-1",
-		AccessKeyID:     "test-key",
-		SecretAccessKey: "test-secret",
-		PathStyle:       true,
-		Attempts:        1,
-		ListPageSize:    100,
-		ListTimeout:     testTimeout,
-		IdleTimeout:     testTimeout,
-	}
+	c := s3.DefaultConfig()
+	c.Endpoint = f.srv.URL
+	c.Region = "us-east-1"
+	c.AccessKeyID, c.SecretAccessKey = "test-key", "test-secret"
+	c.PathStyle = true
+	c.Attempts = 1
+	c.ListPageSize = 100
+	c.ListTimeout, c.IdleTimeout = testTimeout, testTimeout
+	return c
 }
 
 func (f *fakeS3) source(t testing.TB, prefix string) *s3.Source {
@@ -277,34 +276,52 @@ func TestParseURL(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  s3.Config
-		ok   bool
+		mod  func(*s3.Config)
+		want string // in the error; "" when valid
 	}{
-		{"zero", s3.Config{}, true},
-		{"defaults", s3.DefaultConfig(), true},
-		{"host:port", s3.Config{Endpoint: "minio.local:9000", Insecure: true}, true},
-		{"http URL", s3.Config{Endpoint: "http://127.0.0.1:9000"}, true},
-		{"https URL", s3.Config{Endpoint: "https://s3.example.com/"}, true},
-		{"URL with a path", s3.Config{Endpoint: "http://host/path"}, false},
-		{"ftp URL", s3.Config{Endpoint: "ftp://host"}, false},
-		{"host with a path", s3.Config{Endpoint: "host/path"}, false},
-		{"key without secret", s3.Config{AccessKeyID: "k"}, false},
-		{"token without keys", s3.Config{SessionToken: "t"}, false},
-		{"page too large", s3.Config{ListPageSize: 5000}, false},
-		{"negative timeout", s3.Config{IdleTimeout: -time.Second}, false},
+		{"defaults", func(*s3.Config) {}, ""},
+		// Defaults live in DefaultConfig only: Validate fills nothing in.
+		{"zero", func(c *s3.Config) { *c = s3.Config{} }, "Endpoint"},
+		{"zero but the endpoint", func(c *s3.Config) { *c = s3.Config{Endpoint: "minio.local:9000"} }, "Attempts"},
+		{"no endpoint", func(c *s3.Config) { c.Endpoint = " " }, "Endpoint"},
+		{"zero attempts", func(c *s3.Config) { c.Attempts = 0 }, "Attempts"},
+		{"zero page size", func(c *s3.Config) { c.ListPageSize = 0 }, "ListPageSize"},
+		{"zero list timeout", func(c *s3.Config) { c.ListTimeout = 0 }, "ListTimeout"},
+		{"zero idle timeout", func(c *s3.Config) { c.IdleTimeout = 0 }, "IdleTimeout"},
+		{"host:port", func(c *s3.Config) { c.Endpoint, c.Insecure = "minio.local:9000", true }, ""},
+		{"http URL", func(c *s3.Config) { c.Endpoint = "http://127.0.0.1:9000" }, ""},
+		{"https URL", func(c *s3.Config) { c.Endpoint = "https://s3.example.com/" }, ""},
+		{"URL with a path", func(c *s3.Config) { c.Endpoint = "http://host/path" }, "s3.endpoint"},
+		{"ftp URL", func(c *s3.Config) { c.Endpoint = "ftp://host" }, "s3.endpoint"},
+		{"host with a path", func(c *s3.Config) { c.Endpoint = "host/path" }, "s3.endpoint"},
+		{"key without secret", func(c *s3.Config) { c.AccessKeyID = "k" }, "s3.access_key_id"},
+		{"token without keys", func(c *s3.Config) { c.SessionToken = "t" }, "session token"},
+		{"page too large", func(c *s3.Config) { c.ListPageSize = 5000 }, "ListPageSize"},
+		{"negative attempts", func(c *s3.Config) { c.Attempts = -1 }, "Attempts"},
+		{"negative timeout", func(c *s3.Config) { c.IdleTimeout = -time.Second }, "IdleTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			if (err == nil) != tc.ok {
+			cfg := s3.DefaultConfig()
+			tc.mod(&cfg)
+			err := cfg.Validate()
+			if (err == nil) != (tc.want == "") {
 				t.Fatalf("Validate = %v", err)
 			}
-			if err != nil && !errors.Is(err, s3.ErrConfig) {
-				t.Fatalf("error %v is not ErrConfig", err)
+			if err != nil && (!errors.Is(err, s3.ErrConfig) || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v: want ErrConfig naming %s", err, tc.want)
 			}
-			if _, nerr := s3.New(bucket, "", tc.cfg); (nerr == nil) != tc.ok {
+			if _, nerr := s3.New(bucket, "", cfg); (nerr == nil) != (tc.want == "") {
 				t.Fatalf("New = %v", nerr)
 			}
 		})
+	}
+}
+
+// TestConfigDocDefaults: every "Default X" in Config's doc comments states
+// what DefaultConfig sets.
+func TestConfigDocDefaults(t *testing.T) {
+	if n := nodetest.CheckDocDefaults(t, []string{"config.go"}, map[string]any{"Config": s3.DefaultConfig()}); n < 8 {
+		t.Fatalf("only %d documented defaults checked", n)
 	}
 }
 
@@ -627,8 +644,9 @@ func TestIdleTimeout(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	cfg := s3.Config{Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "k", SecretAccessKey: "s",
-		PathStyle: true, Attempts: 1, IdleTimeout: 50 * time.Millisecond}
+	cfg := s3.DefaultConfig()
+	cfg.Endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey = srv.URL, "us-east-1", "k", "s"
+	cfg.PathStyle, cfg.Attempts, cfg.IdleTimeout = true, 1, 50*time.Millisecond
 	src, err := s3.New(bucket, "", cfg)
 	if err != nil {
 		t.Fatal(err)
