@@ -475,10 +475,10 @@ func (f debugFile) apply(cfg *Config) {
 }
 
 func (f pluginsFile) apply(n *node.Config) {
-	n.Plugins.CacheDir = f.CacheDir
-	n.Plugins.CallTimeout = f.CallTimeout.Duration
-	n.Plugins.MemoryLimitPages = f.MemoryLimitPages
-	n.Plugins.PoolSize = f.PoolSize
+	setNonZero(&n.Plugins.CacheDir, f.CacheDir)
+	setDuration(&n.Plugins.CallTimeout, f.CallTimeout)
+	setNonZero(&n.Plugins.MemoryLimitPages, f.MemoryLimitPages)
+	setNonZero(&n.Plugins.PoolSize, f.PoolSize)
 }
 
 // applyDBs applies [dbs.<name>] (their purge hooks are [purge]'s).

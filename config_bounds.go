@@ -68,8 +68,7 @@ var bounds = []bound{
 		withZero("keep none: every page seeks its partitions"),
 	sizeBound("runtime.memory_limit", 64*mib, 64*tib, func(c *Config) int64 { return c.MemoryLimit }).
 		withZero("leave the Go runtime's"),
-	durBound("plugins.call_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Node.Plugins.CallTimeout }).
-		withZero("the plugins package's default"),
+	durBound("plugins.call_timeout", time.Millisecond, time.Minute, func(c *Config) time.Duration { return c.Node.Plugins.CallTimeout }),
 
 	durBound("nats.entry_ttl", time.Second, time.Hour, func(c *Config) time.Duration { return c.NATS.EntryTTL }),
 	durBound("nats.partitions_ttl", time.Second, 7*24*time.Hour, func(c *Config) time.Duration { return c.NATS.PartitionsTTL }),

@@ -126,9 +126,10 @@ type Config struct {
 	ListPositionBytes int64
 
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
-	// decoder is a module ("wasm:<path>"). Zero fields take the plugins
-	// package's defaults; an empty CacheDir becomes <DataDir>/wasm-cache,
-	// and a nil Logger or Registerer the node's.
+	// decoder is a module ("wasm:<path>"). DefaultConfig sets
+	// plugins.DefaultConfig() with CacheDir "": an empty CacheDir becomes
+	// <DataDir>/wasm-cache, and a nil Logger or Registerer the node's
+	// (withDerived).
 	Plugins plugins.Config
 
 	// Logger receives the node's logs. Default: discard.
@@ -185,7 +186,16 @@ func DefaultConfig() Config {
 		NegativeCacheControl: "public, max-age=10",
 		AdvertiseRetry:       time.Second,
 		ListPositionBytes:    8 << 20,
+		Plugins:              defaultPlugins(),
 	}
+}
+
+// defaultPlugins is plugins.DefaultConfig() without its CacheDir, so that
+// the node's is derived from DataDir.
+func defaultPlugins() plugins.Config {
+	p := plugins.DefaultConfig()
+	p.CacheDir = ""
+	return p
 }
 
 // Validate checks the config: it changes nothing, so calling it twice

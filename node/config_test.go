@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/node/nodetest"
+	"github.com/spangledb/spangle/plugins"
 )
 
 // TestConfigBounds: every out-of-range value is an error naming its key,
@@ -48,6 +49,7 @@ func TestConfigBounds(t *testing.T) {
 		{"node ID", func(c *Config) { c.NodeID = "a b" }},
 		{"shard ID", func(c *Config) { c.ShardID = "a/b" }},
 		{"compression", func(c *Config) { c.Compression = "lz4" }},
+		{"PoolSize", func(c *Config) { c.Plugins.PoolSize = 0 }},
 		{"db name", func(c *Config) { c.DBs = map[string]DBConfig{"bad name": {}} }},
 		{"dbs.d", func(c *Config) { c.DBs = map[string]DBConfig{"d": {Decoder: "nope"}} }},
 	} {
@@ -69,5 +71,10 @@ func TestConfigDocDefaults(t *testing.T) {
 	})
 	if checked < 20 {
 		t.Fatalf("only %d documented defaults checked", checked)
+	}
+	want := plugins.DefaultConfig()
+	want.CacheDir = ""
+	if got := DefaultConfig().Plugins; got != want {
+		t.Errorf("DefaultConfig().Plugins = %+v, want plugins.DefaultConfig() with CacheDir \"\", %+v", got, want)
 	}
 }

@@ -21,19 +21,22 @@ const (
 // maxMemoryLimitPages is Wasm's 4 GiB address space, in 64 KiB pages.
 const maxMemoryLimitPages = 65536
 
-// Config configures the host of Wasm plugins. Start from DefaultConfig; in
-// the zero value, zero fields take their defaults, except CacheDir ("" means
-// no on-disk cache).
+// Config configures the host of Wasm plugins. Start from DefaultConfig:
+// every field's comment states its default, which DefaultConfig holds, and
+// Validate refuses a zero CallTimeout, InitTimeout, MemoryLimitPages or
+// PoolSize (the zero value is not usable). CacheDir "", WatchdogInterval 0
+// (derived from CallTimeout) and a nil Logger or Registerer are valid, as
+// their comments say.
 type Config struct {
 	// Logger receives faults of plugin instances (with the guest's last
-	// output) and load events. Default: discard.
+	// output) and load events. Default nil: discard.
 	Logger *slog.Logger
 
 	// CacheDir holds compiled modules across restarts: a Go guest compiles
 	// in about 0.5 s, and loads from the cache in about 30 ms. Entries are
 	// keyed by the module bytes and the wazero version. "" means in-memory
-	// only. DefaultConfig sets <user cache dir>/spangle/wasm when the user
-	// cache dir is known.
+	// only. Default <user cache dir>/spangle/wasm when the user cache dir
+	// is known, else "".
 	CacheDir string
 
 	// CallTimeout bounds one call into the guest (a key, a batch chunk of
@@ -45,7 +48,7 @@ type Config struct {
 	// against their deadline (CallTimeout, InitTimeout) and Decode's ctx: a
 	// call is stopped between its deadline, or its ctx being done, and one
 	// interval later, plus scheduling delays. One goroutine per module does
-	// the checks, and sleeps while no call runs. Default (0): CallTimeout/4,
+	// the checks, and sleeps while no call runs. Default 0: CallTimeout/4,
 	// within [1ms, 50ms].
 	WatchdogInterval time.Duration
 
@@ -67,7 +70,7 @@ type Config struct {
 
 	// Registerer receives the plugin metrics (spangle_plugin_*). Several
 	// plugins may share one: their series differ by the module label.
-	// Default: none registered.
+	// Default nil: none registered.
 	Registerer prometheus.Registerer
 }
 
@@ -86,43 +89,21 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Validate reports a field out of range, wrapping ErrConfig. Zero fields are
-// valid: they take their defaults.
+// Validate reports a field out of range, wrapping ErrConfig and naming the
+// field. It changes nothing: a field left at zero where DefaultConfig has
+// another value is an error (start from DefaultConfig).
 func (c Config) Validate() error {
 	switch {
-	case c.CallTimeout < 0:
-		return fmt.Errorf("%w: CallTimeout %v is negative", ErrConfig, c.CallTimeout)
+	case c.CallTimeout <= 0:
+		return fmt.Errorf("%w: CallTimeout %v: want a positive duration", ErrConfig, c.CallTimeout)
 	case c.WatchdogInterval < 0:
-		return fmt.Errorf("%w: WatchdogInterval %v is negative", ErrConfig, c.WatchdogInterval)
-	case c.InitTimeout < 0:
-		return fmt.Errorf("%w: InitTimeout %v is negative", ErrConfig, c.InitTimeout)
-	case c.MemoryLimitPages > maxMemoryLimitPages:
-		return fmt.Errorf("%w: MemoryLimitPages %d is over %d (4 GiB)", ErrConfig, c.MemoryLimitPages, maxMemoryLimitPages)
-	case c.PoolSize < 0:
-		return fmt.Errorf("%w: PoolSize %d is negative", ErrConfig, c.PoolSize)
+		return fmt.Errorf("%w: WatchdogInterval %v is negative (0: derived from CallTimeout)", ErrConfig, c.WatchdogInterval)
+	case c.InitTimeout <= 0:
+		return fmt.Errorf("%w: InitTimeout %v: want a positive duration", ErrConfig, c.InitTimeout)
+	case c.MemoryLimitPages == 0 || c.MemoryLimitPages > maxMemoryLimitPages:
+		return fmt.Errorf("%w: MemoryLimitPages %d is not within 1..%d (4 GiB)", ErrConfig, c.MemoryLimitPages, maxMemoryLimitPages)
+	case c.PoolSize < 1:
+		return fmt.Errorf("%w: PoolSize %d: want at least 1", ErrConfig, c.PoolSize)
 	}
 	return nil
-}
-
-// withDefaults validates c and fills its zero fields.
-func (c Config) withDefaults() (Config, error) {
-	if err := c.Validate(); err != nil {
-		return c, err
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.InitTimeout == 0 {
-		c.InitTimeout = DefaultInitTimeout
-	}
-	if c.MemoryLimitPages == 0 {
-		c.MemoryLimitPages = DefaultMemoryLimitPages
-	}
-	if c.PoolSize == 0 {
-		c.PoolSize = runtime.GOMAXPROCS(0)
-	}
-	return c, nil
 }

@@ -95,8 +95,7 @@ type host struct {
 // first instance. required are the exports the caller needs besides memory
 // and spangle_alloc.
 func loadHost(ctx context.Context, path string, cfg Config, required ...fn) (_ *host, err error) {
-	cfg, err = cfg.withDefaults()
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	bin, err := os.ReadFile(path)
@@ -112,7 +111,11 @@ func loadHost(ctx context.Context, path string, cfg Config, required ...fn) (_ *
 		done:     make(chan struct{}),
 		watch:    newWatchdog(watchdogInterval(cfg)),
 	}
-	h.log = cfg.Logger.With("module", path)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h.log = log.With("module", path)
 	info, err := scanModule(bin)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadModule, path, err)

@@ -241,7 +241,9 @@ func TestWatchdogInterval(t *testing.T) {
 		{2 * time.Millisecond, 0, time.Millisecond},
 		{time.Hour, 3 * time.Millisecond, 3 * time.Millisecond},
 	} {
-		if got := watchdogInterval(Config{CallTimeout: tc.call, WatchdogInterval: tc.set}); got != tc.want {
+		cfg := DefaultConfig()
+		cfg.CallTimeout, cfg.WatchdogInterval = tc.call, tc.set
+		if got := watchdogInterval(cfg); got != tc.want {
 			t.Errorf("CallTimeout %v, WatchdogInterval %v: %v, want %v", tc.call, tc.set, got, tc.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,7 +87,11 @@ func docStates(stated string, v any) bool {
 	case bool:
 		return word == strconv.FormatBool(v)
 	case int:
-		return word == strconv.Itoa(v) || (v == 0 && (word == "0" || word == "none"))
+		// "GOMAXPROCS": the default is the machine's, read by DefaultConfig.
+		return word == strconv.Itoa(v) || (v == 0 && (word == "0" || word == "none")) ||
+			(strings.Trim(word, ".,") == "GOMAXPROCS" && v == runtime.GOMAXPROCS(0))
+	case uint32:
+		return word == strconv.FormatUint(uint64(v), 10)
 	case int64:
 		if n, unit, ok := strings.Cut(stated, " "); ok && strings.HasPrefix(unit, "MiB") {
 			x, err := strconv.ParseInt(n, 10, 64)
