@@ -50,6 +50,8 @@ func DefaultTLSConfig() TLSConfig {
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c TLSConfig) Validate() error {
 	switch {
+	case c.CertFile == "" && c.KeyFile == "":
+		return fmt.Errorf("%w: http.tls_cert and http.tls_key are empty: TLS needs both", ErrInvalidConfig)
 	case c.CertFile == "":
 		return fmt.Errorf("%w: http.tls_cert is empty (tls_key is set)", ErrInvalidConfig)
 	case c.KeyFile == "":

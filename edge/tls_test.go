@@ -355,3 +355,32 @@ func TestTLSClientCAReload(t *testing.T) {
 		t.Errorf("after a refused client CA file, the CAs loaded before: %v", err)
 	}
 }
+
+// TestTLSConfigValidate: each missing piece is named, and a config with
+// neither file does not claim that one of them is set.
+func TestTLSConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*edge.TLSConfig)
+		want string // "" for valid
+	}{
+		{"both files", func(c *edge.TLSConfig) {}, ""},
+		{"neither file", func(c *edge.TLSConfig) { c.CertFile, c.KeyFile = "", "" }, "http.tls_cert and http.tls_key are empty"},
+		{"no cert", func(c *edge.TLSConfig) { c.CertFile = "" }, "http.tls_cert is empty (tls_key is set)"},
+		{"no key", func(c *edge.TLSConfig) { c.KeyFile = "" }, "http.tls_key is empty (tls_cert is set)"},
+		{"no reload check", func(c *edge.TLSConfig) { c.ReloadCheck = 0 }, "ReloadCheck"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := edge.DefaultTLSConfig()
+			c.CertFile, c.KeyFile = "cert.pem", "key.pem"
+			tc.set(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid config refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate() = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
