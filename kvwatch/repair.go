@@ -215,29 +215,13 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 	puts := maps.Clone(k.puts)
 	k.putMu.Unlock()
 	for key, p := range puts {
-		k.putMu.Lock()
-		if k.puts[key] != p { // put again or deleted meanwhile
-			k.putMu.Unlock()
+		if !k.startRepairPut(key, p) {
 			continue
 		}
-		p.writing, p.seen = true, 0
-		k.putMu.Unlock()
 		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 		rev, err := kvs[Versions].Create(octx, key, p.value)
 		cancel()
-		k.putMu.Lock()
-		p.writing = false
-		if k.puts[key] == p { // not put again or deleted meanwhile
-			switch {
-			case err == nil && p.seen > rev:
-				delete(k.puts, key) // written again by someone else since
-			case err == nil:
-				p.rev = rev
-			case errors.Is(err, jetstream.ErrKeyExists):
-				delete(k.puts, key) // someone else's value now: theirs to keep
-			}
-		}
-		k.putMu.Unlock()
+		k.endRepairPut(key, p, rev, err)
 		switch {
 		case err == nil:
 			n++
@@ -248,6 +232,38 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 		}
 	}
 	return n, failed
+}
+
+// startRepairPut marks p, the Put of key, as being written again, unless
+// it was put again or deleted since the repair took it (false).
+func (k *KV) startRepairPut(key string, p *ownPut) bool {
+	k.putMu.Lock()
+	defer k.putMu.Unlock()
+	if k.puts[key] != p {
+		return false
+	}
+	p.writing, p.seen = true, 0
+	return true
+}
+
+// endRepairPut settles p after its Create (rev, err): kept with its new
+// revision, or forgotten when someone else wrote the key meanwhile (a
+// revision above ours seen while writing, or the key exists).
+func (k *KV) endRepairPut(key string, p *ownPut, rev uint64, err error) {
+	k.putMu.Lock()
+	defer k.putMu.Unlock()
+	p.writing = false
+	if k.puts[key] != p { // put again or deleted meanwhile
+		return
+	}
+	switch {
+	case err == nil && p.seen > rev:
+		delete(k.puts, key) // written again by someone else since
+	case err == nil:
+		p.rev = rev
+	case errors.Is(err, jetstream.ErrKeyExists):
+		delete(k.puts, key) // someone else's value now: theirs to keep
+	}
 }
 
 // ownIn returns this node's own entries in bucket b.

@@ -318,3 +318,58 @@ func TestRepairSkipsReplacedVersion(t *testing.T) {
 		t.Fatal("the replaced v1 (or v2) was written back")
 	}
 }
+
+// TestRepairPutSeenEarly: the watcher may deliver a repair's own write of
+// a versions entry before Create returns its revision. That write must
+// not make the KV forget the entry (it did, and the next loss of the
+// bucket was then not repaired: TestRepairBucket failed in CI on it);
+// a write by someone else after the repair's still does.
+func TestRepairPutSeenEarly(t *testing.T) {
+	// Not started: no heartbeat repairs, no watcher delivers; the test
+	// plays both, in the order that went wrong.
+	k := newKV(t, testConfig(t))
+	for _, tc := range []struct {
+		name   string
+		seen   uint64 // the revision the watcher delivers while the repair writes
+		rev    uint64 // the repair's own revision
+		forget bool
+	}{
+		{"own write seen first", 9, 9, false},
+		{"another write after ours", 10, 9, true},
+		{"nothing seen", 0, 9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k.notePut("db", []byte("v1"), 5)
+			k.putMu.Lock()
+			p := k.puts["db"]
+			k.putMu.Unlock()
+			if !k.startRepairPut("db", p) {
+				t.Fatal("the repair did not start")
+			}
+			if tc.seen != 0 {
+				k.sawVersionsWrite("db", tc.seen)
+			}
+			k.endRepairPut("db", p, tc.rev, nil)
+			k.putMu.Lock()
+			got, kept := k.puts["db"]
+			k.putMu.Unlock()
+			switch {
+			case tc.forget && kept:
+				t.Fatalf("kept the entry (rev %d) after another writer's revision %d", got.rev, tc.seen)
+			case !tc.forget && !kept:
+				t.Fatal("forgot the entry the repair wrote again")
+			case !tc.forget && got.rev != tc.rev:
+				t.Fatalf("entry at revision %d, want the repair's %d", got.rev, tc.rev)
+			}
+		})
+	}
+	// Outside a repair, a write that is not the KV's own still forgets it.
+	k.notePut("db", []byte("v1"), 5)
+	k.sawVersionsWrite("db", 6)
+	k.putMu.Lock()
+	_, kept := k.puts["db"]
+	k.putMu.Unlock()
+	if kept {
+		t.Fatal("kept an entry another writer replaced")
+	}
+}
