@@ -274,7 +274,7 @@ func SplitList(s string) []string {
 
 // Config is everything a spangle node needs: the packages' own
 // configurations and the process's. Start from DefaultConfig, which also
-// states every default the README's config block shows (tested), then
+// states every default docs/CONFIGURATION.md's config block shows (tested), then
 // LoadConfig.
 type Config struct {
 	Node node.Config
@@ -330,7 +330,7 @@ type Config struct {
 }
 
 // DefaultConfig is every default of a spangle node: the packages' own,
-// and the process's. The README's config block states them (tested).
+// and the process's. docs/CONFIGURATION.md's config block states them (tested).
 func DefaultConfig() Config {
 	n := node.DefaultConfig()
 	n.DataDir = "spangle-data"

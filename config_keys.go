@@ -18,7 +18,7 @@ import (
 func unknownKeysError(data string, keys []string) error {
 	slices.Sort(keys)
 	var b strings.Builder
-	b.WriteString("unknown keys (spangle.toml's keys are in the README's Configuration section):")
+	b.WriteString("unknown keys (spangle.toml's keys are in docs/CONFIGURATION.md):")
 	for _, k := range keys {
 		b.WriteString("\n  ")
 		if line := keyLine(data, k); line > 0 {

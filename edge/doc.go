@@ -234,7 +234,7 @@
 // answers the list subject in node/listwire, the page bounded by
 // max_payload. JSON pages carry keys and values as strings when all of
 // them are valid UTF-8, else the page says "encoding":"base64" and all of
-// them are base64 (README, "Listing keys").
+// them are base64 (docs/API.md, "Listing keys").
 //
 // # Caveats
 //

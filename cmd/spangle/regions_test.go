@@ -16,7 +16,7 @@ import (
 )
 
 // regionsVersionBytes sizes the versions TestRegions publishes (random
-// values beside the keys it reads). The README's figures come from a run
+// values beside the keys it reads). docs/REGIONS.md's figures come from a run
 // with -args -regions.version-bytes=33554432.
 var regionsVersionBytes = flag.Int("regions.version-bytes", 1<<20, "bytes of random values in each version TestRegions publishes")
 

@@ -150,7 +150,7 @@ func (c *Client) httpList(ctx context.Context, a *attempts, db string, opts List
 	return listwire.Reply{}, retryable(resp.StatusCode), httpStatusError(base, resp)
 }
 
-// decodeJSONPage reads a page as the HTTP door writes it (README,
+// decodeJSONPage reads a page as the HTTP door writes it (docs/API.md,
 // "Listing keys"): strings, or base64 when the page says so.
 func decodeJSONPage(b []byte, values bool) (listwire.Reply, error) {
 	var p struct {
