@@ -1,12 +1,17 @@
 package plugins
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/spangledb/spangle/plugins/partition"
+)
 
 // Errors of partitioner names and configuration.
 var (
 	// ErrUnknownPartitioner: a partitioner name that is neither built in nor
-	// a plugin ("wasm:<path>").
-	ErrUnknownPartitioner = errors.New("plugins: unknown partitioner")
+	// a plugin ("wasm:<path>"). It is partition.ErrUnknown, which Builtin
+	// returns.
+	ErrUnknownPartitioner = partition.ErrUnknown
 	// ErrConfig: a Config field out of range.
 	ErrConfig = errors.New("plugins: invalid config")
 	// ErrClosed: a call on a plugin after Close.

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
-)
 
-// wasmPrefix starts a partitioner spec that names a Wasm module.
-const wasmPrefix = "wasm:"
+	"github.com/spangledb/spangle/plugins/partition"
+)
 
 // Open returns the partitioner a db's spec names: a built-in ("sequins",
 // "hadoop", "murmur3"; "" means sequins) or a Wasm module, "wasm:<path>",
@@ -43,7 +42,7 @@ func CheckSpec(spec string) error {
 // wasmPath returns the module path of a "wasm:" spec, or "" for another
 // spec.
 func wasmPath(spec string) (string, error) {
-	path, ok := strings.CutPrefix(spec, wasmPrefix)
+	path, ok := strings.CutPrefix(spec, partition.WasmPrefix)
 	switch {
 	case !ok:
 		return "", nil

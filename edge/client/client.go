@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spangledb/spangle/plugins"
+	"github.com/spangledb/spangle/plugins/partition"
 )
 
 // Result is the answer to one key. A missing key is Found false with a nil
@@ -39,7 +39,7 @@ type Client struct {
 	next atomic.Uint32  // round robin over cfg.URLs
 	down []atomic.Int64 // per URL: unix nanoseconds until which it is skipped after a connection error
 
-	partitioners map[string]plugins.Partitioner // by identity, beside the built-ins
+	partitioners map[string]partition.Partitioner // by identity, beside the built-ins
 
 	cmap  atomic.Pointer[clusterMap] // NATS: never nil
 	ready chan struct{}              // closed once the map was read whole (NATS) or at Start (HTTP)
@@ -67,7 +67,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:          cfg,
 		log:          log,
-		partitioners: map[string]plugins.Partitioner{},
+		partitioners: map[string]partition.Partitioner{},
 		ready:        make(chan struct{}),
 	}
 	for _, p := range cfg.Partitioners {
@@ -261,14 +261,14 @@ func (c *Client) attemptContext(ctx context.Context) (context.Context, context.C
 
 // partitioner returns the partitioner of an identity, or nil if this
 // client has none.
-func (c *Client) partitioner(identity string) plugins.Partitioner {
+func (c *Client) partitioner(identity string) partition.Partitioner {
 	if p, ok := c.partitioners[identity]; ok {
 		return p
 	}
-	if strings.HasPrefix(identity, "wasm:") {
+	if strings.HasPrefix(identity, partition.WasmPrefix) {
 		return nil
 	}
-	p, err := plugins.Builtin(identity)
+	p, err := partition.Builtin(identity)
 	if err != nil {
 		return nil
 	}

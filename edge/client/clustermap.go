@@ -14,7 +14,7 @@ import (
 	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node/advert"
-	"github.com/spangledb/spangle/plugins"
+	"github.com/spangledb/spangle/plugins/partition"
 )
 
 // Map is the cluster map as a NATS client last read it from the KV
@@ -53,7 +53,7 @@ type clusterMap struct {
 type route struct {
 	version  string
 	n        int
-	p        plugins.Partitioner
+	p        partition.Partitioner
 	subjects []string // by partition
 }
 

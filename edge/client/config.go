@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/spangledb/spangle/kvwatch/names"
-	"github.com/spangledb/spangle/plugins"
+	"github.com/spangledb/spangle/plugins/partition"
 )
 
 // Config configures a Client: either URLs (HTTP) or Conn (NATS). Start from
@@ -42,7 +42,7 @@ type Config struct {
 	// plugins.OpenPartitioner. A version whose partitioner is neither
 	// built in nor here is read through the get subject (any node
 	// partitions the key). The caller closes them after Close.
-	Partitioners []plugins.Partitioner
+	Partitioners []partition.Partitioner
 	// MapRetry is how often the cluster map's watchers are checked: a
 	// missing bucket is looked for again, and after a reconnect the
 	// buckets are read again. Default 1s.

@@ -1,5 +1,11 @@
 // Package partition holds the built-in key partitioning functions: pure
-// functions of the key bytes and the partition count, with no state.
+// functions of the key bytes and the partition count, with no state; the
+// Partitioner interface every partitioner implements; and Builtin, which
+// returns the built-ins behind it.
+//
+// It imports nothing of spangle's and no Wasm runtime: the Go client
+// (edge/client) routes keys with it, and pays for wazero only when its
+// caller loads a Wasm partitioner with plugins.OpenPartitioner.
 //
 // Every function here takes n > 0; callers check n (a version with zero
 // partitions has no keys to route).
