@@ -42,10 +42,11 @@ type KV struct {
 	ready chan struct{} // closed by the watch loop after the first full load of every bucket
 
 	// Written by the NATS callbacks, read by the watch loop.
-	reconnects       atomic.Uint64 // reconnections so far
-	lastReconnectErr atomic.Value  // string: the last failed reconnect's error, logged once
-	disconnectedAt   atomic.Int64  // unix nanoseconds of the first disconnect not yet handled, 0 if none
-	staleSince       atomic.Int64  // unix nanoseconds since the snapshot is stale, 0 while current
+	reconnects       atomic.Uint64         // reconnections so far
+	lastReconnectErr atomic.Value          // string: the last failed reconnect's error, logged once
+	disconnectedAt   atomic.Int64          // unix nanoseconds of the first disconnect not yet handled, 0 if none
+	staleSince       atomic.Int64          // unix nanoseconds since the snapshot is stale, 0 while current
+	watchErr         atomic.Pointer[error] // WatchError's answer, set by the watch loop
 
 	connKick chan struct{} // wakes the watch loop to look at the connection, buffer 1
 	hbKick   chan struct{} // wakes the heartbeat to refresh now, buffer 1

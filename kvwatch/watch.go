@@ -298,8 +298,37 @@ func (l *watchLoop) startWatchers() {
 				lvl = l.k.log.Warn
 			}
 			lvl("cannot start watcher", "bucket", bw.b, "failures", bw.failures, "err", err)
+			if bw.failures >= watchFailures {
+				err = fmt.Errorf("kvwatch: cannot watch bucket %s (%d attempts): %w", bw.name, bw.failures, err)
+				l.k.watchErr.Store(&err)
+			}
 		}
 	}
+	for _, bw := range l.bw {
+		if bw.w == nil && bw.failures >= watchFailures {
+			return
+		}
+	}
+	l.k.watchErr.Store(nil)
+}
+
+// watchFailures is how many failed starts in a row of one watcher, while
+// connected, make WatchError report it: the third (about 0.35 s after the
+// first when the server refuses at once; a few OpTimeouts when it does not
+// answer), the same at which the failure is first logged as a warning.
+const watchFailures = 3
+
+// WatchError returns why a bucket cannot be watched: non-nil from the
+// third failed start in a row of one bucket's watcher while connected (the
+// stream's consumer limit is reached, the server refuses or does not
+// answer), nil again once every watcher runs. A disconnected KV keeps the
+// last answer: watchers are not started meanwhile (the snapshot's Stale
+// says so). Safe for concurrent use; it never blocks.
+func (k *KV) WatchError() error {
+	if p := k.watchErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // start creates bw's watcher: resuming after the last revision applied, or
