@@ -34,18 +34,23 @@ var listParams = map[string]bool{
 }
 
 // isListing reports whether a request for the db path (/<db>/ or
-// /<db>) is a listing rather than the db's status: a query naming any of
-// the listing's parameters but proxy (a peer's status request has that
-// one alone). /<db> with them lists as /<db>/ does.
+// /<db>) is a listing rather than the db's status: a query naming any
+// parameter but proxy (a peer's status request has that one alone). An
+// unknown one, a misspelt prefix= say, is thus a listing that
+// parseListQuery refuses (400), never the status page. /<db> with them
+// lists as /<db>/ does.
 func isListing(rawQuery string) bool {
 	for q := rawQuery; q != ""; {
 		var part string
 		part, q, _ = strings.Cut(q, "&")
+		if part == "" {
+			continue
+		}
 		name, _, _ := strings.Cut(part, "=")
 		if u, err := url.QueryUnescape(name); err == nil {
 			name = u
 		}
-		if name != "proxy" && listParams[name] {
+		if name != "proxy" {
 			return true
 		}
 	}
@@ -90,7 +95,10 @@ func parseListQuery(rawQuery string, maxKeys, maxBytes int) (listRequest, error)
 	o.Limit = maxKeys
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxKeys {
+		switch {
+		case err != nil:
+			return listRequest{}, fmt.Errorf("limit %.40q is not a number", v)
+		case n < 1 || n > maxKeys:
 			return listRequest{}, fmt.Errorf("limit %.40q out of [1, %d] (max_list_keys)", v, maxKeys)
 		}
 		o.Limit = n

@@ -198,7 +198,8 @@ func TestHTTPListHostile(t *testing.T) {
 		{"limit=1000000000", 400, "limit"},
 		{"limit=-1", 400, "limit"},
 		{"limit=0", 400, "limit"},
-		{"limit=ten", 400, "limit"},
+		{"limit=ten", 400, "limit \"ten\" is not a number"},
+		{"limit=0x10", 400, "not a number"},
 		{"values=maybe", 400, "values"},
 		{"prefix=" + long, 400, "longer than"},
 		{"start=" + long, 400, "longer than"},
@@ -208,6 +209,9 @@ func TestHTTPListHostile(t *testing.T) {
 		{"cursor=" + strings.Repeat("A", 50000), 400, "bad cursor"},
 		{"prefix=a&prefix=b", 400, "2 times"},
 		{"prefix=a&color=red", 400, "unknown query parameter"},
+		{"prefx=19", 400, "unknown query parameter \"prefx\""}, // not the status page
+		{"color=red&proxy=1", 400, "unknown query parameter"},
+		{"=x", 400, "unknown query parameter"},
 		{"prefix=a&parts=1", 400, "peers"},
 		{"prefix=a&proxy=1&parts=x", 400, "partition"},
 		{"prefix=a;b", 400, "bad query"},
@@ -215,6 +219,11 @@ func TestHTTPListHostile(t *testing.T) {
 		resp := ts.do(t, "GET", "/d/?"+tc.query)
 		if resp.status != tc.status || !strings.Contains(resp.body, tc.reason) || resp.header.Get("Cache-Control") != "no-store" {
 			t.Errorf("?%.60s: %d %q (Cache-Control %q), want %d with %q", tc.query, resp.status, resp.body, resp.header.Get("Cache-Control"), tc.status, tc.reason)
+		}
+	}
+	for _, path := range []string{"/d/", "/d/?", "/d/?&", "/d?"} { // still the status page
+		if resp := ts.do(t, "GET", path); resp.status != 200 || !strings.Contains(resp.body, "<html") {
+			t.Errorf("%s: %d %.80q, want the status page", path, resp.status, resp.body)
 		}
 	}
 	if resp := ts.do(t, "GET", "/nope/?prefix=a"); resp.status != 404 {
