@@ -25,7 +25,8 @@
 //	GET //<anything>             400: empty db name
 //	HEAD <any of the above>      as GET, without the body (same Content-Length)
 //	POST /<db>/_batch            a batch lookup (see "Batch lookups")
-//	other methods                405 with "Allow: GET, HEAD" ("GET, HEAD, POST" on /<db>/_batch)
+//	other methods                405 with "Allow: GET, HEAD" ("GET, HEAD, POST" on /<db>/_batch);
+//	                             501 for a method RFC 9110 does not define (BREW, get)
 //
 // The key is everything after the first "/" that follows the db, decoded:
 // it may contain "/" and any byte, so /baby-names/1881%2Fboy and
@@ -78,9 +79,15 @@
 // (Result.ContentType, else application/octet-stream; never sniffed),
 // X-Content-Type-Options: nosniff and Content-Length (for GETs of values
 // up to 2 KiB net/http computes it, which saves work on the hot path; the
-// header on the wire is the same). If-None-Match is
-// compared weakly (RFC 9110 §13.1.2): "*", lists and W/ tags work; without
-// it, If-Modified-Since is answered 304 when the version is not newer.
+// header on the wire is the same). Conditional requests follow RFC 9110
+// §13.2.2, on the ETag sent (the gzip one for a gzip answer): If-Match
+// (compared strongly: a W/ tag matches nothing), or without it
+// If-Unmodified-Since, answers 412 (no-store) when false; then
+// If-None-Match (compared weakly: "*", lists and W/ tags work), or
+// without it If-Modified-Since, answers 304 when false. A date field
+// that is not one HTTP-date (two lines, a list) is ignored; conditions
+// on an answer other than 200 are ignored. HEAD sends GET's headers,
+// gzip's Content-Length, ETag and Content-Encoding included.
 //
 // A key has one URL for its unreserved characters: a path that escapes a
 // letter, digit, "-", "_" or "~" ("%6B" for "k"), or writes an escape in
@@ -211,8 +218,8 @@
 //
 // # Differences from sequins
 //
-//   - HEAD is served (sequins: 400); other methods get 405 with Allow
-//     (sequins: 400).
+//   - HEAD is served (sequins: 400); other methods get 405 with Allow,
+//     unknown ones 501 (sequins: 400).
 //   - Content-Type comes from the db's config or is application/octet-stream,
 //     with nosniff (sequins let Go sniff it). ETag, Cache-Control,
 //     If-None-Match, If-Modified-Since and the cache tags are new.

@@ -23,7 +23,18 @@ func appendETag(dst, value []byte) []byte {
 // quoted strong tag) or is "*", with the weak comparison RFC 9110 §13.1.2
 // prescribes for GET and HEAD: "W/" prefixes are ignored. Parsing stops at
 // the first malformed element, which matches nothing.
-func noneMatch(field string, etag []byte) bool {
+func noneMatch(field string, etag []byte) bool { return listsTag(field, etag, false) }
+
+// ifMatch reports whether an If-Match field value lists etag or is "*"
+// (the representation exists: it is only asked of a 200), with the
+// strong comparison of RFC 9110 §13.1.1: a weak tag ("W/…") matches
+// nothing. Parsing stops at the first malformed element, which matches
+// nothing.
+func ifMatch(field string, etag []byte) bool { return listsTag(field, etag, true) }
+
+// listsTag reports whether field, a "*" or a list of entity tags, holds
+// etag; with strong, weak tags are skipped instead of compared.
+func listsTag(field string, etag []byte, strong bool) bool {
 	for i := 0; i < len(field); {
 		switch c := field[i]; {
 		case c == ' ' || c == '\t' || c == ',':
@@ -32,8 +43,9 @@ func noneMatch(field string, etag []byte) bool {
 		case c == '*':
 			return true
 		}
+		weak := false
 		if len(field)-i >= 2 && field[i] == 'W' && field[i+1] == '/' {
-			i += 2
+			i, weak = i+2, true
 		}
 		if i >= len(field) || field[i] != '"' {
 			return false
@@ -49,7 +61,7 @@ func noneMatch(field string, etag []byte) bool {
 		if j >= len(field) {
 			return false
 		}
-		if field[i:j+1] == string(etag) {
+		if field[i:j+1] == string(etag) && !(strong && weak) {
 			return true
 		}
 		i = j + 1

@@ -65,3 +65,23 @@ func TestAcceptsGzip(t *testing.T) {
 		}
 	}
 }
+
+func TestIfMatch(t *testing.T) {
+	const tag = `"26c7827d889f6da3"`
+	for field, want := range map[string]bool{
+		tag:                  true,
+		"*":                  true,
+		`"x", ` + tag:        true,
+		"W/" + tag:           false, // strong comparison: a weak tag matches nothing
+		`W/"x", ` + tag:      true,
+		`"x"`:                false,
+		"":                   false,
+		"26c7827d889f6da3":   false,
+		`"x" y ` + tag:       false,
+		`W/` + tag + `, "y"`: false,
+	} {
+		if got := ifMatch(field, []byte(tag)); got != want {
+			t.Errorf("ifMatch(%q) = %v, want %v", field, got, want)
+		}
+	}
+}

@@ -13,23 +13,25 @@ import (
 // Header names, canonical already, so that the hot path assigns map entries
 // directly instead of canonicalising on every Set.
 const (
-	hdrVersion          = "X-Spangle-Version"
-	hdrProxiedTo        = "X-Spangle-Proxied-To"
-	hdrSequinsVersion   = "X-Sequins-Version"
-	hdrSequinsProxiedTo = "X-Sequins-Proxied-To"
-	hdrETag             = "Etag" // http.CanonicalHeaderKey("ETag")
-	hdrLastModified     = "Last-Modified"
-	hdrCacheControl     = "Cache-Control"
-	hdrContentType      = "Content-Type"
-	hdrContentLength    = "Content-Length"
-	hdrNoSniff          = "X-Content-Type-Options"
-	hdrIfNoneMatch      = "If-None-Match"
-	hdrIfModifiedSince  = "If-Modified-Since"
-	hdrAllow            = "Allow"
-	hdrDB               = "X-Spangle-Db" // http.CanonicalHeaderKey("X-Spangle-DB")
-	hdrSurrogateKey     = "Surrogate-Key"
-	hdrCacheTag         = "Cache-Tag"
-	hdrVary             = "Vary"
+	hdrVersion           = "X-Spangle-Version"
+	hdrProxiedTo         = "X-Spangle-Proxied-To"
+	hdrSequinsVersion    = "X-Sequins-Version"
+	hdrSequinsProxiedTo  = "X-Sequins-Proxied-To"
+	hdrETag              = "Etag" // http.CanonicalHeaderKey("ETag")
+	hdrLastModified      = "Last-Modified"
+	hdrCacheControl      = "Cache-Control"
+	hdrContentType       = "Content-Type"
+	hdrContentLength     = "Content-Length"
+	hdrNoSniff           = "X-Content-Type-Options"
+	hdrIfNoneMatch       = "If-None-Match"
+	hdrIfModifiedSince   = "If-Modified-Since"
+	hdrIfMatch           = "If-Match"
+	hdrIfUnmodifiedSince = "If-Unmodified-Since"
+	hdrAllow             = "Allow"
+	hdrDB                = "X-Spangle-Db" // http.CanonicalHeaderKey("X-Spangle-DB")
+	hdrSurrogateKey      = "Surrogate-Key"
+	hdrCacheTag          = "Cache-Tag"
+	hdrVary              = "Vary"
 )
 
 // Constant header values. Every response that uses one shares the slice;
@@ -212,28 +214,35 @@ func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		etagVal = ev.vals[:]
 	}
 	h[hdrETag] = etagVal
-	if hs.cacheControlVal != nil {
-		h[hdrCacheControl] = hs.cacheControlVal
-	}
-	if notModified(r, etag, hs.modified) {
-		if hs.modifiedVal != nil {
-			h[hdrLastModified] = hs.modifiedVal
-		}
-		w.WriteHeader(http.StatusNotModified)
-		return http.StatusNotModified
-	}
 	if hs.modifiedVal != nil {
 		h[hdrLastModified] = hs.modifiedVal
+	}
+	if status := precondition(r, etag, hs.modified); status != 0 {
+		if status == http.StatusPreconditionFailed {
+			// Not the representation: no cache may keep it in its place.
+			h[hdrCacheControl] = valNoStore
+			h[hdrContentLength] = valZero
+		} else if hs.cacheControlVal != nil {
+			h[hdrCacheControl] = hs.cacheControlVal
+		}
+		w.WriteHeader(status)
+		return status
+	}
+	if hs.cacheControlVal != nil {
+		h[hdrCacheControl] = hs.cacheControlVal
 	}
 	h[hdrContentType] = hs.contentTypeVal
 	h[hdrNoSniff] = valNoSniff
 	if gz {
+		// HEAD too: its Content-Length is the compressed one GET sends.
 		g := gzipBytes(a.value)
 		defer releaseGzip(g)
 		h[hdrContentEncoding] = valGzip
 		h[hdrContentLength] = []string{strconv.Itoa(g.buf.Len())}
 		w.WriteHeader(http.StatusOK)
-		w.Write(g.buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+		if r.Method != http.MethodHead {
+			w.Write(g.buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+		}
 		return http.StatusOK
 	}
 	if r.Method == http.MethodHead || len(a.value) > autoLengthMax {
@@ -253,25 +262,53 @@ type etagValue struct {
 	buf  [etagLen + 3]byte
 }
 
-// notModified reports whether r's conditions let a 304 answer for a
-// value with etag, of a version dated modified (RFC 9110 13.2.2:
-// If-None-Match when present, else If-Modified-Since).
-func notModified(r *http.Request, etag []byte, modified time.Time) bool {
-	if inm, ok := r.Header[hdrIfNoneMatch]; ok {
-		return anyNoneMatch(inm, etag)
+// precondition evaluates r's conditional header fields for a value with
+// etag, of a version dated modified (zero: none), in the order of RFC
+// 9110 §13.2.2, and returns the status they call for: 412 when If-Match
+// (strong comparison), or without it If-Unmodified-Since, is false; 304
+// when If-None-Match (weak comparison), or without it If-Modified-Since,
+// is false; 0 to answer as asked. It is asked of 200s only: a response
+// that would be another status ignores the conditions (§13.2.1).
+func precondition(r *http.Request, etag []byte, modified time.Time) int {
+	h := r.Header
+	if im, ok := h[hdrIfMatch]; ok {
+		if !anyLists(im, etag, ifMatch) {
+			return http.StatusPreconditionFailed
+		}
+	} else if t, ok := fieldDate(h, hdrIfUnmodifiedSince); ok && !modified.IsZero() &&
+		modified.Truncate(time.Second).After(t) {
+		return http.StatusPreconditionFailed
 	}
-	ims, ok := r.Header[hdrIfModifiedSince]
-	if !ok || len(ims) == 0 || modified.IsZero() {
-		return false
+	if inm, ok := h[hdrIfNoneMatch]; ok {
+		if anyLists(inm, etag, noneMatch) {
+			return http.StatusNotModified
+		}
+		return 0
 	}
-	t, err := http.ParseTime(ims[0])
-	return err == nil && !modified.Truncate(time.Second).After(t)
+	if t, ok := fieldDate(h, hdrIfModifiedSince); ok && !modified.IsZero() &&
+		!modified.Truncate(time.Second).After(t) {
+		return http.StatusNotModified
+	}
+	return 0
 }
 
-// anyNoneMatch reports whether any If-None-Match field line matches etag.
-func anyNoneMatch(fields []string, etag []byte) bool {
+// fieldDate returns the HTTP-date of h's field name. A field that is
+// absent, is not one valid date, or has more than one line (a list of
+// dates) is to be ignored (RFC 9110 §13.1.3, §13.1.4): ok is false.
+func fieldDate(h http.Header, name string) (t time.Time, ok bool) {
+	v := h[name]
+	if len(v) != 1 {
+		return time.Time{}, false
+	}
+	t, err := http.ParseTime(v[0])
+	return t, err == nil
+}
+
+// anyLists reports whether any field line of an If-Match or
+// If-None-Match lists etag, as match (ifMatch or noneMatch) compares.
+func anyLists(fields []string, etag []byte, match func(string, []byte) bool) bool {
 	for _, f := range fields {
-		if noneMatch(f, etag) {
+		if match(f, etag) {
 			return true
 		}
 	}

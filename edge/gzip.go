@@ -91,6 +91,7 @@ func (s *Server) wantsGzip(r *http.Request, h http.Header, n int) bool {
 	ae, ok := r.Header[hdrAcceptEncoding]
 	// Peers (?proxy=) get values as stored: Go's transport would ask for
 	// gzip on its own and undo it.
-	return ok && r.Method == http.MethodGet && acceptsGzip(ae) &&
+	// HEAD as GET: the same Content-Length, ETag and Content-Encoding.
+	return ok && acceptsGzip(ae) &&
 		(r.URL.RawQuery == "" || proxyParam(r.URL.RawQuery) == "")
 }

@@ -13,8 +13,8 @@ import (
 
 // TestGzip: a value of at least GzipMinBytes goes gzip-compressed to a
 // client that accepts it, with its own ETag and Vary: Accept-Encoding;
-// the same value goes as it is to clients that do not (q=0 included), to
-// HEAD and to peers; a small value is never compressed.
+// the same value goes as it is to clients that do not (q=0 included) and
+// to peers; HEAD gets GET's headers; a small value is never compressed.
 func TestGzip(t *testing.T) {
 	big := strings.Repeat(`{"name":"Alice Liddell","born":1852,"places":["Oxford","Wonderland"]},`, 100)
 	b := newFake()
@@ -62,8 +62,8 @@ func TestGzip(t *testing.T) {
 			t.Errorf("%s: encoding %q, %d bytes", name, r.header.Get("Content-Encoding"), len(r.body))
 		}
 	}
-	if r := ts.do(t, "HEAD", "/j/big", "Accept-Encoding", "gzip"); r.header.Get("Content-Encoding") != "" || r.length != int64(len(big)) {
-		t.Errorf("HEAD: encoding %q, length %d", r.header.Get("Content-Encoding"), r.length)
+	if r := ts.do(t, "HEAD", "/j/big", "Accept-Encoding", "gzip"); r.header.Get("Content-Encoding") != "gzip" || r.length != gz.length || r.header.Get("ETag") != gzETag {
+		t.Errorf("HEAD: encoding %q, length %d, ETag %s; want GET's", r.header.Get("Content-Encoding"), r.length, r.header.Get("ETag"))
 	}
 	if r := ts.do(t, "GET", "/j/small", "Accept-Encoding", "gzip"); r.header.Get("Content-Encoding") != "" || r.header.Get("Vary") != "" {
 		t.Errorf("small value: encoding %q, vary %q", r.header.Get("Content-Encoding"), r.header.Get("Vary"))

@@ -232,9 +232,13 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 	if modified != nil {
 		h[hdrLastModified] = modified
 	}
-	if notModified(r, etag, page.Modified) {
-		s.listDone(http.StatusNotModified, 0)
-		w.WriteHeader(http.StatusNotModified)
+	if status := precondition(r, etag, page.Modified); status != 0 {
+		s.listDone(status, 0)
+		if status == http.StatusPreconditionFailed {
+			h[hdrCacheControl] = valNoStore
+			h[hdrContentLength] = valZero
+		}
+		w.WriteHeader(status)
 		return
 	}
 	s.listDone(http.StatusOK, len(page.Keys))

@@ -204,8 +204,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			allow = valAllowBatch
 		}
-		w.Header()[hdrAllow] = allow
 		w.Header()[hdrCacheControl] = valNoStore
+		if !knownMethod(r.Method) { // RFC 9110 §9.1: 501, where 405 says "not here"
+			writeText(w, r, http.StatusNotImplemented, "method not implemented\n")
+			return
+		}
+		w.Header()[hdrAllow] = allow
 		writeText(w, r, http.StatusMethodNotAllowed, "method not allowed\n")
 		return
 	}
@@ -246,6 +250,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeText(w, r, http.StatusBadRequest, "bad request path\n")
 		s.metrics.unknown.observe(http.StatusBadRequest, 0)
 	}
+}
+
+// knownMethod reports whether method is one of RFC 9110's (§9.3) or
+// PATCH (RFC 5789). Method names are case-sensitive: "get" is unknown.
+func knownMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace, http.MethodPatch:
+		return true
+	}
+	return false
 }
 
 // sourceErr is Config.SourceError's answer, or "" without one.
