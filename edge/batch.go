@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -138,26 +139,24 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 			return
 		}
 	}
-	// Room in the node-wide budget first, for what the request announces
-	// (MaxBatchBytes when it does not): excess waits briefly, then 503.
 	limit := int64(s.maxBatchBytes)
 	if r.ContentLength > limit {
 		s.writeBatchError(w, r, db, proxy, fmt.Errorf("%w: batch request of %d bytes, at most %d allowed", errTooLarge, r.ContentLength, limit), start)
 		return
 	}
-	weight := limit
-	if r.ContentLength >= 0 {
-		weight = max(r.ContentLength, 1)
-	}
-	if !s.acquireBatch(r.Context(), weight) {
-		s.batchBusy(w, r, db, start)
-		return
-	}
-	defer s.batchBytes.Release(weight)
 	bb := batchBufs.Get().(*batchBuf)
 	defer bb.put()
+	// The body takes room in the node-wide budget as its bytes arrive,
+	// never for what it announces: a client that announces much and
+	// sends little holds only what it sent.
+	var held int64
+	defer func() { s.batchBytes.Release(held) }()
 	var err error
-	if bb.body, err = s.readBatch(bb.body[:0], w, r); err != nil {
+	if bb.body, err = s.readBatch(bb.body[:0], &held, w, r); err != nil {
+		if errors.Is(err, errBatchBusy) {
+			s.batchBusy(w, r, db, start)
+			return
+		}
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
 	}
@@ -220,22 +219,41 @@ func (s *Server) batchBusy(w http.ResponseWriter, r *http.Request, db string, st
 
 // readBatch reads a batch request's body, at most MaxBatchBytes, into
 // dst (from its length on; its array is reused when large enough) and
-// returns it. The buffer grows with what arrives, never with what the
-// request announces: a client that announces a large body and stalls
-// costs nothing but its connection.
-func (s *Server) readBatch(dst []byte, w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// returns it. Each read's bytes take room in the batch budget once they
+// have arrived (added to *held, which the caller releases), waiting as
+// acquireBatch does (errBatchBusy when none comes). The buffer grows with
+// what arrives, never with what the request announces: a client that
+// announces a large body and stalls holds neither memory nor budget.
+func (s *Server) readBatch(dst []byte, held *int64, w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := int64(s.maxBatchBytes)
-	buf := bytes.NewBuffer(dst)
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return buf.Bytes(), fmt.Errorf("%w: batch request over %d bytes", errTooLarge, limit)
-	case err != nil:
-		return buf.Bytes(), fmt.Errorf("%w: reading the request: %v", batchwire.ErrMalformed, err)
+	body := http.MaxBytesReader(w, r.Body, limit)
+	for {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, bytes.MinRead)
+		}
+		n, err := body.Read(dst[len(dst):cap(dst)])
+		if n > 0 {
+			if !s.acquireBatch(r.Context(), int64(n)) {
+				return dst, errBatchBusy
+			}
+			*held += int64(n)
+			dst = dst[:len(dst)+n]
+		}
+		var tooBig *http.MaxBytesError
+		switch {
+		case err == io.EOF:
+			return dst, nil
+		case errors.As(err, &tooBig):
+			return dst, fmt.Errorf("%w: batch request over %d bytes", errTooLarge, limit)
+		case err != nil:
+			return dst, fmt.Errorf("%w: reading the request: %v", batchwire.ErrMalformed, err)
+		}
 	}
-	return buf.Bytes(), nil
 }
+
+// errBatchBusy is readBatch's error when the budget had no room for the
+// bytes that arrived.
+var errBatchBusy = errors.New("edge: too many batch bytes in flight")
 
 // acquireBatch takes weight bytes of the batch budget, waiting at most
 // BatchWait (or until ctx ends) for room.

@@ -98,8 +98,8 @@ type Config struct {
 	// also bounded by MaxBatchReplyBytes of keys and values. Default 1000.
 	MaxListKeys int
 	// BatchBytesInFlight bounds the bytes of batch requests being read
-	// or answered at once, over the whole server: each counts its
-	// announced length (MaxBatchBytes when unknown) and twice the reply
+	// or answered at once, over the whole server: each counts the bytes
+	// of its body as they arrive (never what it announces) and twice the reply
 	// it may build (the values read, and the encoded reply), reserved
 	// 64 KiB first and four times more each time a reply outgrows it, up
 	// to MaxBatchReplyBytes. It must hold MaxBatchBytes and twice
