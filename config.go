@@ -96,6 +96,8 @@ type natsFile struct {
 	// much is free, checked this often.
 	StoreMinFree      size     `toml:"store_min_free"`
 	StoreRecoverCheck duration `toml:"store_recover_check"`
+	// The reply subjects the NATS front door answers (issue 32).
+	ReplyPrefixes []string `toml:"reply_prefixes"`
 }
 
 // regionFile is [region]: the node's region of a hub (kvwatch/region).
@@ -308,6 +310,9 @@ type Config struct {
 
 	// NATS configures kvwatch: an embedded NATS server, or external ones.
 	NATS kvwatch.Config
+	// NATSReplyPrefixes are the reply subjects the NATS front door
+	// answers ([nats] reply_prefixes; edge.NATSConfig.ReplyPrefixes).
+	NATSReplyPrefixes []string
 	// S3 configures an s3:// source.
 	S3 s3.Config
 	// HTTP configures the HTTP front door (its Backend is set by Start).
@@ -335,18 +340,19 @@ func DefaultConfig() Config {
 	n := node.DefaultConfig()
 	n.DataDir = "spangle-data"
 	return Config{
-		NATS:            kvwatch.DefaultConfig(),
-		Node:            n,
-		Cluster:         cluster.DefaultConfig(),
-		S3:              s3.DefaultConfig(),
-		HTTP:            edge.DefaultConfig(),
-		TLS:             edge.DefaultTLSConfig(),
-		Purge:           edge.DefaultPurgeConfig(),
-		Bind:            "0.0.0.0:9599",
-		Pprof:           true,
-		GCPercent:       200,
-		MemoryLimit:     448 << 20,
-		ShutdownTimeout: 30 * time.Second,
+		NATS:              kvwatch.DefaultConfig(),
+		NATSReplyPrefixes: edge.DefaultNATSConfig().ReplyPrefixes,
+		Node:              n,
+		Cluster:           cluster.DefaultConfig(),
+		S3:                s3.DefaultConfig(),
+		HTTP:              edge.DefaultConfig(),
+		TLS:               edge.DefaultTLSConfig(),
+		Purge:             edge.DefaultPurgeConfig(),
+		Bind:              "0.0.0.0:9599",
+		Pprof:             true,
+		GCPercent:         200,
+		MemoryLimit:       448 << 20,
+		ShutdownTimeout:   30 * time.Second,
 	}
 }
 
@@ -376,6 +382,7 @@ func LoadConfig(path string, cfg *Config) error {
 		fc.Storage.apply(cfg),
 		fc.Runtime.apply(cfg),
 		fc.NATS.apply(&cfg.NATS),
+		fc.NATS.applyDoor(cfg),
 		fc.Region.apply(&cfg.NATS.Region),
 		fc.Purge.apply(fc.DBs, &cfg.Purge),
 		fc.HTTP.apply(&cfg.HTTP),
@@ -550,6 +557,18 @@ func (f natsFile) apply(k *kvwatch.Config) error {
 		sizeKey{"nats.jetstream_max_store", f.JetStreamMaxStore, &k.EmbeddedMaxStore},
 		sizeKey{"nats.store_min_free", f.StoreMinFree, &k.EmbeddedMinFree},
 	)
+}
+
+// applyDoor applies the NATS front door's keys of [nats].
+func (f natsFile) applyDoor(c *Config) error {
+	if f.ReplyPrefixes == nil {
+		return nil
+	}
+	if err := edge.CheckReplyPrefixes(f.ReplyPrefixes); err != nil {
+		return fmt.Errorf("nats.reply_prefixes: %w", err)
+	}
+	c.NATSReplyPrefixes = f.ReplyPrefixes
+	return nil
 }
 
 // apply applies [region]. Its keys are checked by kvwatch (Start), which

@@ -253,6 +253,7 @@ func (s *Server) natsDoorConfig(cfg Config, clusterName string, reg prometheus.R
 	ncfg.MaxBatchKeys = cfg.HTTP.MaxBatchKeys
 	ncfg.MaxBatchBytes = cfg.HTTP.MaxBatchBytes
 	ncfg.MaxListKeys = cfg.HTTP.MaxListKeys
+	ncfg.ReplyPrefixes = cfg.NATSReplyPrefixes
 	ncfg.Backend, ncfg.List = s.node, s.node
 	ncfg.ClusterName = clusterName
 	ncfg.Logger, ncfg.Registerer = s.log, reg

@@ -186,6 +186,12 @@
 //	spangle_nats_requests_total{op,code}         counter
 //	spangle_nats_request_duration_seconds{op}    histogram, 50µs to 5s
 //	spangle_nats_part_subscriptions              gauge
+//	spangle_nats_refused_replies_total{op,reason} counter
+//
+// A request is answered only to a reply subject under
+// NATSConfig.ReplyPrefixes, without wildcards: any other is dropped
+// before the lookup and counted by reason (prefix, invalid, none);
+// nats_reply.go says why.
 //
 // # Health
 //

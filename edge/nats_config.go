@@ -1,9 +1,11 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +54,16 @@ type NATSConfig struct {
 	// runtime.GOMAXPROCS(0).
 	Handlers int
 
+	// ReplyPrefixes are the reply subjects answered: a request whose reply
+	// does not start with one of them is dropped unanswered, counted and
+	// logged (nats_reply.go says why). Each ends with "." and names no
+	// system subject ("$…"). Default "_INBOX." (nats.go's inboxes) and
+	// "_R_." (a requester's reply as a service import from another
+	// account rewrites it). A client with a custom inbox prefix
+	// (nats.CustomInboxPrefix) needs its prefix here (spangle serve:
+	// [nats] reply_prefixes).
+	ReplyPrefixes []string
+
 	// RetryInterval is the pause before a subscription that failed (the
 	// connection was closed) is tried again. Default 1s.
 	RetryInterval time.Duration
@@ -74,6 +86,7 @@ func DefaultNATSConfig() NATSConfig {
 		MaxBatchBytes: DefaultMaxBatchBytes,
 		MaxListKeys:   1000,
 		RetryInterval: time.Second,
+		ReplyPrefixes: []string{"_INBOX.", "_R_."},
 		Handlers:      runtime.GOMAXPROCS(0),
 	}
 }
@@ -97,6 +110,30 @@ func (c *NATSConfig) Validate() error {
 		return fmt.Errorf("%w: Handlers %d is not positive", ErrInvalidConfig, c.Handlers)
 	case c.RetryInterval <= 0:
 		return fmt.Errorf("%w: RetryInterval %v is not positive", ErrInvalidConfig, c.RetryInterval)
+	}
+	if err := CheckReplyPrefixes(c.ReplyPrefixes); err != nil {
+		return fmt.Errorf("%w: ReplyPrefixes: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// CheckReplyPrefixes reports what is wrong with a list of reply prefixes
+// (NATSConfig.ReplyPrefixes): it must not be empty (no request could be
+// answered), and each must be whole tokens followed by "." ("_INBOX."),
+// so that it cannot match the start of another token, and not a system
+// subject ("$JS.", "$KV.", …), which are what the prefixes keep answers
+// away from.
+func CheckReplyPrefixes(prefixes []string) error {
+	if len(prefixes) == 0 {
+		return errors.New("empty: no request could be answered")
+	}
+	for _, p := range prefixes {
+		switch {
+		case !strings.HasSuffix(p, ".") || !plainSubject(strings.TrimSuffix(p, ".")):
+			return fmt.Errorf("%q must be whole tokens ending with \".\", without wildcards or white space (e.g. \"_INBOX.\")", p)
+		case strings.HasPrefix(p, "$"):
+			return fmt.Errorf("%q is a system subject ($JS, $KV, $O, $SYS…): answers must never go there", p)
+		}
 	}
 	return nil
 }

@@ -78,6 +78,9 @@ func (s *NATSServer) headersFor(db string, res *node.Result) *natsHeaders {
 
 // onGet answers spangle.<cluster>.get.<db>: the payload is the key.
 func (s *NATSServer) onGet(m *nats.Msg) {
+	if !s.replyAllowed(m, s.met.get) {
+		return
+	}
 	defer s.recoverNATS(s.ctx, m, s.met.get)
 	start := time.Now()
 	db := strings.TrimPrefix(m.Subject, s.getPrefix)
@@ -90,6 +93,9 @@ func (s *NATSServer) onGet(m *nats.Msg) {
 // answered from the active one, which is newer, and says so in
 // Spangle-Version.
 func (s *NATSServer) onPart(m *nats.Msg, db, version string) {
+	if !s.replyAllowed(m, s.met.part) {
+		return
+	}
 	defer s.recoverNATS(s.ctx, m, s.met.part)
 	start := time.Now()
 	raw := rawRequest(m)
@@ -122,6 +128,9 @@ func (s *NATSServer) answer(m *nats.Msg, op *natsOp, db string, res *node.Result
 // onMGet answers spangle.<cluster>.mget.<db>: the payload is a batch
 // request, the reply a batch reply (edge/BATCH.md).
 func (s *NATSServer) onMGet(m *nats.Msg) {
+	if !s.replyAllowed(m, s.met.mget) {
+		return
+	}
 	defer s.recoverNATS(s.ctx, m, s.met.mget)
 	start := time.Now()
 	db := strings.TrimPrefix(m.Subject, s.mgetPrefix)

@@ -19,6 +19,9 @@ import (
 // Spangle-Status and Spangle-Version as for mget. A backend without
 // listings answers 501.
 func (s *NATSServer) onList(m *nats.Msg) {
+	if !s.replyAllowed(m, s.met.list) {
+		return
+	}
 	defer s.recoverNATS(s.ctx, m, s.met.list)
 	start := time.Now()
 	db := strings.TrimPrefix(m.Subject, s.listPrefix)

@@ -13,6 +13,7 @@ type natsMetrics struct {
 	requests *prometheus.CounterVec   // spangle_nats_requests_total{op,code}
 	duration *prometheus.HistogramVec // spangle_nats_request_duration_seconds{op}
 	parts    prometheus.Gauge         // spangle_nats_part_subscriptions
+	refused  *prometheus.CounterVec   // spangle_nats_refused_replies_total{op,reason}
 	panics   prometheus.Counter       // spangle_panics_total{door="nats"}
 
 	get, part, mget, list *natsOp
@@ -24,6 +25,7 @@ type natsOp struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Observer
 	codes    [len(lookupCodes)]prometheus.Counter
+	refused  map[string]prometheus.Counter // by reason (refusedReasons)
 }
 
 func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
@@ -41,6 +43,10 @@ func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
 			Name: "spangle_nats_part_subscriptions",
 			Help: "Partition subjects this node answers.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_nats_refused_replies_total",
+			Help: "NATS requests dropped unanswered for their reply subject, by operation and reason: prefix (not under [nats] reply_prefixes), invalid (a wildcard, an empty token or white space), none (no reply subject).",
+		}, []string{"op", "reason"}),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -52,6 +58,9 @@ func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
 	if m.parts, err = register(reg, m.parts); err != nil {
 		return nil, err
 	}
+	if m.refused, err = register(reg, m.refused); err != nil {
+		return nil, err
+	}
 	panics, err := newPanicCounter(reg)
 	if err != nil {
 		return nil, err
@@ -61,7 +70,11 @@ func newNATSMetrics(reg prometheus.Registerer) (*natsMetrics, error) {
 		name string
 		dst  **natsOp
 	}{{"get", &m.get}, {"part", &m.part}, {"mget", &m.mget}, {"list", &m.list}} {
-		o := &natsOp{name: op.name, requests: m.requests, duration: m.duration.WithLabelValues(op.name)}
+		o := &natsOp{name: op.name, requests: m.requests, duration: m.duration.WithLabelValues(op.name),
+			refused: make(map[string]prometheus.Counter, len(refusedReasons))}
+		for _, reason := range refusedReasons {
+			o.refused[reason] = m.refused.WithLabelValues(op.name, reason)
+		}
 		for i, code := range lookupCodes {
 			o.codes[i] = m.requests.WithLabelValues(op.name, strconv.Itoa(code))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type NATSServer struct {
 	lister     ListBackend // nil: listings are 501
 	log        *slog.Logger
 	met        *natsMetrics
+	guard      *replyGuard
 	getPrefix  string // "spangle.<cluster>.get."
 	mgetPrefix string // "spangle.<cluster>.mget."
 	listPrefix string // "spangle.<cluster>.list."
@@ -101,6 +103,7 @@ func NewNATSServer(cfg NATSConfig) (*NATSServer, error) {
 		lister:     cfg.List,
 		log:        log,
 		met:        met,
+		guard:      newReplyGuard(slices.Clone(cfg.ReplyPrefixes), log),
 		getPrefix:  names.GetSubject(cfg.ClusterName, ""),
 		mgetPrefix: names.MGetSubject(cfg.ClusterName, ""),
 		listPrefix: names.ListSubject(cfg.ClusterName, ""),
