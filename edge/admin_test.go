@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestAdminPins(t *testing.T) {
 	root := t.TempDir()
 	for _, v := range []string{"v1", "v2", "v3"} {
-		nodetest.WriteVersion(t, root, "d", v, 2, nodetest.Numbered(v, 10))
+		edgetest.WriteVersion(t, root, "d", v, 2, edgetest.Numbered(v, 10))
 	}
 	n := startPlainNode(t, root)
 	ts := httptest.NewServer(edge.AdminHandler(n))
@@ -38,16 +38,16 @@ func TestAdminPins(t *testing.T) {
 		}
 		return string(body)
 	}
-	nodetest.WaitFor(t, "v3", serves("v3"))
+	edgetest.WaitFor(t, "v3", serves("v3"))
 	do("PUT", "/admin/pins/d?version=v1", 204)
-	nodetest.WaitFor(t, "v1", serves("v1"))
+	edgetest.WaitFor(t, "v1", serves("v1"))
 	if got := do("GET", "/admin/pins", 200); got != `{"d":{"version":"v1"}}`+"\n" {
 		t.Errorf("pins: %s", got)
 	}
 	do("PUT", "/admin/pins/d?before=v3", 204)
-	nodetest.WaitFor(t, "v2", serves("v2"))
+	edgetest.WaitFor(t, "v2", serves("v2"))
 	do("DELETE", "/admin/pins/d", 204)
-	nodetest.WaitFor(t, "v3 again", serves("v3"))
+	edgetest.WaitFor(t, "v3 again", serves("v3"))
 	do("PUT", "/admin/pins/d", 400)
 	do("PUT", "/admin/pins/d?version=v1&before=v2", 400)
 	do("PUT", "/admin/pins/bad%20db?version=v1", 400)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 )
 
 // TestCacheHeaders checks what the caches in front of two nodes see: the
@@ -19,7 +19,7 @@ import (
 // key (other spellings redirect) and no stray query parameters.
 func TestCacheHeaders(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	dir := filepath.Join(root, "d", "v1")
 	files, err := os.ReadDir(dir)
 	if err != nil {
@@ -40,7 +40,7 @@ func TestCacheHeaders(t *testing.T) {
 		http: func(c *edge.Config) { c.CacheTags = true }})
 	waitActive(t, nodes, "d", "v1")
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peer's partitions", func() error { return seesHolders(n, "d", "v1", 2) })
+		edgetest.WaitFor(t, n.ID()+" sees its peer's partitions", func() error { return seesHolders(n, "d", "v1", 2) })
 	}
 
 	get := func(url string, hdr ...string) *http.Response {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -28,12 +28,12 @@ func pinnedGet(t *testing.T, n *clusterNode, key, version string) (int, string) 
 func TestClusterOldVersionRetention(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	nodes := startCluster(t, clusterOpts{roots: []string{root, root, root}, replication: 2, minReplication: 1,
 		versionRemoveTimeout: timeout})
 	waitActive(t, nodes, "d", "v1")
 
-	nodetest.WriteVersion(t, root, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	edgetest.WriteVersion(t, root, "d", "v2", 5, edgetest.Numbered("v2", 60))
 	for _, n := range nodes {
 		n.Refresh()
 	}
@@ -69,7 +69,7 @@ func TestClusterOldVersionRetention(t *testing.T) {
 	// Not asked for, it goes, on every node, no sooner than the timeout.
 	var idle time.Duration // on n, when first seen gone
 	for _, m := range nodes {
-		nodetest.WaitFor(t, m.ID()+" removes v1", func() error {
+		edgetest.WaitFor(t, m.ID()+" removes v1", func() error {
 			if _, _, ok := held(m, "d", "v1"); ok {
 				return fmt.Errorf("v1 still held")
 			}

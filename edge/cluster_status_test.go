@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -14,7 +14,7 @@ import (
 // dropped and its partitions counted as under-replicated or missing.
 func TestClusterStatusMerge(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	nodes := startCluster(t, clusterOpts{roots: []string{root, root, root}, replication: 2, minReplication: 1})
 	waitActive(t, nodes, "d", "v1")
 
@@ -22,7 +22,7 @@ func TestClusterStatusMerge(t *testing.T) {
 	check := func(live []*clusterNode, hist map[int]int, missing, under int) {
 		t.Helper()
 		for _, n := range live {
-			nodetest.WaitFor(t, fmt.Sprintf("%s's status of d/v1 with %d nodes", n.ID(), len(live)), func() error {
+			edgetest.WaitFor(t, fmt.Sprintf("%s's status of d/v1 with %d nodes", n.ID(), len(live)), func() error {
 				st := n.Status()
 				if st.ShardID != n.shard {
 					return fmt.Errorf("shard_id %q", st.ShardID)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
@@ -22,7 +22,7 @@ import (
 
 // clusterNode is one node of an in-process cluster.
 type clusterNode struct {
-	*nodetest.Node
+	*edgetest.Node
 	shard string
 	view  *kvcluster.View
 }
@@ -48,7 +48,7 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 	var nodes []*clusterNode
 	for i, root := range o.roots {
 		cn := &clusterNode{shard: fmt.Sprint(i + 1), view: views[i]}
-		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
+		cn.Node = edgetest.StartNode(t, kvs[i], root, edgetest.Options{
 			NoWait: true,
 			HTTP:   o.http,
 			Cluster: func(c *cluster.Config) {
@@ -67,7 +67,7 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 		nodes = append(nodes, cn)
 	}
 	for _, n := range nodes {
-		nodetest.WaitLoaded(t, n.Node)
+		edgetest.WaitLoaded(t, n.Node)
 	}
 	return nodes
 }
@@ -78,18 +78,18 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 // later: cleanups run last in, first out.
 func startClusterNATS(t *testing.T, n int) ([]*kvwatch.KV, []*kvcluster.View) {
 	t.Helper()
-	kcfg := nodetest.NATSConfig(t)
+	kcfg := edgetest.NATSConfig(t)
 	kcfg.EntryTTL = time.Second
 	kcfg.Heartbeat = 200 * time.Millisecond
-	kvs := []*kvwatch.KV{nodetest.StartKV(t, kcfg)}
+	kvs := []*kvwatch.KV{edgetest.StartKV(t, kcfg)}
 	for range n - 1 {
-		c := nodetest.NATSConfig(t, kvs[0].ClientURL())
+		c := edgetest.NATSConfig(t, kvs[0].ClientURL())
 		c.EntryTTL, c.Heartbeat = kcfg.EntryTTL, kcfg.Heartbeat
-		kvs = append(kvs, nodetest.StartKV(t, c))
+		kvs = append(kvs, edgetest.StartKV(t, c))
 	}
 	var views []*kvcluster.View
 	for _, kv := range kvs {
-		view := kvcluster.NewView(kv, nodetest.Logger())
+		view := kvcluster.NewView(kv, edgetest.Logger())
 		view.Start()
 		t.Cleanup(view.Stop)
 		views = append(views, view)
@@ -142,7 +142,7 @@ func activeVersion(n *clusterNode, db string) string {
 func waitActive(t *testing.T, nodes []*clusterNode, db, version string) {
 	t.Helper()
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" active on "+version, func() error {
+		edgetest.WaitFor(t, n.ID()+" active on "+version, func() error {
 			if v := activeVersion(n, db); v != version {
 				return fmt.Errorf("active version %q", v)
 			}
@@ -228,7 +228,7 @@ func watchVersions(nodes []*clusterNode, db string) (stop func() map[string][]st
 
 func TestClusterAssignProxyUpgrade(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	nodes := startCluster(t, clusterOpts{roots: []string{root, root, root}, replication: 2, minReplication: 1})
 	waitActive(t, nodes, "d", "v1")
 
@@ -242,7 +242,7 @@ func TestClusterAssignProxyUpgrade(t *testing.T) {
 	// Every peer's partitions must be in each view before every key can
 	// be proxied: the entries travel through NATS.
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+		edgetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
 			return seesHolders(n, "d", "v1", len(nodes))
 		})
 	}
@@ -250,7 +250,7 @@ func TestClusterAssignProxyUpgrade(t *testing.T) {
 
 	// A second version: every node switches, never going back.
 	stop := watchVersions(nodes, "d")
-	nodetest.WriteVersion(t, root, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	edgetest.WriteVersion(t, root, "d", "v2", 5, edgetest.Numbered("v2", 60))
 	for _, n := range nodes {
 		n.Refresh()
 	}
@@ -261,7 +261,7 @@ func TestClusterAssignProxyUpgrade(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' v2 partitions", func() error {
+		edgetest.WaitFor(t, n.ID()+" sees its peers' v2 partitions", func() error {
 			return seesHolders(n, "d", "v2", len(nodes))
 		})
 	}
@@ -308,23 +308,23 @@ func TestClusterMinReplication(t *testing.T) {
 	// it have one replica only.
 	main, late := t.TempDir(), t.TempDir()
 	for _, r := range []string{main, late} {
-		nodetest.WriteVersion(t, r, "d", "v1", 5, nodetest.Numbered("v1", 60))
+		edgetest.WriteVersion(t, r, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	}
 	nodes := startCluster(t, clusterOpts{roots: []string{main, main, late}, replication: 2, minReplication: 2})
 	waitActive(t, nodes, "d", "v1")
 
 	stop := watchVersions(nodes, "d")
-	nodetest.WriteVersion(t, main, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	edgetest.WriteVersion(t, main, "d", "v2", 5, edgetest.Numbered("v2", 60))
 	nodes[0].Refresh()
 	nodes[1].Refresh()
 	for _, n := range nodes[:2] {
-		nodetest.WaitFor(t, n.ID()+" has v2 built", func() error {
+		edgetest.WaitFor(t, n.ID()+" has v2 built", func() error {
 			if _, active, ok := held(n, "d", "v2"); !ok || active {
 				return fmt.Errorf("v2 held %v, active %v", ok, active)
 			}
 			return nil
 		})
-		nodetest.WaitFor(t, n.ID()+" sees both v2 entries", func() error { return seesHolders(n, "d", "v2", 2) })
+		edgetest.WaitFor(t, n.ID()+" sees both v2 entries", func() error { return seesHolders(n, "d", "v2", 2) })
 	}
 	for _, n := range nodes {
 		if v := activeVersion(n, "d"); v != "v1" {
@@ -343,7 +343,7 @@ func TestClusterMinReplication(t *testing.T) {
 	}
 
 	// Shard 3 builds its part: every partition reaches 2 replicas.
-	nodetest.WriteVersion(t, late, "d", "v2", 5, nodetest.Numbered("v2", 60))
+	edgetest.WriteVersion(t, late, "d", "v2", 5, edgetest.Numbered("v2", 60))
 	nodes[2].Refresh()
 	waitActive(t, nodes, "d", "v2")
 	for id, vs := range stop() {
@@ -367,15 +367,15 @@ func partition(t *testing.T, key string) int {
 // one a version was built with elsewhere refuses to build it, clearly.
 func TestClusterPartitionerMismatch(t *testing.T) {
 	main, late := t.TempDir(), t.TempDir()
-	nodetest.WriteVersion(t, main, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, main, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	nodes := startCluster(t, clusterOpts{roots: []string{main, late}, replication: 2, minReplication: 1,
 		partitioners: []string{"sequins", "murmur3"}})
 	waitActive(t, nodes[:1], "d", "v1")
-	nodetest.WaitFor(t, "node2 sees node1's v1 entry", func() error { return seesHolders(nodes[1], "d", "v1", 1) })
+	edgetest.WaitFor(t, "node2 sees node1's v1 entry", func() error { return seesHolders(nodes[1], "d", "v1", 1) })
 
-	nodetest.WriteVersion(t, late, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, late, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	nodes[1].Refresh()
-	nodetest.WaitFor(t, "node2 refuses v1", func() error {
+	edgetest.WaitFor(t, "node2 refuses v1", func() error {
 		st := nodes[1].Status().DBs["d"].Versions["v1"].Nodes[nodes[1].Name()]
 		if st.State != node.StateError {
 			return fmt.Errorf("state %q", st.State)
@@ -404,11 +404,11 @@ func TestClusterPartitionerMismatch(t *testing.T) {
 // saw last, instead of failing until the entries are written again.
 func TestClusterEntriesVanish(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 5, nodetest.Numbered("v1", 60))
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
 	nodes := startCluster(t, clusterOpts{roots: []string{root, root}, replication: 1, minReplication: 1})
 	waitActive(t, nodes, "d", "v1")
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peer's partitions", func() error { return seesHolders(n, "d", "v1", 2) })
+		edgetest.WaitFor(t, n.ID()+" sees its peer's partitions", func() error { return seesHolders(n, "d", "v1", 2) })
 	}
 	checkAllKeys(t, nodes[1:], "v1", 60) // node 1's proxy cache stays cold
 
@@ -418,6 +418,6 @@ func TestClusterEntriesVanish(t *testing.T) {
 	if err := nodes[1].KV.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.WaitFor(t, "node 1 to see node 2's entries gone", func() error { return seesHolders(nodes[0], "d", "v1", 1) })
+	edgetest.WaitFor(t, "node 1 to see node 2's entries gone", func() error { return seesHolders(nodes[0], "d", "v1", 1) })
 	checkAllKeys(t, nodes[:1], "v1", 60)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/batchwire"
 )
@@ -25,14 +25,14 @@ func TestDecoderOnEveryDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 1, nodetest.Numbered("v1", 10))
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
-	n := nodetest.StartNode(t, kv, root, nodetest.Options{Node: func(c *node.Config) {
+	edgetest.WriteVersion(t, root, "d", "v1", 1, edgetest.Numbered("v1", 10))
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
+	n := edgetest.StartNode(t, kv, root, edgetest.Options{Node: func(c *node.Config) {
 		c.DBs = map[string]node.DBConfig{"d": {Decoder: "wasm:" + module, ContentType: raw}}
 		c.Plugins.CallTimeout = 10 * time.Second // a loaded CI machine under -race
 	}})
-	nc := nodetest.Connect(t, kv.ClientURL())
-	nodetest.WaitFor(t, "part subject", func() error {
+	nc := edgetest.Connect(t, kv.ClientURL())
+	edgetest.WaitFor(t, "part subject", func() error {
 		_, err := nc.Request("spangle.test.part.d.v1.0", []byte("key-1"), time.Second)
 		return err
 	})

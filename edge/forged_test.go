@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/edge/client"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -27,12 +27,12 @@ import (
 // a client keeps routing.
 func TestForgedClusterEntries(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 4, nodetest.Numbered("v1", 40))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, edgetest.Numbered("v1", 40))
 	nodes := startCluster(t, clusterOpts{roots: []string{root}, replication: 1, minReplication: 1})
 	waitActive(t, nodes, "d", "v1")
 	n := nodes[0]
 
-	nc := nodetest.Connect(t, n.KV.ClientURL())
+	nc := edgetest.Connect(t, n.KV.ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestForgedClusterEntries(t *testing.T) {
 	defer cancel()
 	put := func(bucket, key, value string) {
 		t.Helper()
-		kv, err := js.KeyValue(ctx, "spangle_"+nodetest.Cluster+"_"+bucket)
+		kv, err := js.KeyValue(ctx, "spangle_"+edgetest.Cluster+"_"+bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestForgedClusterEntries(t *testing.T) {
 	if err := nodes[0].view.RegisterMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.WaitFor(t, "the invalid entries counted", func() error {
+	edgetest.WaitFor(t, "the invalid entries counted", func() error {
 		if got := counterOf(t, reg, "spangle_cluster_invalid_entries", "bucket", "partitions"); got != 2 {
 			return fmt.Errorf("spangle_cluster_invalid_entries{bucket=partitions} = %v, want 2", got)
 		}
@@ -108,7 +108,7 @@ func TestForgedClusterEntries(t *testing.T) {
 
 	cfg := client.DefaultConfig()
 	cfg.Conn = nc
-	cfg.ClusterName = nodetest.Cluster
+	cfg.ClusterName = edgetest.Cluster
 	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/assign"
@@ -52,7 +52,7 @@ type healOpts struct {
 func startHealCluster(t *testing.T, opts []healOpts) []*healNode {
 	t.Helper()
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", healParts, nodetest.Numbered("v1", healKeys))
+	edgetest.WriteVersion(t, root, "d", "v1", healParts, edgetest.Numbered("v1", healKeys))
 	kvs, views := startClusterNATS(t, len(opts))
 	var nodes []*healNode
 	var cns []*clusterNode
@@ -63,11 +63,11 @@ func startHealCluster(t *testing.T, opts []healOpts) []*healNode {
 		nodes, cns = append(nodes, hn), append(cns, hn.clusterNode)
 	}
 	for _, n := range cns {
-		nodetest.WaitLoaded(t, n.Node)
+		edgetest.WaitLoaded(t, n.Node)
 	}
 	waitActive(t, cns, "d", "v1")
 	for _, n := range cns {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
+		edgetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error {
 			return seesHolders(n, "d", "v1", len(cns))
 		})
 	}
@@ -78,7 +78,7 @@ func startHealCluster(t *testing.T, opts []healOpts) []*healNode {
 func (hn *healNode) start(t *testing.T) {
 	t.Helper()
 	hn.reg = prometheus.NewRegistry()
-	hn.clusterNode.Node = nodetest.StartNode(t, hn.kv, hn.root, nodetest.Options{
+	hn.clusterNode.Node = edgetest.StartNode(t, hn.kv, hn.root, edgetest.Options{
 		NoWait: true,
 		Node: func(c *node.Config) {
 			hn.configure(c)
@@ -154,13 +154,13 @@ func replicasInView(n *clusterNode) []int {
 func waitHealed(t *testing.T, nodes []*healNode, want [][]int) {
 	t.Helper()
 	for i, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" holds its partitions", func() error {
+		edgetest.WaitFor(t, n.ID()+" holds its partitions", func() error {
 			if got, _, _ := held(n.clusterNode, "d", "v1"); !slices.Equal(got, want[i]) {
 				return fmt.Errorf("holds %v, want %v", got, want[i])
 			}
 			return nil
 		})
-		nodetest.WaitFor(t, n.ID()+" sees 2 replicas of each partition", func() error {
+		edgetest.WaitFor(t, n.ID()+" sees 2 replicas of each partition", func() error {
 			if c := replicasInView(n.clusterNode); slices.ContainsFunc(c, func(c int) bool { return c != 2 }) {
 				return fmt.Errorf("replicas per partition %v", c)
 			}
@@ -216,7 +216,7 @@ func TestClusterHeal(t *testing.T) {
 
 	count, stop := readers(t, nodes[:2])
 	defer stop()
-	nodetest.WaitFor(t, "reads before the stop", func() error {
+	edgetest.WaitFor(t, "reads before the stop", func() error {
 		if count() < 20 {
 			return fmt.Errorf("%d reads", count())
 		}
@@ -225,7 +225,7 @@ func TestClusterHeal(t *testing.T) {
 	nodes[2].Stop(t)
 	waitHealed(t, nodes[:2], [][]int{all, all})
 	before := count()
-	nodetest.WaitFor(t, "reads after the heal", func() error {
+	edgetest.WaitFor(t, "reads after the heal", func() error {
 		if count() < before+20 {
 			return fmt.Errorf("%d reads", count()-before)
 		}
@@ -273,7 +273,7 @@ func TestClusterHeal(t *testing.T) {
 	n := nodes[0]
 	n.Stop(t)
 	n.start(t)
-	nodetest.WaitLoaded(t, n.Node)
+	edgetest.WaitLoaded(t, n.Node)
 	if got, active, _ := held(n.clusterNode, "d", "v1"); !slices.Equal(got, all) || !active {
 		t.Fatalf("after a restart node1 holds %v (active %v)", got, active)
 	}
@@ -327,7 +327,7 @@ func TestClusterHealOff(t *testing.T) {
 	if len(short) == 0 {
 		t.Fatal("test premise: node1 should have partitions to heal")
 	}
-	nodetest.WaitFor(t, "node2 heals its share", func() error {
+	edgetest.WaitFor(t, "node2 heals its share", func() error {
 		if got, _, _ := held(nodes[1].clusterNode, "d", "v1"); !slices.Equal(got, want2) {
 			return fmt.Errorf("holds %v, want %v", got, want2)
 		}
@@ -342,7 +342,7 @@ func TestClusterHealOff(t *testing.T) {
 	if h := nodes[0].metric(t, "spangle_heal_partitions_total"); h != 0 {
 		t.Errorf("node1, healing off, healed %v partitions", h)
 	}
-	nodetest.WaitFor(t, "node1's status counts the short partitions", func() error {
+	edgetest.WaitFor(t, "node1's status counts the short partitions", func() error {
 		if u := nodes[0].Status().DBs["d"].Versions["v1"].UnderreplicatedPartitions; u != len(short) {
 			return fmt.Errorf("%d under-replicated, want %d (%v)", u, len(short), short)
 		}

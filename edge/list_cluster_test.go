@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node/cluster"
 )
 
@@ -28,11 +28,11 @@ func nodeServer(n *clusterNode) *testServer {
 func TestClusterList(t *testing.T) {
 	root := t.TempDir()
 	recs := listKeysRecords("v1", 400)
-	nodetest.WriteVersion(t, root, "d", "v1", 6, recs)
+	edgetest.WriteVersion(t, root, "d", "v1", 6, recs)
 	nodes := startCluster(t, clusterOpts{roots: []string{root, root, root}, replication: 1, minReplication: 1})
 	waitActive(t, nodes, "d", "v1")
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error { return seesHolders(n, "d", "v1", len(nodes)) })
+		edgetest.WaitFor(t, n.ID()+" sees its peers' partitions", func() error { return seesHolders(n, "d", "v1", len(nodes)) })
 		if parts, _, _ := held(n, "d", "v1"); len(parts) == 6 {
 			t.Fatalf("%s holds every partition: nothing to fan out", n.ID())
 		}
@@ -83,7 +83,7 @@ func TestClusterList(t *testing.T) {
 	if err := jsonPage(first.body, &p); err != nil || p.Cursor == "" || p.Version != "v1" {
 		t.Fatalf("first page: %s %v", first.body, err)
 	}
-	nodetest.WriteVersion(t, root, "d", "v2", 6, listKeysRecords("v2", 100))
+	edgetest.WriteVersion(t, root, "d", "v2", 6, listKeysRecords("v2", 100))
 	for _, n := range nodes {
 		n.Refresh()
 	}
@@ -100,12 +100,12 @@ func TestClusterList(t *testing.T) {
 // partitions missing, never a short page.
 func TestClusterListStalledPeer(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 4, listKeysRecords("v1", 100))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, listKeysRecords("v1", 100))
 	kvs, views := startClusterNATS(t, 2)
 	var nodes []*clusterNode
 	for i := range 2 {
 		cn := &clusterNode{shard: string(rune('1' + i)), view: views[i]}
-		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
+		cn.Node = edgetest.StartNode(t, kvs[i], root, edgetest.Options{
 			NoWait: true,
 			Cluster: func(c *cluster.Config) {
 				cn.configureCluster(c, 1, 1)
@@ -117,7 +117,7 @@ func TestClusterListStalledPeer(t *testing.T) {
 	}
 	waitActive(t, nodes, "d", "v1")
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peer", func() error { return seesHolders(n, "d", "v1", 2) })
+		edgetest.WaitFor(t, n.ID()+" sees its peer", func() error { return seesHolders(n, "d", "v1", 2) })
 	}
 	// Node 2's HTTP door goes; a listener that never answers takes its
 	// address (its entries still name it).
@@ -160,12 +160,12 @@ func TestClusterListStalledPeer(t *testing.T) {
 // holds it, 410.
 func TestClusterListVersionElsewhere(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 6, listKeysRecords("v1", 200))
+	edgetest.WriteVersion(t, root, "d", "v1", 6, listKeysRecords("v1", 200))
 	kvs, views := startClusterNATS(t, 3)
 	var nodes []*clusterNode
 	for i := range 3 {
 		cn := &clusterNode{shard: string(rune('1' + i)), view: views[i]}
-		cn.Node = nodetest.StartNode(t, kvs[i], root, nodetest.Options{
+		cn.Node = edgetest.StartNode(t, kvs[i], root, edgetest.Options{
 			NoWait: true,
 			Cluster: func(c *cluster.Config) {
 				cn.configureCluster(c, 2, 1)
@@ -180,25 +180,25 @@ func TestClusterListVersionElsewhere(t *testing.T) {
 	}
 	waitActive(t, nodes, "d", "v1")
 	for _, n := range nodes {
-		nodetest.WaitFor(t, n.ID()+" sees its peers", func() error { return seesHolders(n, "d", "v1", 3) })
+		edgetest.WaitFor(t, n.ID()+" sees its peers", func() error { return seesHolders(n, "d", "v1", 3) })
 	}
 	var p listPage
 	first := nodeServer(nodes[2]).do(t, "GET", "/d/?limit=20")
 	if err := jsonPage(first.body, &p); err != nil || p.Cursor == "" {
 		t.Fatalf("first page: %s %v", first.body, err)
 	}
-	nodetest.WriteVersion(t, root, "d", "v2", 6, listKeysRecords("v2", 50))
+	edgetest.WriteVersion(t, root, "d", "v2", 6, listKeysRecords("v2", 50))
 	for _, n := range nodes {
 		n.Refresh()
 	}
 	waitActive(t, nodes, "d", "v2")
-	nodetest.WaitFor(t, "node3 removes v1", func() error {
+	edgetest.WaitFor(t, "node3 removes v1", func() error {
 		if _, _, ok := held(nodes[2], "d", "v1"); ok {
 			return fmt.Errorf("still held")
 		}
 		return nil
 	})
-	nodetest.WaitFor(t, "node3 sees v1 on the others only", func() error { return seesHolders(nodes[2], "d", "v1", 2) })
+	edgetest.WaitFor(t, "node3 sees v1 on the others only", func() error { return seesHolders(nodes[2], "d", "v1", 2) })
 	rest, _, version := httpListAll(t, nodeServer(nodes[2]), "d", url.Values{"limit": {"20"}, "cursor": {p.Cursor}})
 	if version != "v1" || len(p.Keys)+len(rest) != 200 {
 		t.Fatalf("the rest of v1 from node3 after it removed v1: version %s, %d+%d keys, want 200", version, len(p.Keys), len(rest))

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/plugins"
 )
@@ -25,7 +25,7 @@ import (
 // connection over TCP.
 type natsEnv struct {
 	root string
-	node *nodetest.Node
+	node *edgetest.Node
 	nc   *nats.Conn
 	reg  *prometheus.Registry
 	logs *logRecorder // the NATS door's log
@@ -42,17 +42,17 @@ var (
 func startNATSEnv(t *testing.T) *natsEnv {
 	t.Helper()
 	root := t.TempDir()
-	recs := nodetest.Numbered("v1", 100)
+	recs := edgetest.Numbered("v1", 100)
 	recs = append(recs,
-		nodetest.Record{Key: binaryKey, Value: []byte("binary key's value")},
-		nodetest.Record{Key: emptyKey, Value: []byte{}},
-		nodetest.Record{Key: hugeKey, Value: hugeValue},
+		edgetest.Record{Key: binaryKey, Value: []byte("binary key's value")},
+		edgetest.Record{Key: emptyKey, Value: []byte{}},
+		edgetest.Record{Key: hugeKey, Value: hugeValue},
 	)
-	nodetest.WriteVersion(t, root, "d", "v1", 4, recs)
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, recs)
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
 	reg := prometheus.NewRegistry()
 	logs := &logRecorder{}
-	n := nodetest.StartNode(t, kv, root, nodetest.Options{
+	n := edgetest.StartNode(t, kv, root, edgetest.Options{
 		NATS: func(c *edge.NATSConfig) {
 			c.Registerer = reg
 			c.Logger = slog.New(logs)
@@ -66,7 +66,7 @@ func startNATSEnv(t *testing.T) *natsEnv {
 			c.BatchBytesInFlight = 4<<10 + 8<<20
 		},
 	})
-	nc := nodetest.Connect(t, kv.ClientURL())
+	nc := edgetest.Connect(t, kv.ClientURL())
 	env := &natsEnv{root: root, node: n, nc: nc, reg: reg, logs: logs}
 	env.waitAnswers(t, "spangle.test.part.d.v1.0")
 	return env
@@ -75,7 +75,7 @@ func startNATSEnv(t *testing.T) *natsEnv {
 // waitAnswers waits until someone answers on subject.
 func (e *natsEnv) waitAnswers(t *testing.T, subject string) {
 	t.Helper()
-	nodetest.WaitFor(t, subject+" answers", func() error {
+	edgetest.WaitFor(t, subject+" answers", func() error {
 		_, err := e.nc.Request(subject, []byte("key-0"), time.Second)
 		return err
 	})
@@ -260,12 +260,12 @@ func TestNATSMGet(t *testing.T) {
 // subjects have no responders, and the new version's answer.
 func TestNATSPartsFollowUpgrade(t *testing.T) {
 	env := startNATSEnv(t)
-	nodetest.WriteVersion(t, env.root, "d", "v2", 3, nodetest.Numbered("v2", 100))
+	edgetest.WriteVersion(t, env.root, "d", "v2", 3, edgetest.Numbered("v2", 100))
 	env.node.Refresh()
 	env.waitAnswers(t, "spangle.test.part.d.v2.2")
 	for p := range 4 {
 		subject := fmt.Sprintf("spangle.test.part.d.v1.%d", p)
-		nodetest.WaitFor(t, subject+" gone", func() error {
+		edgetest.WaitFor(t, subject+" gone", func() error {
 			_, err := env.nc.Request(subject, []byte("key-1"), time.Second)
 			if errors.Is(err, nats.ErrNoResponders) {
 				return nil

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
-	bare "github.com/spangledb/spangle/node/nodetest"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // startPlainNode starts a stand-alone node serving root.
@@ -25,12 +25,12 @@ func startPlainNode(t *testing.T, root string) *node.Node {
 	cfg := node.DefaultConfig()
 	cfg.Source = root
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Logger = nodetest.Logger()
+	cfg.Logger = edgetest.Logger()
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare.Start(t, n)
+	nodetest.Start(t, n)
 	return n
 }
 
@@ -73,8 +73,8 @@ func (l *purgeLog) has(want string) func() error {
 // runs the command instead.
 func TestPurgeHook(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 2, nodetest.Numbered("v1", 10))
-	nodetest.WriteVersion(t, root, "e", "v1", 2, nodetest.Numbered("v1", 10))
+	edgetest.WriteVersion(t, root, "d", "v1", 2, edgetest.Numbered("v1", 10))
+	edgetest.WriteVersion(t, root, "e", "v1", 2, edgetest.Numbered("v1", 10))
 	n := startPlainNode(t, root)
 
 	cache := &purgeLog{}
@@ -91,7 +91,7 @@ func TestPurgeHook(t *testing.T) {
 	cfg.DBs = map[string]edge.PurgeHook{"e": {Command: []string{"sh", "-c", "echo $0 $1 >> " + out, "{db}", "{version}"}}}
 	cfg.Backoff = 10 * time.Millisecond
 	cfg.Registerer = reg
-	cfg.Logger = nodetest.Logger()
+	cfg.Logger = edgetest.Logger()
 	p, err := edge.NewPurger(cfg, n)
 	if err != nil {
 		t.Fatal(err)
@@ -99,18 +99,18 @@ func TestPurgeHook(t *testing.T) {
 	p.Start()
 	defer p.Stop()
 
-	nodetest.WaitFor(t, "the purge of d's first version", cache.has("BAN /ban/d version=v1 previous="))
-	nodetest.WaitFor(t, "e's command", fileHas(out, "e v1\n"))
+	edgetest.WaitFor(t, "the purge of d's first version", cache.has("BAN /ban/d version=v1 previous="))
+	edgetest.WaitFor(t, "e's command", fileHas(out, "e v1\n"))
 
 	cache.mu.Lock()
 	cache.failures = 2
 	cache.mu.Unlock()
-	nodetest.WriteVersion(t, root, "d", "v2", 2, nodetest.Numbered("v2", 10))
+	edgetest.WriteVersion(t, root, "d", "v2", 2, edgetest.Numbered("v2", 10))
 	n.Refresh()
-	nodetest.WaitFor(t, "the purge of d's switch to v2", cache.has("BAN /ban/d version=v2 previous=v1"))
+	edgetest.WaitFor(t, "the purge of d's switch to v2", cache.has("BAN /ban/d version=v2 previous=v1"))
 	// The cache has the request before the purger has its answer: the
 	// counters follow a moment later.
-	nodetest.WaitFor(t, "the purges counted", func() error {
+	edgetest.WaitFor(t, "the purges counted", func() error {
 		retried := counterOf(t, reg, "spangle_purges_total", "db", "d", "result", "retried")
 		ok := counterOf(t, reg, "spangle_purges_total", "db", "d", "result", "ok")
 		if retried != 2 || ok != 2 {

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/edge"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/edge/internal/natswire"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/batchwire"
 )
@@ -69,13 +69,13 @@ func TestHTTPPanicRecovered(t *testing.T) {
 // TestNATSPanicRecovered: a NATS handler that panics answers 500 instead
 // of ending the process (nats.go runs handlers on its own goroutines).
 func TestNATSPanicRecovered(t *testing.T) {
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
 	reg := prometheus.NewRegistry()
 	cfg := edge.DefaultNATSConfig()
 	cfg.Conn = kv.Conn()
 	cfg.Backend = panicky{newFake()}
-	cfg.ClusterName = nodetest.Cluster
-	cfg.Logger = nodetest.Logger()
+	cfg.ClusterName = edgetest.Cluster
+	cfg.Logger = edgetest.Logger()
 	cfg.Registerer = reg
 	ns, err := edge.NewNATSServer(cfg)
 	if err != nil {
@@ -89,15 +89,15 @@ func TestNATSPanicRecovered(t *testing.T) {
 		defer cancel()
 		ns.Shutdown(ctx)
 	})
-	nc := nodetest.Connect(t, kv.ClientURL())
-	get := "spangle." + nodetest.Cluster + ".get.d"
-	nodetest.WaitFor(t, "get answers", func() error {
+	nc := edgetest.Connect(t, kv.ClientURL())
+	get := "spangle." + edgetest.Cluster + ".get.d"
+	edgetest.WaitFor(t, "get answers", func() error {
 		_, err := nc.Request(get, []byte("fine"), time.Second)
 		return err
 	})
 	for _, req := range []*nats.Msg{
 		{Subject: get, Data: []byte("boom")},
-		{Subject: "spangle." + nodetest.Cluster + ".mget.d", Data: batchwire.AppendRequest(nil, [][]byte{[]byte("k")})},
+		{Subject: "spangle." + edgetest.Cluster + ".mget.d", Data: batchwire.AppendRequest(nil, [][]byte{[]byte("k")})},
 	} {
 		m, err := nc.RequestMsg(req, 5*time.Second)
 		if err != nil {

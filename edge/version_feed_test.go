@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
@@ -20,8 +20,8 @@ import (
 // up a version published while it runs through the versions bucket alone
 // (no Refresh, no refresh period); a half-uploaded version is not picked up.
 func TestObjectStoreChangeFeed(t *testing.T) {
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
-	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout)
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
+	ctx, cancel := context.WithTimeout(context.Background(), edgetest.Timeout)
 	defer cancel()
 	js, err := jetstream.New(kv.Conn())
 	if err != nil {
@@ -34,7 +34,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	local := t.TempDir()
 	publish := func(version string) {
 		t.Helper()
-		nodetest.WriteVersion(t, local, "db", version, 2, nodetest.Numbered(version, 20))
+		edgetest.WriteVersion(t, local, "db", version, 2, edgetest.Numbered(version, 20))
 		if _, err := objstore.Publish(ctx, obs, filepath.Join(local, "db", version), "db", version, objstore.PublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -49,11 +49,11 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := nodetest.StartNode(t, kv, src.String(), nodetest.Options{Node: func(c *node.Config) {
+	n := edgetest.StartNode(t, kv, src.String(), edgetest.Options{Node: func(c *node.Config) {
 		c.OpenedSource = src
 		c.RefreshPeriod = 0
 	}})
-	feed := kvcluster.NewVersionFeed(kv, n.Node, nodetest.Logger())
+	feed := kvcluster.NewVersionFeed(kv, n.Node, edgetest.Logger())
 	feed.Start()
 	t.Cleanup(feed.Stop)
 
@@ -69,7 +69,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 			return nil
 		}
 	}
-	nodetest.WaitFor(t, "v1 served", get("v1:3"))
+	edgetest.WaitFor(t, "v1 served", get("v1:3"))
 
 	// Half-uploaded: a newer version's data without _SUCCESS. The listing
 	// that finds v2 below sees it and must leave it alone.
@@ -78,7 +78,7 @@ func TestObjectStoreChangeFeed(t *testing.T) {
 	}
 
 	publish("v2")
-	nodetest.WaitFor(t, "v2 served after publish", get("v2:3"))
+	edgetest.WaitFor(t, "v2 served after publish", get("v2:3"))
 	if r, err := n.Get(ctx, "db", []byte("key-3"), node.GetOptions{}); err != nil || r.Version != "v2" {
 		t.Fatalf("active version = %q, %v; want v2 (v9 has no _SUCCESS)", r.Version, err)
 	}

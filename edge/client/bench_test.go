@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/spangledb/spangle/edge/client"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 )
 
 // Benchmark data: benchKeys records of 16-byte keys and 100-byte values in
@@ -59,13 +59,13 @@ func setupBench(b *testing.B) []benchOp {
 	old := debug.SetGCPercent(200) // spangle serve's default
 	b.Cleanup(func() { debug.SetGCPercent(old) })
 	root := b.TempDir()
-	recs := make([]nodetest.Record, benchKeys)
+	recs := make([]edgetest.Record, benchKeys)
 	for i := range recs {
-		recs[i] = nodetest.Record{Key: benchKeyList[i], Value: benchValue}
+		recs[i] = edgetest.Record{Key: benchKeyList[i], Value: benchValue}
 	}
-	nodetest.WriteVersion(b, root, "bench", "1", benchParts, recs)
-	kv := nodetest.StartKV(b, nodetest.NATSConfig(b))
-	nodetest.StartNode(b, kv, root, nodetest.Options{})
+	edgetest.WriteVersion(b, root, "bench", "1", benchParts, recs)
+	kv := edgetest.StartKV(b, edgetest.NATSConfig(b))
+	edgetest.StartNode(b, kv, root, edgetest.Options{})
 	echo, err := kv.Conn().QueueSubscribe("bench.echo", "bench.echo", func(m *nats.Msg) {
 		m.Respond(benchValue) //nolint:errcheck // benchmark
 	})
@@ -74,10 +74,10 @@ func setupBench(b *testing.B) []benchOp {
 	}
 	b.Cleanup(func() { echo.Unsubscribe() }) //nolint:errcheck // benchmark
 
-	nc := nodetest.Connect(b, kv.ClientURL())
+	nc := edgetest.Connect(b, kv.ClientURL())
 	cfg := client.DefaultConfig()
 	cfg.Conn = nc
-	cfg.ClusterName = nodetest.Cluster
+	cfg.ClusterName = edgetest.Cluster
 	partClient, err := client.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -91,11 +91,11 @@ func setupBench(b *testing.B) []benchOp {
 	if err != nil {
 		b.Fatal(err)
 	}
-	nodetest.WaitFor(b, "part subjects in the map and answering", func() error {
+	edgetest.WaitFor(b, "part subjects in the map and answering", func() error {
 		if m := partClient.Map(); len(m.Partitions) == 0 || m.Versions["bench"].Version != "1" {
 			return fmt.Errorf("not in the map yet")
 		}
-		_, err := nc.Request("spangle."+nodetest.Cluster+".part.bench.1.0", benchKeyList[0], time.Second)
+		_, err := nc.Request("spangle."+edgetest.Cluster+".part.bench.1.0", benchKeyList[0], time.Second)
 		return err
 	})
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/client"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch"
 )
 
@@ -36,24 +36,24 @@ var (
 
 // testRecords are db "d"'s records: key-0..key-199 → "<version>:<i>" and
 // the odd ones.
-func testRecords(version string) []nodetest.Record {
-	return append(nodetest.Numbered(version, 200),
-		nodetest.Record{Key: binaryKey, Value: []byte("binary key's value")},
-		nodetest.Record{Key: emptyKey, Value: []byte{}},
-		nodetest.Record{Key: hugeKey, Value: hugeValue},
+func testRecords(version string) []edgetest.Record {
+	return append(edgetest.Numbered(version, 200),
+		edgetest.Record{Key: binaryKey, Value: []byte("binary key's value")},
+		edgetest.Record{Key: emptyKey, Value: []byte{}},
+		edgetest.Record{Key: hugeKey, Value: hugeValue},
 	)
 }
 
 // testNode is a node with its NATS metrics registry.
 type testNode struct {
-	*nodetest.Node
+	*edgetest.Node
 	reg *prometheus.Registry
 }
 
 func startNode(t *testing.T, kv *kvwatch.KV, root string) *testNode {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	n := nodetest.StartNode(t, kv, root, nodetest.Options{NATS: func(c *edge.NATSConfig) { c.Registerer = reg }})
+	n := edgetest.StartNode(t, kv, root, edgetest.Options{NATS: func(c *edge.NATSConfig) { c.Registerer = reg }})
 	return &testNode{Node: n, reg: reg}
 }
 
@@ -81,11 +81,11 @@ func (n *testNode) answered(op string) float64 {
 func newClient(t *testing.T, kv *kvwatch.KV, urls ...string) *client.Client {
 	t.Helper()
 	cfg := client.DefaultConfig()
-	cfg.ClusterName = nodetest.Cluster
+	cfg.ClusterName = edgetest.Cluster
 	cfg.MapRetry = 50 * time.Millisecond
 	cfg.Backoff = 5 * time.Millisecond
 	if kv != nil {
-		cfg.Conn = nodetest.Connect(t, kv.ClientURL())
+		cfg.Conn = edgetest.Connect(t, kv.ClientURL())
 	} else {
 		cfg.URLs = urls
 	}
@@ -103,7 +103,7 @@ func newClient(t *testing.T, kv *kvwatch.KV, urls ...string) *client.Client {
 	})
 	select {
 	case <-c.Ready():
-	case <-time.After(nodetest.Timeout):
+	case <-time.After(edgetest.Timeout):
 		t.Fatal("client not ready")
 	}
 	return c
@@ -112,7 +112,7 @@ func newClient(t *testing.T, kv *kvwatch.KV, urls ...string) *client.Client {
 // waitRouted waits until the client's map routes db's keys to version.
 func waitRouted(t *testing.T, c *client.Client, db, version string, nodes int) {
 	t.Helper()
-	nodetest.WaitFor(t, fmt.Sprintf("%s %s on %d nodes in the map", db, version, nodes), func() error {
+	edgetest.WaitFor(t, fmt.Sprintf("%s %s on %d nodes in the map", db, version, nodes), func() error {
 		m := c.Map()
 		if m.Versions[db].Version != version {
 			return fmt.Errorf("versions entry %+v", m.Versions[db])
@@ -140,8 +140,8 @@ type oneNode struct {
 func startOneNode(t *testing.T) *oneNode {
 	t.Helper()
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 4, testRecords("v1"))
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, testRecords("v1"))
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
 	n := startNode(t, kv, root)
 	e := &oneNode{kv: kv, node: n, nats: newClient(t, kv), http: newClient(t, nil, n.HTTPURL)}
 	waitRouted(t, e.nats, "d", "v1", 1)
@@ -254,11 +254,11 @@ func TestGetMany(t *testing.T) {
 // Wasm module it was not given) is read through the get subject.
 func TestUnknownPartitioner(t *testing.T) {
 	e := startOneNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), edgetest.Timeout)
 	defer cancel()
 	// The node writes the db's versions entry once, as v1 becomes active:
 	// wait for it, so that it cannot land after the overwrite below.
-	nodetest.WaitFor(t, "the node's versions entry", func() error {
+	edgetest.WaitFor(t, "the node's versions entry", func() error {
 		if p := e.nats.Map().Versions["d"].Partitioner; p != "sequins" {
 			return fmt.Errorf("partitioner %q", p)
 		}
@@ -269,7 +269,7 @@ func TestUnknownPartitioner(t *testing.T) {
 	if _, err := e.kv.Put(ctx, kvwatch.Versions, "d", []byte(`{"db":"d","version":"v1","num_partitions":4,"partitioner":"wasm:sha256:00"}`)); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.WaitFor(t, "wasm identity in the map", func() error {
+	edgetest.WaitFor(t, "wasm identity in the map", func() error {
 		if p := e.nats.Map().Versions["d"].Partitioner; p != "wasm:sha256:00" {
 			return fmt.Errorf("partitioner %q", p)
 		}
@@ -290,10 +290,10 @@ func TestUnknownPartitioner(t *testing.T) {
 // still succeeds.
 func TestNodeLeaves(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 4, testRecords("v1"))
-	kvA := nodetest.StartKV(t, nodetest.NATSConfig(t))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, testRecords("v1"))
+	kvA := edgetest.StartKV(t, edgetest.NATSConfig(t))
 	a := startNode(t, kvA, root)
-	kvB := nodetest.StartKV(t, nodetest.NATSConfig(t, kvA.ClientURL()))
+	kvB := edgetest.StartKV(t, edgetest.NATSConfig(t, kvA.ClientURL()))
 	b := startNode(t, kvB, root)
 	nc := newClient(t, kvA)
 	hc := newClient(t, nil, a.HTTPURL, b.HTTPURL)
@@ -338,20 +338,20 @@ func TestNodeLeaves(t *testing.T) {
 		wg.Add(1)
 		go loop(l.name, l.c, l.many)
 	}
-	nodetest.WaitFor(t, "both nodes answering part requests", func() error {
+	edgetest.WaitFor(t, "both nodes answering part requests", func() error {
 		if a.answered("part") == 0 || b.answered("part") == 0 || len(errs) > 0 {
 			return fmt.Errorf("a %v, b %v", a.answered("part"), b.answered("part"))
 		}
 		return nil
 	})
 	b.Stop(t)
-	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), edgetest.Timeout)
 	defer cancel()
 	if err := kvB.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	after := done.Load()
-	nodetest.WaitFor(t, "lookups after the node left", func() error {
+	edgetest.WaitFor(t, "lookups after the node left", func() error {
 		if n := done.Load() - after; n < 500 && len(errs) == 0 {
 			return fmt.Errorf("%d lookups", n)
 		}
@@ -363,7 +363,7 @@ func TestNodeLeaves(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	nodetest.WaitFor(t, "b gone from the map", func() error {
+	edgetest.WaitFor(t, "b gone from the map", func() error {
 		m := nc.Map()
 		if len(m.Nodes) != 1 {
 			return fmt.Errorf("%d nodes", len(m.Nodes))
@@ -376,8 +376,8 @@ func TestNodeLeaves(t *testing.T) {
 // answering while v1's part subjects go away.
 func TestUpgrade(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 4, testRecords("v1"))
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, testRecords("v1"))
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
 	n := startNode(t, kv, root)
 	c := newClient(t, kv)
 	waitRouted(t, c, "d", "v1", 1)
@@ -402,10 +402,10 @@ func TestUpgrade(t *testing.T) {
 			last = res.Version
 		}
 	}()
-	nodetest.WriteVersion(t, root, "d", "v2", 3, testRecords("v2"))
+	edgetest.WriteVersion(t, root, "d", "v2", 3, testRecords("v2"))
 	n.Refresh()
 	waitRouted(t, c, "d", "v2", 1)
-	nodetest.WaitFor(t, "v1 retired from the map", func() error {
+	edgetest.WaitFor(t, "v1 retired from the map", func() error {
 		for _, p := range c.Map().Partitions {
 			if p.Version == "v1" {
 				return fmt.Errorf("v1 entry %+v", p)

@@ -3,7 +3,7 @@
 // cleanup. It also writes the source a node reads: versions of
 // SequenceFiles (WriteVersion, WriteFile, Numbered). It is for tests only.
 // (In-process clusters with the NATS and HTTP front doors are
-// edge/internal/nodetest, which writes sources with this package.)
+// edge/internal/edgetest, which writes sources with this package.)
 //
 // It does not import node, so that node's own in-package tests can use
 // it too: Start takes the few methods it needs of a *node.Node as the

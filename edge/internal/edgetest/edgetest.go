@@ -1,13 +1,13 @@
-// Package nodetest runs real spangle nodes for the tests of edge and
+// Package edgetest runs real spangle nodes for the tests of edge and
 // edge/client: a source root of SequenceFiles, an embedded NATS server
 // (kvwatch), node.Node, the NATS front door and the HTTP front door over
 // loopback. Everything shuts down at test cleanup, in the order spangle
 // serve uses. Timings are short and configurable; nothing sleeps to wait.
 //
-// The source is written by node/nodetest (imported here as bare, its name
-// being this package's); Record, WriteVersion and Numbered pass through
-// to it, so that these tests import one nodetest.
-package nodetest
+// The source is written by node/nodetest; Record, WriteVersion and
+// Numbered pass through to it, so that these tests import one helper
+// package.
+package edgetest
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/kvcluster"
-	bare "github.com/spangledb/spangle/node/nodetest"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // Timeout bounds every wait of these helpers.
@@ -44,18 +44,18 @@ func Logger() *slog.Logger {
 }
 
 // Record is one key and value of a SequenceFile.
-type Record = bare.Record
+type Record = nodetest.Record
 
 // WriteVersion writes version of db under root as files SequenceFiles
 // (records dealt round robin), then _SUCCESS: node/nodetest.WriteVersion.
 func WriteVersion(t testing.TB, root, db, version string, files int, records []Record) {
 	t.Helper()
-	bare.WriteVersion(t, root, db, version, files, records)
+	nodetest.WriteVersion(t, root, db, version, files, records)
 }
 
 // Numbered returns n records key-<i> → <version>:<i>:
 // node/nodetest.Numbered.
-func Numbered(version string, n int) []Record { return bare.Numbered(version, n) }
+func Numbered(version string, n int) []Record { return nodetest.Numbered(version, n) }
 
 // NATSConfig returns a kvwatch configuration with short timings. With no
 // urls it runs an embedded server on a random port under a temp dir.
@@ -257,5 +257,5 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 // error after Timeout.
 func WaitFor(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	bare.WaitFor(t, Timeout, what, cond)
+	nodetest.WaitFor(t, Timeout, what, cond)
 }
