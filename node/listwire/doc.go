@@ -1,8 +1,11 @@
 // Package listwire encodes and decodes spangle's key listings in binary,
 // in the batch codec's style (node/batchwire): a NATS request on
-// spangle.<cluster>.list.<db> and its reply, and the pages a node asks of
-// its peers (GET /<db>/?proxy=<version>&parts=…, Accept: ContentType).
-// edge/LIST.md specifies the bytes.
+// spangle.<cluster>.list.<db> and its reply, and the reply of a page a
+// node asks of a peer. The peer's request is not listwire but an HTTP
+// query, GET /<db>/?proxy=<version>&parts=… with Accept: ContentType,
+// built by node/proxy (list.go) and parsed by edge (list.go); only the
+// page that answers it is a listwire Reply. edge/LIST.md specifies the
+// bytes.
 //
 // # Format
 //
