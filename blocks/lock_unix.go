@@ -25,13 +25,3 @@ func lockFile(path string) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// FreeBytes returns the bytes available to this process on the file
-// system holding dir.
-func FreeBytes(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:unconvert // field types differ by platform
-}

@@ -3,6 +3,8 @@ package kvwatch
 import (
 	"context"
 	"time"
+
+	"github.com/spangledb/spangle/internal/diskspace"
 )
 
 // superviseEmbedded restarts the embedded server when its store failed a
@@ -36,7 +38,7 @@ func (k *KV) superviseEmbedded(ctx context.Context) {
 			waiting = false
 			continue
 		}
-		free, err := freeBytes(k.cfg.EmbeddedStoreDir)
+		free, err := diskspace.Free(k.cfg.EmbeddedStoreDir)
 		if err == nil && free < k.cfg.EmbeddedMinFree {
 			if !waiting {
 				k.log.Error("embedded NATS store out of disk space; restarting it once space is free",

@@ -1,11 +1,12 @@
 //go:build unix
 
-package kvwatch
+package diskspace
 
 import "syscall"
 
-// freeBytes returns the bytes free to this user on dir's file system.
-func freeBytes(dir string) (int64, error) {
+// Free returns the bytes available to this process on the file system
+// holding dir.
+func Free(dir string) (int64, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, err
