@@ -73,55 +73,74 @@ func IsMirrorOf(cfg jetstream.StreamConfig, source, hubDomain string) bool {
 // created while the hub is unreachable, and fills when it is back.
 func EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, bucket, hubDomain string, replicas int) error {
 	want := ObjectMirror(bucket, hubDomain, replicas)
-	for range 2 {
-		s, err := js.Stream(ctx, want.Name)
-		if err == nil {
-			if !IsMirrorOf(s.CachedInfo().Config, want.Name, hubDomain) {
-				return fmt.Errorf("%w: stream %s exists in this region and is not a mirror of %s in domain %s (a bucket of the region's own: delete it, e.g. nats stream rm %s)",
-					ErrNotMirror, want.Name, want.Name, hubDomain, want.Name)
+	return ensureMirror(ctx, js, want.Name, want.Name, hubDomain,
+		func() error {
+			return fmt.Errorf("%w: stream %s exists in this region and is not a mirror of %s in domain %s (a bucket of the region's own: delete it, e.g. nats stream rm %s)",
+				ErrNotMirror, want.Name, want.Name, hubDomain, want.Name)
+		},
+		func() (bool, error) {
+			_, err := js.CreateStream(ctx, want)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return true, nil
 			}
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("region: mirror %s: %w", want.Name, err)
-		}
-		if _, err = js.CreateStream(ctx, want); err == nil || !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			if err != nil {
-				return fmt.Errorf("region: create mirror %s of domain %s: %w", want.Name, hubDomain, err)
+				return false, fmt.Errorf("region: create mirror %s of domain %s: %w", want.Name, hubDomain, err)
 			}
-			return nil
-		}
-		// Another node created it meanwhile: check it.
-	}
-	return fmt.Errorf("region: mirror %s: created and deleted meanwhile", want.Name)
+			return false, nil
+		})
 }
 
 // EnsureVersionsMirror creates the region's mirror of the hub's versions
 // bucket (VersionsMirror), or binds the one there after checking it is
 // that mirror. Idempotent, as EnsureObjectMirror.
 func EnsureVersionsMirror(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, hubDomain string) (jetstream.KeyValue, error) {
-	stream := names.KVStream(want.Bucket)
+	var kv jetstream.KeyValue // the one created here, if any
+	err := ensureMirror(ctx, js, names.KVStream(want.Bucket), want.Bucket, hubDomain,
+		func() error {
+			return fmt.Errorf("%w: bucket %s exists in this region and is not a mirror of the hub's in domain %s (left from before the node was in a region: delete it, e.g. nats kv del %s)",
+				ErrNotMirror, want.Bucket, hubDomain, want.Bucket)
+		},
+		func() (bool, error) {
+			created, err := js.CreateKeyValue(ctx, want)
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				return true, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("region: create mirror of bucket %s of domain %s: %w", want.Bucket, hubDomain, err)
+			}
+			kv = created
+			return false, nil
+		})
+	if err != nil || kv != nil {
+		return kv, err
+	}
+	return js.KeyValue(ctx, want.Bucket)
+}
+
+// ensureMirror is the loop of both Ensure functions: the region's stream
+// (what names it in errors) is looked up; one there must mirror the hub's
+// stream of the same name (notMirror returns the error when it does not);
+// none there is created (create), and a create that lost the race to
+// another node (create reports lost) looks again, once.
+func ensureMirror(ctx context.Context, js jetstream.JetStream, stream, what, hubDomain string, notMirror func() error, create func() (lost bool, err error)) error {
 	for range 2 {
 		s, err := js.Stream(ctx, stream)
 		if err == nil {
 			if !IsMirrorOf(s.CachedInfo().Config, stream, hubDomain) {
-				return nil, fmt.Errorf("%w: bucket %s exists in this region and is not a mirror of the hub's in domain %s (left from before the node was in a region: delete it, e.g. nats kv del %s)",
-					ErrNotMirror, want.Bucket, hubDomain, want.Bucket)
+				return notMirror()
 			}
-			return js.KeyValue(ctx, want.Bucket)
+			return nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("region: mirror %s: %w", want.Bucket, err)
+			return fmt.Errorf("region: mirror %s: %w", what, err)
 		}
-		kv, err := js.CreateKeyValue(ctx, want)
-		if err == nil {
-			return kv, nil
+		lost, err := create()
+		if !lost {
+			return err
 		}
-		if !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, fmt.Errorf("region: create mirror of bucket %s of domain %s: %w", want.Bucket, hubDomain, err)
-		}
+		// Another node created it meanwhile: check it.
 	}
-	return nil, fmt.Errorf("region: mirror %s: created and deleted meanwhile", want.Bucket)
+	return fmt.Errorf("region: mirror %s: created and deleted meanwhile", what)
 }
 
 // Mirror is the state of a region's mirror, as the region reports it.
