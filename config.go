@@ -334,6 +334,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultPort is the HTTP front door's port in DefaultConfig's Bind, and
+// the port of the node the CLI asks when told none (LocalURL).
+const DefaultPort = "9599"
+
+// LocalURL is the base URL of a node on this host at DefaultPort: the node
+// spangle get, status and ready ask by default.
+const LocalURL = "http://127.0.0.1:" + DefaultPort
+
 // DefaultConfig is every default of a spangle node: the packages' own,
 // and the process's. docs/CONFIGURATION.md's config block states them (tested).
 func DefaultConfig() Config {
@@ -348,7 +356,7 @@ func DefaultConfig() Config {
 		HTTP:              edge.DefaultConfig(),
 		TLS:               edge.DefaultTLSConfig(),
 		Purge:             edge.DefaultPurgeConfig(),
-		Bind:              "0.0.0.0:9599",
+		Bind:              "0.0.0.0:" + DefaultPort,
 		Pprof:             true,
 		GCPercent:         200,
 		MemoryLimit:       448 << 20,

@@ -149,7 +149,7 @@ type clientFlags struct {
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	cf := &clientFlags{}
-	fs.StringVar(&cf.httpURL, "http", "", "a node's HTTP address (default http://127.0.0.1:9599 unless --nats)")
+	fs.StringVar(&cf.httpURL, "http", "", "a node's HTTP address (default "+spangle.LocalURL+" unless --nats)")
 	fs.StringVar(&cf.natsURL, "nats", "", "NATS server URLs, comma-separated")
 	fs.StringVar(&cf.cluster, "cluster", "spangle", "spangle cluster name (NATS)")
 	fs.StringVar(&cf.creds, "creds", "", "NATS credentials file")
@@ -177,7 +177,7 @@ func (cf *clientFlags) open() (*client.Client, func(), error) {
 	} else {
 		u := cf.httpURL
 		if u == "" {
-			u = "http://127.0.0.1:9599"
+			u = spangle.LocalURL
 		}
 		cfg.URLs = spangle.SplitList(u)
 	}

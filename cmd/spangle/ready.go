@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spangledb/spangle"
 )
 
 // ready runs "spangle ready": GET <node>/readyz, nil when it answers 200.
@@ -17,7 +19,7 @@ import (
 func ready(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("ready", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	node := fs.String("http", "http://127.0.0.1:9599", "the node's HTTP address")
+	node := fs.String("http", spangle.LocalURL, "the node's HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	insecure := fs.Bool("insecure", false, "https: do not verify the node's certificate (a probe of a node on this host, whose certificate names another)")
 	if err := fs.Parse(args); err != nil {

@@ -17,7 +17,7 @@ func serve(args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", "usage: spangle serve [--config FILE] [--source DIR|URL] [--bind ADDR] [--data-dir DIR] [flags]", stderr)
 	configPath := fs.String("config", "", "config file (default: spangle.toml in the working directory, if any)")
 	sourceRoot := fs.String("source", "", "source root: a directory, file:///path, nats-object://BUCKET or s3://BUCKET/PREFIX (overrides the config's source)")
-	bind := fs.String("bind", "", "HTTP listen address (default 0.0.0.0:9599)")
+	bind := fs.String("bind", "", "HTTP listen address (default "+spangle.DefaultConfig().Bind+")")
 	dataDir := fs.String("data-dir", "", "where partitions are stored (overrides data_dir)")
 	fs.StringVar(dataDir, "local-store", "", "alias of --data-dir")
 	debugBind := fs.String("debug-bind", "", "pprof listen address (off by default)")

@@ -74,7 +74,7 @@ func status(args []string, stdout, stderr io.Writer) error {
 func httpStatus(ctx context.Context, cf *clientFlags, stdout io.Writer, asJSON bool) error {
 	base := cf.httpURL
 	if base == "" {
-		base = "http://127.0.0.1:9599"
+		base = spangle.LocalURL
 	}
 	base = strings.TrimRight(spangle.SplitList(base)[0], "/")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
