@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node/listwire"
@@ -25,7 +25,7 @@ import (
 // bucket "data", and a connection with the unrestricted view of that
 // server (no users: anyone may publish anything).
 type replyEnv struct {
-	node *nodetest.Node
+	node *edgetest.Node
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	reg  *prometheus.Registry
@@ -35,11 +35,11 @@ type replyEnv struct {
 func startReplyEnv(t *testing.T, prefixes ...string) *replyEnv {
 	t.Helper()
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "d", "v1", 4, nodetest.Numbered("v1", 100))
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
+	edgetest.WriteVersion(t, root, "d", "v1", 4, edgetest.Numbered("v1", 100))
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
 	reg := prometheus.NewRegistry()
 	logs := &logRecorder{}
-	n := nodetest.StartNode(t, kv, root, nodetest.Options{
+	n := edgetest.StartNode(t, kv, root, edgetest.Options{
 		NATS: func(c *edge.NATSConfig) {
 			c.Registerer = reg
 			c.Logger = slog.New(logs)
@@ -49,18 +49,18 @@ func startReplyEnv(t *testing.T, prefixes ...string) *replyEnv {
 			}
 		},
 	})
-	nc := nodetest.Connect(t, kv.ClientURL())
+	nc := edgetest.Connect(t, kv.ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), edgetest.Timeout)
 	defer cancel()
 	if _, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "data"}); err != nil {
 		t.Fatal(err)
 	}
 	env := &replyEnv{node: n, nc: nc, js: js, reg: reg, logs: logs}
-	nodetest.WaitFor(t, "part subjects answer", func() error {
+	edgetest.WaitFor(t, "part subjects answer", func() error {
 		_, err := nc.Request(partOf(t, []byte("key-0")), []byte("key-0"), time.Second)
 		return err
 	})
@@ -106,7 +106,7 @@ func (e *replyEnv) refusedCount(t *testing.T, op, reason string) float64 {
 // reason and logged. It fails without the reply check.
 func TestNATSReplySubjectsRefused(t *testing.T) {
 	e := startReplyEnv(t)
-	versions := names.KVBucket(nodetest.Cluster, names.Versions)
+	versions := names.KVBucket(edgetest.Cluster, names.Versions)
 	crafted := []struct{ reply, reason string }{
 		{"$JS.API.STREAM.DELETE.OBJ_data", "prefix"},
 		{"$JS.API.STREAM.DELETE." + names.KVStream(versions), "prefix"},
@@ -133,10 +133,10 @@ func TestNATSReplySubjectsRefused(t *testing.T) {
 		op, subject string
 		data        []byte
 	}{
-		{"get", names.GetSubject(nodetest.Cluster, "d"), missing},
+		{"get", names.GetSubject(edgetest.Cluster, "d"), missing},
 		{"part", partOf(t, missing), missing},
-		{"mget", names.MGetSubject(nodetest.Cluster, "d"), batchwire.AppendRequest(nil, [][]byte{missing})},
-		{"list", names.ListSubject(nodetest.Cluster, "d"), listwire.AppendRequest(nil, listwire.Request{Prefix: missing})},
+		{"mget", names.MGetSubject(edgetest.Cluster, "d"), batchwire.AppendRequest(nil, [][]byte{missing})},
+		{"list", names.ListSubject(edgetest.Cluster, "d"), listwire.AppendRequest(nil, listwire.Request{Prefix: missing})},
 	}
 	for _, op := range ops {
 		for _, c := range crafted {
@@ -146,7 +146,7 @@ func TestNATSReplySubjectsRefused(t *testing.T) {
 			// A lookup sent after it, on the same subject, is handled
 			// after it: once answered, whatever the node published for
 			// the crafted one has reached this connection.
-			if _, err := e.nc.Request(op.subject, op.data, nodetest.Timeout); err != nil {
+			if _, err := e.nc.Request(op.subject, op.data, edgetest.Timeout); err != nil {
 				t.Fatalf("%s after reply %q: %v", op.op, c.reply, err)
 			}
 			for _, sub := range spies {
@@ -168,7 +168,7 @@ func TestNATSReplySubjectsRefused(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), edgetest.Timeout)
 	defer cancel()
 	for _, stream := range []string{"OBJ_data", names.KVStream(versions)} {
 		if _, err := e.js.Stream(ctx, stream); err != nil {
@@ -196,9 +196,9 @@ func TestNATSReplySubjectsRefused(t *testing.T) {
 func TestNATSReplyPrefixes(t *testing.T) {
 	e := startReplyEnv(t, "_INBOX.", "_APP.")
 	url := e.nc.ConnectedUrl()
-	app := nodetest.Connect(t, url, nats.CustomInboxPrefix("_APP"))
-	get := names.GetSubject(nodetest.Cluster, "d")
-	m, err := app.Request(get, []byte("key-3"), nodetest.Timeout)
+	app := edgetest.Connect(t, url, nats.CustomInboxPrefix("_APP"))
+	get := names.GetSubject(edgetest.Cluster, "d")
+	m, err := app.Request(get, []byte("key-3"), edgetest.Timeout)
 	if err != nil || string(m.Data) != "v1:3" {
 		t.Fatalf("a client of prefix _APP: %v %v", m, err)
 	}
@@ -211,7 +211,7 @@ func TestNATSReplyPrefixes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.nc.Request(get, []byte("key-3"), nodetest.Timeout); err != nil {
+		if _, err := e.nc.Request(get, []byte("key-3"), edgetest.Timeout); err != nil {
 			t.Fatal(err)
 		}
 		want[c.reason]++
