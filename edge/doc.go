@@ -60,6 +60,7 @@
 //	node.ErrProxyTimeout                504     504           short text (listings: the partitions missing)
 //	node.ErrBadListing, ErrBadCursor    400     400           the reason
 //	node.ErrVersionGone                 410     410           the reason
+//	node.ErrTooLarge                    413     413           the reason (a batch's values over their limit)
 //	context.DeadlineExceeded            504     504           short text
 //	client went away (ctx done)         499     499           (nobody reads it)
 //	any other error                     500     500           short text, logged

@@ -28,7 +28,8 @@ var errNotSupported = errors.New("edge: not supported")
 const statusClientClosedRequest = 499
 
 // wireCode is one row of the error → HTTP status table. The package doc
-// holds the same table for humans; keep them in step.
+// holds the same table for humans (TestErrorTableMatchesDoc checks that
+// they agree).
 type wireCode struct {
 	err    error
 	status int // for a client's request
