@@ -96,8 +96,10 @@ type hotCache struct {
 	// since its last reset. A miss is cached only when its key is in it
 	// already (admit), so a key asked once — most of a uniform load —
 	// costs a bit, not an insertion into the full cache and an eviction
-	// (4 µs of CPU per GET at 50 connections). doorSet counts the bits
-	// set since the reset; past half of them the filter is cleared.
+	// (4 µs of CPU per GET at 50 connections). doorSet counts the keys
+	// marked since the reset (admit's false answers); when it reaches a
+	// quarter of the bits (two bits a key: about half of them set) the
+	// filter is cleared.
 	door    []atomic.Uint64
 	doorSet atomic.Int64
 	seed    maphash.Seed

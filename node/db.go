@@ -158,15 +158,18 @@ func (n *Node) newDB(name string) (*db, error) {
 
 // kick asks the db to look for a new version. The returned channel is
 // closed once it has (for the first kick: once the version is built, reused
-// or failed). A kick while one is pending is merged into it.
+// or failed). A kick while one is pending is merged into it: it returns a
+// channel already closed, whether or not the pending kick is the first, so
+// its caller does not wait for the pending one (and its force, if the
+// pending one had none, is dropped).
 func (d *db) kick(force bool) chan struct{} {
 	k := kick{force: force, done: make(chan struct{})}
 	select {
 	case d.kickCh <- k:
 		return k.done
 	default:
-		// One is pending; it will run soon enough. Return a closed channel
-		// only if the pending one is not the first (not awaited).
+		// One is pending; it will run soon enough. Return a closed
+		// channel: this caller does not wait for it.
 		closed := make(chan struct{})
 		close(closed)
 		return closed
