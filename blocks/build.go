@@ -57,6 +57,12 @@ type BuildSpec struct {
 	// held partitions are read beyond their first records, and every key
 	// is verified.
 	Presharded bool
+	// Format of the files: FormatAuto (default) detects each file's from
+	// its first bytes.
+	Format Format
+	// KeyField and ValueField name the key and value columns of Parquet
+	// files. "" means "key" and "value".
+	KeyField, ValueField string
 	// Progress, if not nil, is called from one goroutine of the build at
 	// most every 250 ms while it runs and once when it ends. It must not
 	// block for long.
@@ -205,6 +211,9 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		if f.Open == nil {
 			return nil, fmt.Errorf("%w: file %d (%q) has no Open", ErrInvalidSpec, i, f.Name)
 		}
+	}
+	if _, err := ParseFormat(string(spec.Format)); err != nil {
+		return nil, err
 	}
 	comp, err := spec.Compression.normalize()
 	if err != nil {

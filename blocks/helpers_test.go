@@ -135,9 +135,12 @@ type datasetOpts struct {
 	dupEvery       int  // every dupEvery-th record reuses an earlier key (0: none)
 	repetitive     bool // JSON-like compressible values instead of random bytes
 	seed           uint64
+	// write writes a file's records; nil: writeSeqFile.
+	write func(t testing.TB, path string, recs []record)
 }
 
-// makeDataset writes o.files SequenceFiles of o.perFile records each.
+// makeDataset writes o.files files (SequenceFiles unless o.write says)
+// of o.perFile records each.
 // Values name their file and record, so that the winner of a duplicate is
 // visible.
 func makeDataset(t testing.TB, o datasetOpts) *dataset {
@@ -179,7 +182,11 @@ func makeDataset(t testing.TB, o datasetOpts) *dataset {
 			recs[i] = record{k, v}
 			d.want[string(k)] = v
 		}
-		writeSeqFile(t, filepath.Join(d.dir, name), recs)
+		write := o.write
+		if write == nil {
+			write = writeSeqFile
+		}
+		write(t, filepath.Join(d.dir, name), recs)
 	}
 	return d
 }

@@ -77,25 +77,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// openFile opens file i and reads its header.
-func (b *builder) openFile(ctx context.Context, i int, count *atomic.Int64) (*seqfile.Reader, io.Closer, error) {
-	f := b.spec.Files[i]
-	rc, err := f.Open(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", f.Name, err)
-	}
-	var r io.Reader = rc
-	if count != nil {
-		r = &countingReader{r: rc, n: count}
-	}
-	sr, err := seqfile.NewReader(r, f.Name)
-	if err != nil {
-		_ = rc.Close()
-		return nil, nil, err
-	}
-	return sr, rc, nil
-}
-
 // checkEvery is how many records pass between checks of the context.
 const checkEvery = 4096
 
@@ -153,7 +134,7 @@ func (rb *recordBatch) reset() {
 // presharded file: every key must belong to it, and is stored in it.
 func (b *builder) loadFile(ctx context.Context, l *loader, i int, filePart int) error {
 	name := b.spec.Files[i].Name
-	r, c, err := b.openFile(ctx, i, &b.bytesRead)
+	r, c, err := b.openInput(ctx, i, &b.bytesRead)
 	if err != nil {
 		return err
 	}
@@ -223,7 +204,7 @@ func (b *builder) loadFile(ctx context.Context, l *loader, i int, filePart int) 
 	l.endFile()
 	b.records.Add(rec - reported)
 	b.files[i].Records = rec
-	if b.files[i].Size < 0 {
+	if _, ok := r.(*seqfile.Reader); ok && b.files[i].Size < 0 {
 		b.files[i].Size = off
 	}
 	b.filesDone.Add(1)
@@ -307,7 +288,7 @@ func (b *builder) loadPresharded(ctx context.Context) error {
 // wins, as in sequins.
 func (b *builder) probe(ctx context.Context, i int) (int, error) {
 	name := b.spec.Files[i].Name
-	r, c, err := b.openFile(ctx, i, nil)
+	r, c, err := b.openInput(ctx, i, nil)
 	if err != nil {
 		return -1, err
 	}

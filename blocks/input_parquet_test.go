@@ -1,0 +1,161 @@
+package blocks
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+
+	"github.com/spangledb/spangle/blocks/parquetin"
+)
+
+type kvRow struct {
+	Key   []byte `parquet:"key"`
+	Value []byte `parquet:"value"`
+}
+
+type kvDictRow struct {
+	Key   string `parquet:"key"`
+	Value []byte `parquet:"value,dict"`
+}
+
+// parquetWriter returns a dataset writer of Parquet files with codec,
+// dictionary-encoded values (and string keys) if dict, and row groups of
+// at most rowGroup rows.
+func parquetWriter(codec compress.Codec, dict bool, rowGroup int64) func(testing.TB, string, []record) {
+	return func(t testing.TB, path string, recs []record) {
+		t.Helper()
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []parquet.WriterOption{parquet.Compression(codec), parquet.MaxRowsPerRowGroup(rowGroup), parquet.PageBufferSize(8 << 10)}
+		if dict {
+			w := parquet.NewGenericWriter[kvDictRow](f, opts...)
+			for _, r := range recs {
+				if _, err := w.Write([]kvDictRow{{string(r.k), r.v}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = w.Close()
+		} else {
+			w := parquet.NewGenericWriter[kvRow](f, opts...)
+			for _, r := range recs {
+				if _, err := w.Write([]kvRow{{r.k, r.v}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = w.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// streamed hides the *os.File behind Open, as remote sources do: the
+// build spools the file.
+func streamed(files []SourceFile) []SourceFile {
+	for i := range files {
+		open := files[i].Open
+		files[i].Open = func(ctx context.Context) (io.ReadCloser, error) {
+			rc, err := open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return struct {
+				io.Reader
+				io.Closer
+			}{rc, rc}, nil
+		}
+	}
+	return files
+}
+
+// TestBuildParquet builds versions from Parquet files of every codec, with
+// plain and dictionary encodings, several row groups, read in place and
+// spooled, detected by their magic bytes. LZ4_RAW is read from files of
+// other writers (parquetin's tests): parquet-go's writer stores a page of
+// random bytes as an empty LZ4 block.
+func TestBuildParquet(t *testing.T) {
+	codecs := []compress.Codec{&parquet.Uncompressed, &parquet.Snappy, &parquet.Gzip, &parquet.Zstd}
+	for i, codec := range codecs {
+		for _, dict := range []bool{false, true} {
+			name := codec.String()
+			if dict {
+				name += "/dict"
+			}
+			t.Run(name, func(t *testing.T) {
+				d := makeDataset(t, datasetOpts{files: 3, perFile: 700, dupEvery: 9, seed: uint64(10 + i),
+					write: parquetWriter(codec, dict, 250)})
+				s := openTestStore(t, t.TempDir(), Options{})
+				files := d.files(t)
+				if dict {
+					files = streamed(files)
+				}
+				v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: files, Compression: CompressionS2Blocks})
+				checkVersion(t, v, d)
+				if entries, _ := os.ReadDir(filepath.Join(s.Dir(), "dbs", "db", "v1")); len(entries) == 0 {
+					t.Fatal("empty version dir")
+				} else {
+					for _, e := range entries {
+						if strings.HasPrefix(e.Name(), ".spool") {
+							t.Errorf("spool file %s left behind", e.Name())
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestBuildParquetColumns reads the key and value from columns named per
+// db, and forced formats refuse other files.
+func TestBuildParquetColumns(t *testing.T) {
+	type row struct {
+		ID   string `parquet:"id"`
+		Body []byte `parquet:"body"`
+		N    int64  `parquet:"n"`
+	}
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "part-00000.snappy.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parquet.NewGenericWriter[row](f, parquet.Compression(&parquet.Snappy))
+	if _, err := w.Write([]row{{"a", []byte("1"), 7}, {"b", []byte("2"), 8}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	files := sourceFiles(t, dir, []string{"part-00000.snappy.parquet"})
+	s := openTestStore(t, t.TempDir(), Options{})
+	v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: files, KeyField: "id", ValueField: "n", Format: FormatParquet})
+	if got, err := v.Get(0, []byte("b")); err != nil || string(got) != "\x00\x00\x00\x00\x00\x00\x00\x08" {
+		t.Fatalf("Get(b) = %q, %v", got, err)
+	}
+	_, err = s.Build(context.Background(), BuildSpec{DB: "db", Version: "v2", Files: files, Partitioner: sequinsPartitioner{}})
+	var perr *parquetin.Error
+	if !errors.As(err, &perr) || perr.File != "part-00000.snappy.parquet" || !strings.Contains(err.Error(), `no key column "key"`) {
+		t.Fatalf("default columns: err = %v", err)
+	}
+	_, err = s.Build(context.Background(), BuildSpec{DB: "db", Version: "v3", Files: files, Partitioner: sequinsPartitioner{},
+		Format: FormatSequenceFile})
+	if err == nil || !strings.Contains(err.Error(), "part-00000.snappy.parquet") {
+		t.Fatalf("forced sequencefile: err = %v", err)
+	}
+	if _, err := ParseFormat("orc"); !errors.Is(err, ErrInvalidSpec) {
+		t.Fatalf("ParseFormat(orc) = %v", err)
+	}
+}
