@@ -152,6 +152,8 @@ type httpFile struct {
 	MaxListKeys        int      `toml:"max_list_keys"`
 	BatchBytesInFlight size     `toml:"batch_bytes_in_flight"`
 	BatchWait          duration `toml:"batch_wait"`
+	H2MaxResets        int      `toml:"h2_max_resets"`
+	H2ResetWindow      duration `toml:"h2_reset_window"`
 	CacheTags          *bool    `toml:"cache_tags"`
 	GzipMinBytes       *int     `toml:"gzip_min_bytes"`
 	// HTTPS: PEM files; tls_cert and tls_key turn it on.
@@ -620,6 +622,8 @@ func (f httpFile) apply(h *edge.Config) error {
 	setNonZero(&h.MaxBatchKeys, f.MaxBatchKeys)
 	setNonZero(&h.MaxListKeys, f.MaxListKeys)
 	setDuration(&h.BatchWait, f.BatchWait)
+	setNonZero(&h.H2MaxResets, f.H2MaxResets)
+	setDuration(&h.H2ResetWindow, f.H2ResetWindow)
 	for _, sz := range []struct {
 		key string
 		v   size

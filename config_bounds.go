@@ -93,6 +93,7 @@ var bounds = []bound{
 	sizeBound("http.max_batch_reply_bytes", kib, gib, func(c *Config) int64 { return int64(c.HTTP.MaxBatchReplyBytes) }),
 	sizeBound("http.batch_bytes_in_flight", 3*kib, tib, func(c *Config) int64 { return c.HTTP.BatchBytesInFlight }),
 	durBound("http.batch_wait", 0, time.Minute, func(c *Config) time.Duration { return c.HTTP.BatchWait }),
+	durBound("http.h2_reset_window", time.Second, time.Hour, func(c *Config) time.Duration { return c.HTTP.H2ResetWindow }),
 	durBound("http.tls_reload_check", 100*time.Millisecond, 24*time.Hour, func(c *Config) time.Duration { return c.TLS.ReloadCheck }),
 
 	durBound("purge.timeout", 100*time.Millisecond, 10*time.Minute, func(c *Config) time.Duration { return c.Purge.Timeout }),

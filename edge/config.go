@@ -108,6 +108,17 @@ type Config struct {
 	// BatchWait is how long a batch waits for room in BatchBytesInFlight
 	// before it is answered 503 with Retry-After. Default 1s.
 	BatchWait time.Duration
+	// H2MaxResets bounds the RST_STREAM frames one HTTP/2 connection
+	// may send within H2ResetWindow; past it the connection gets GOAWAY
+	// (ENHANCE_YOUR_CALM) and is closed (HTTP/2 rapid reset,
+	// CVE-2023-44487). A client cancels a stream with one, so it bounds
+	// cancellations too: 100 a second on average is far above what
+	// browsers and API clients send, and caps a flood at about 30 ms of
+	// the server's CPU per connection (then a new TLS handshake). Default
+	// 1000.
+	H2MaxResets int
+	// H2ResetWindow is the window of H2MaxResets. Default 10s.
+	H2ResetWindow time.Duration
 	// TLS, when set, makes Serve speak HTTPS (and HTTP/2, when its
 	// NextProtos offer "h2"), typically TLS.ServerConfig. Default nil:
 	// plain HTTP.
@@ -145,6 +156,8 @@ func DefaultConfig() Config {
 		MaxListKeys:        1000,
 		BatchBytesInFlight: 64 << 20,
 		BatchWait:          time.Second,
+		H2MaxResets:        1000,
+		H2ResetWindow:      10 * time.Second,
 		HotCacheBytes:      1 << 20,
 		MaxConns:           defaultMaxConns(),
 	}
@@ -182,6 +195,10 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, c.BatchBytesInFlight, c.MaxBatchBytes, c.MaxBatchReplyBytes)
 	case c.BatchWait < 0:
 		return fmt.Errorf("%w: BatchWait %v is negative", ErrInvalidConfig, c.BatchWait)
+	case c.H2MaxResets <= 0:
+		return fmt.Errorf("%w: H2MaxResets %d is not positive", ErrInvalidConfig, c.H2MaxResets)
+	case c.H2ResetWindow <= 0:
+		return fmt.Errorf("%w: H2ResetWindow %v is not positive", ErrInvalidConfig, c.H2ResetWindow)
 	case c.HotCacheBytes < 0:
 		return fmt.Errorf("%w: HotCacheBytes %d is negative", ErrInvalidConfig, c.HotCacheBytes)
 	case c.MaxConns <= 0:

@@ -144,6 +144,16 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.TLS != nil {
 		s.http.TLSConfig, s.tls = cfg.TLS.Clone(), true
+		flood := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spangle_http2_reset_floods_total",
+			Help: "HTTP/2 connections closed (GOAWAY ENHANCE_YOUR_CALM) for sending more than h2_max_resets RST_STREAM frames within h2_reset_window.",
+		})
+		if err := reg.Register(flood); err != nil {
+			return nil, err
+		}
+		if err := s.serveH2(cfg, flood); err != nil { // h2_resets.go
+			return nil, err
+		}
 	}
 	return s, nil
 }
