@@ -55,6 +55,7 @@
 //	node.ErrUnknownDB                   404     501           short text
 //	node.ErrNoVersion                   404     501           short text
 //	node.ErrUnknownVersion              501     501           short text
+//	node.ErrWrongPartition (NATS part)  400     400           the reason, not logged
 //	node.ErrPartitionNotHeld            500     500           short text
 //	node.ErrNoReplica                   502     502           short text
 //	node.ErrProxyTimeout                504     504           short text (listings: the partitions missing)
@@ -163,9 +164,12 @@
 // becomes readable its subjects are added; when it is retired they are
 // drained (requests already routed here are answered) and removed, so
 // that NATS answers "no responders" once no node holds a partition, and
-// the client falls back to get. A part request for a version retired
-// since the client routed it is answered from the active version, which
-// Spangle-Version names. Which node answers a get request, and whether a
+// the client falls back to get. A part request reads only what a get
+// reads, the db's active version: a key of another partition is 400
+// (node.ErrWrongPartition), and a request naming a version not active
+// here (built ahead for its activation, retired since the client routed
+// it) is answered from the active version, which Spangle-Version names
+// (node.Node.GetPart). Which node answers a get request, and whether a
 // partition is held locally, is the node's concern (NATSBackend.Get).
 //
 // A reply carries the value as payload and the headers Spangle-Status

@@ -55,6 +55,7 @@ var wireCodes = [...]wireCode{
 		body: "the db has no version yet\n"},
 	{err: node.ErrUnknownVersion, status: http.StatusNotImplemented, peer: http.StatusNotImplemented, quiet: true,
 		body: "unknown version: this node does not hold the version named\n"},
+	{err: node.ErrWrongPartition, status: http.StatusBadRequest, peer: http.StatusBadRequest, quiet: true, detail: true},
 	{err: node.ErrPartitionNotHeld, status: http.StatusInternalServerError, peer: http.StatusInternalServerError,
 		body: "partition not held here\n", level: slog.LevelWarn},
 	{err: node.ErrNoReplica, status: http.StatusBadGateway, peer: http.StatusBadGateway,

@@ -88,21 +88,17 @@ func (s *NATSServer) onGet(m *nats.Msg) {
 	s.answer(m, s.met.get, db, &res, err, start)
 }
 
-// onPart answers spangle.<cluster>.part.<db>.<version>.<p> from that
-// version. A version retired since the client read the partition map is
-// answered from the active one, which is newer, and says so in
-// Spangle-Version.
-func (s *NATSServer) onPart(m *nats.Msg, db, version string) {
+// onPart answers spangle.<cluster>.part.<db>.<version>.<p>: keys of
+// partition p of the db's active version; a request naming another
+// version is answered from the active one, which Spangle-Version names
+// (node.Node.GetPart).
+func (s *NATSServer) onPart(m *nats.Msg, db, version string, p int) {
 	if !s.replyAllowed(m, s.met.part) {
 		return
 	}
 	defer s.recoverNATS(s.ctx, m, s.met.part)
 	start := time.Now()
-	raw := rawRequest(m)
-	res, err := s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Version: version, Raw: raw})
-	if errors.Is(err, node.ErrUnknownVersion) {
-		res, err = s.backend.Get(s.ctx, db, m.Data, node.GetOptions{Raw: raw})
-	}
+	res, err := s.backend.GetPart(s.ctx, db, version, p, m.Data, node.GetOptions{Raw: rawRequest(m)})
 	s.answer(m, s.met.part, db, &res, err, start)
 }
 

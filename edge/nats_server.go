@@ -22,6 +22,9 @@ import (
 type NATSBackend interface {
 	// Get is Backend.Get.
 	Get(ctx context.Context, db string, key []byte, opts node.GetOptions) (node.Result, error)
+	// GetPart answers a part subject (node.Node.GetPart): only the db's
+	// active version, only keys of partition p.
+	GetPart(ctx context.Context, db, version string, p int, key []byte, opts node.GetOptions) (node.Result, error)
 	// GetMany is BatchBackend.GetMany.
 	GetMany(ctx context.Context, db string, keys [][]byte, opts node.GetOptions) (string, []node.Result, error)
 	// Held returns the versions readable here and a channel closed at the
@@ -189,6 +192,7 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 	want := map[string]bool{}
 	type newSub struct {
 		subject, db, version string
+		p                    int
 	}
 	var adds []newSub
 	for _, h := range held {
@@ -196,7 +200,7 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 		for _, p := range h.Partitions {
 			subject := prefix + strconv.Itoa(p)
 			want[subject] = true
-			adds = append(adds, newSub{subject, h.DB, h.Version})
+			adds = append(adds, newSub{subject, h.DB, h.Version, p})
 		}
 	}
 	s.mu.Lock()
@@ -218,8 +222,8 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 		if _, ok := s.parts[a.subject]; ok {
 			continue
 		}
-		db, version := a.db, a.version
-		sub, err := s.nc.QueueSubscribe(a.subject, a.subject, func(m *nats.Msg) { s.onPart(m, db, version) })
+		db, version, p := a.db, a.version, a.p
+		sub, err := s.nc.QueueSubscribe(a.subject, a.subject, func(m *nats.Msg) { s.onPart(m, db, version, p) })
 		if err != nil {
 			s.log.Warn("cannot subscribe; retrying", "subject", a.subject, "err", err)
 			ok = false

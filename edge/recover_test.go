@@ -36,6 +36,10 @@ func (p panicky) GetMany(context.Context, string, [][]byte, node.GetOptions) (st
 
 func (p panicky) Held() ([]node.HeldVersion, <-chan struct{}) { return nil, make(chan struct{}) }
 
+func (p panicky) GetPart(ctx context.Context, db, _ string, _ int, key []byte, opts node.GetOptions) (node.Result, error) {
+	return p.Get(ctx, db, key, opts)
+}
+
 // TestHTTPPanicRecovered: a handler that panics answers 500 (not an empty
 // reply), is counted, and the server goes on answering.
 func TestHTTPPanicRecovered(t *testing.T) {

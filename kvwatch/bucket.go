@@ -1,7 +1,11 @@
 package kvwatch
 
 import (
+	"context"
+	"fmt"
 	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/names"
 )
@@ -60,3 +64,36 @@ func watchedBuckets(cluster string) []watched {
 
 // bucketName returns the JetStream KV bucket name of b for a cluster.
 func bucketName(cluster string, b Bucket) string { return names.KVBucket(cluster, b.String()) }
+
+// A KV bucket's configuration cannot bound its stream's consumers
+// (nats.go's KeyValueConfig has no MaxConsumers, and creating or updating
+// a bucket sets the stream's to unlimited), so the nodes set it on the
+// stream after they create or update a bucket, and on a bucket they find
+// without it (created by spangle publish, or before this bound existed).
+// JetStream takes the change on an existing stream; consumers beyond a
+// lowered limit stay, and no new one is created until they are fewer.
+
+// consumersLimited reports whether st's stream has MaxConsumers as c
+// sets it.
+func (c Config) consumersLimited(st jetstream.KeyValueStatus) bool {
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	return ok && bs.StreamInfo().Config.MaxConsumers == c.MaxConsumers
+}
+
+// limitConsumers sets MaxConsumers on the stream of bucket, unless it
+// has it already.
+func (c Config) limitConsumers(ctx context.Context, js jetstream.JetStream, bucket string) error {
+	stream, err := js.Stream(ctx, names.KVStream(bucket))
+	if err != nil {
+		return fmt.Errorf("kvwatch: bucket %s: %w", bucket, err)
+	}
+	cfg := stream.CachedInfo().Config
+	if cfg.MaxConsumers == c.MaxConsumers {
+		return nil
+	}
+	cfg.MaxConsumers = c.MaxConsumers
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("kvwatch: bucket %s: set max_consumers %d: %w", bucket, c.MaxConsumers, err)
+	}
+	return nil
+}

@@ -132,6 +132,19 @@ type Config struct {
 	// may be gone. At least 1s. Default 15m.
 	MarkerTTL time.Duration
 
+	// MaxConsumers bounds the consumers of each of the cluster's KV
+	// streams (JetStream's MaxConsumers, set on the streams the nodes
+	// create and on existing ones: bucket.go). Every node holds one per
+	// stream (two for a moment while a watcher is re-created), every
+	// edge/client one, every spangle status --nats or rollback one while
+	// it runs; a region's mirror takes none. It bounds what a flood of
+	// consumers costs (about 32 KiB each on the server), whatever the
+	// server's default_max_consumers says; it cannot keep slots for the
+	// nodes, so a node that cannot start its watchers says so in its
+	// readiness (WatchError). Size it above twice the nodes plus the
+	// clients. Default 1000, nats-server's own default per stream.
+	MaxConsumers int
+
 	// OpTimeout bounds every single KV operation (create, publish, delete,
 	// watcher creation). Default 2s.
 	OpTimeout time.Duration
@@ -172,6 +185,7 @@ func DefaultConfig() Config {
 		EntryTTL:             10 * time.Second,
 		PartitionsTTL:        time.Hour,
 		MarkerTTL:            15 * time.Minute,
+		MaxConsumers:         1000,
 		OpTimeout:            2 * time.Second,
 		ReconnectWait:        time.Second,
 		Region:               region.DefaultConfig(),
@@ -208,6 +222,9 @@ func (c Config) Validate() error {
 	}
 	if c.MarkerTTL < time.Second {
 		return bad("MarkerTTL %v: must be at least 1s", c.MarkerTTL)
+	}
+	if c.MaxConsumers <= 0 {
+		return bad("MaxConsumers %d: must be positive", c.MaxConsumers)
 	}
 	if c.OpTimeout <= 0 {
 		return bad("OpTimeout %v: must be positive", c.OpTimeout)

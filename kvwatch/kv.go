@@ -335,11 +335,15 @@ func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched
 	}
 	want := k.cfg.bucketConfig(w)
 	if kv, err := js.KeyValue(ctx, want.Bucket); err == nil {
-		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) {
+		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) && k.cfg.consumersLimited(st) {
 			return kv, nil
 		}
 	}
-	return js.CreateOrUpdateKeyValue(ctx, want)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	return kv, k.cfg.limitConsumers(ctx, js, want.Bucket)
 }
 
 // bucketConfig is the configuration the nodes give bucket w.

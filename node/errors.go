@@ -17,6 +17,9 @@ var (
 	ErrNoReplica = errors.New("node: no replica answered")
 	// ErrProxyTimeout: peers did not answer within proxy_timeout (HTTP 504).
 	ErrProxyTimeout = errors.New("node: proxy timeout")
+	// ErrWrongPartition: a lookup on a partition's subject (GetPart) for
+	// a key of another partition (NATS 400).
+	ErrWrongPartition = errors.New("node: key not in the partition named")
 	// ErrPartitionerMismatch: the cluster holds a version built with
 	// another partitioner than this node's (the build is refused).
 	ErrPartitionerMismatch = errors.New("node: partitioner differs from the cluster's")

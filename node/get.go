@@ -74,22 +74,29 @@ func (n *Node) lookup(ctx context.Context, d *db, key []byte, opts GetOptions, m
 			// its successor is active already.
 			continue
 		}
-		if err != nil {
-			if errors.Is(err, blocks.ErrCorrupt) {
-				d.corrupted(v, err)
-			}
-			return Result{}, err
-		}
-		res.ContentType = d.cfg.ContentType
-		res.CacheControl = d.cfg.CacheControl
-		res.NegativeCacheControl = d.cfg.NegativeCacheControl
-		if d.decoder != nil && res.Found && !opts.Raw {
-			val, err := d.decoder.Decode(ctx, res.Value)
-			if err != nil {
-				return Result{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
-			}
-			res.Value, res.ContentType = val, d.contentType
-		}
-		return res, nil
+		return d.finish(ctx, v, res, err, opts.Raw)
 	}
+}
+
+// finish completes a read of v that did not fail with blocks.ErrClosed:
+// a corrupt block marks v for repair; a result gets the db's headers and,
+// unless raw, its value decoded.
+func (d *db) finish(ctx context.Context, v *version, res Result, err error, raw bool) (Result, error) {
+	if err != nil {
+		if errors.Is(err, blocks.ErrCorrupt) {
+			d.corrupted(v, err)
+		}
+		return Result{}, err
+	}
+	res.ContentType = d.cfg.ContentType
+	res.CacheControl = d.cfg.CacheControl
+	res.NegativeCacheControl = d.cfg.NegativeCacheControl
+	if d.decoder != nil && res.Found && !raw {
+		val, err := d.decoder.Decode(ctx, res.Value)
+		if err != nil {
+			return Result{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
+		}
+		res.Value, res.ContentType = val, d.contentType
+	}
+	return res, nil
 }
