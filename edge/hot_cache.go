@@ -296,7 +296,7 @@ func (h *hotCache) register(reg prometheus.Registerer) error {
 			func() float64 { return float64(h.c.GetMaximum()) }),
 	}
 	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
+		if _, err := register(reg, c); err != nil {
 			return err
 		}
 	}

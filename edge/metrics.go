@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"errors"
 	"maps"
 	"strconv"
 	"sync"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/internal/promreg"
 )
 
 // unknownDBLabel is the db label of lookups for dbs the backend does not
@@ -150,21 +151,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// register registers c on reg, or returns the collector already registered
-// under the same description (a second Server on one registry shares it).
+// register is promreg.Register: a second Server on one registry shares the
+// collectors of the first.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	var zero C
-	return zero, err
+	return promreg.Register(reg, c)
 }
 
 func (m *metrics) newHandle(db string) (*dbHandle, error) {

@@ -146,16 +146,18 @@ func NewTLS(cfg TLSConfig) (*TLS, error) {
 		Name: "spangle_tls_cert_not_after_seconds",
 		Help: "When the served HTTPS certificate expires (Unix time).",
 	})
+	if cfg.Registerer != nil {
+		var err error
+		if t.reloads, err = register(cfg.Registerer, t.reloads); err != nil {
+			return nil, err
+		}
+		if t.notAfter, err = register(cfg.Registerer, t.notAfter); err != nil {
+			return nil, err
+		}
+	}
 	t.reloads.WithLabelValues("ok")
 	t.reloads.WithLabelValues("failed")
 	t.notAfter.Set(float64(t.cert.Load().Leaf.NotAfter.Unix()))
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{t.reloads, t.notAfter} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
 	return t, nil
 }
 

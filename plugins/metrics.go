@@ -1,9 +1,10 @@
 package plugins
 
 import (
-	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/internal/promreg"
 )
 
 // Fault kinds, the values of the kind label of spangle_plugin_errors_total.
@@ -60,16 +61,16 @@ func newMetrics(reg prometheus.Registerer, module string) (*metrics, error) {
 	replaced := prometheus.NewCounterVec(replacedDesc, []string{"module"})
 	if reg != nil {
 		var err error
-		if calls, err = register(reg, calls); err != nil {
+		if calls, err = promreg.Register(reg, calls); err != nil {
 			return nil, err
 		}
-		if seconds, err = register(reg, seconds); err != nil {
+		if seconds, err = promreg.Register(reg, seconds); err != nil {
 			return nil, err
 		}
-		if errs, err = register(reg, errs); err != nil {
+		if errs, err = promreg.Register(reg, errs); err != nil {
 			return nil, err
 		}
-		if replaced, err = register(reg, replaced); err != nil {
+		if replaced, err = promreg.Register(reg, replaced); err != nil {
 			return nil, err
 		}
 	}
@@ -83,21 +84,4 @@ func newMetrics(reg prometheus.Registerer, module string) (*metrics, error) {
 		m.errors[k] = errs.WithLabelValues(module, k)
 	}
 	return m, nil
-}
-
-// register registers c on reg, or returns the collector already registered
-// under the same description (several plugins on one registry share it).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	var zero C
-	return zero, err
 }
