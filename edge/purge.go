@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -245,7 +245,7 @@ func (p *Purger) purge(db, version, prev string) {
 // attempts runs hook until it succeeds, ctx ends or the attempts run out.
 func (p *Purger) attempts(ctx context.Context, hook PurgeHook, db, version, prev string) {
 	start := time.Now()
-	backoff := p.cfg.Backoff
+	pause := backoff.New(p.cfg.Backoff, 30*time.Second)
 	for attempt := 1; ; attempt++ {
 		err := p.once(ctx, hook, db, version, prev)
 		if err == nil {
@@ -264,15 +264,11 @@ func (p *Purger) attempts(ctx context.Context, hook PurgeHook, db, version, prev
 			return
 		}
 		p.purges.WithLabelValues(db, "retried").Inc()
-		p.log.Warn("purge failed; retrying", "db", db, "version", version, "attempt", attempt, "in", backoff, "err", err)
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		wait := pause.Next()
+		p.log.Warn("purge failed; retrying", "db", db, "version", version, "attempt", attempt, "in", wait, "err", err)
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
@@ -14,7 +15,7 @@ import (
 // reaches has the region's domain; it retries until ctx ends, as Start
 // does for the buckets, and a wrong domain is an error at once.
 func (k *KV) checkDomain(ctx context.Context, nc *nats.Conn) error {
-	wait := 50 * time.Millisecond
+	pause := backoff.New(50*time.Millisecond, time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 		err := region.CheckDomain(cctx, nc, k.cfg.Region.Name)
@@ -22,14 +23,9 @@ func (k *KV) checkDomain(ctx context.Context, nc *nats.Conn) error {
 		if err == nil || errors.Is(err, region.ErrInvalidConfig) {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Wait(ctx) {
 			return err
-		case <-t.C:
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -37,7 +33,7 @@ func (k *KV) checkDomain(ctx context.Context, nc *nats.Conn) error {
 // server, at Start and then every Region.HubCheckInterval, until ctx
 // ends, and when it does announces the region in the hub's bucket of
 // regions (region.Announce, living announceTTL). After a failure it
-// looks again sooner: 1 s, doubling up to the interval. It logs each change (an
+// looks again sooner: 1 s, doubling up to the interval, with jitter. It logs each change (an
 // error while the hub is unreachable, naming what to check; an
 // announcement refused) and keeps the hub_connected gauge. Nothing else
 // depends on it: the region serves from its mirrors either way.
@@ -54,7 +50,7 @@ func (k *KV) watchHub(ctx context.Context) {
 	up := -1         // unknown
 	announced := "-" // the last announcement's error ("" none, "-" not tried): logged once
 	interval := k.cfg.Region.HubCheckInterval
-	retry := min(time.Second, interval) // the next wait after a failure: doubles up to interval
+	retry := backoff.New(min(time.Second, interval), interval) // the waits after a failure
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -103,11 +99,10 @@ func (k *KV) watchHub(ctx context.Context) {
 		// say), or has not taken the announcement, look again sooner, so
 		// that the region is known at the hub soon after the link is.
 		if err == nil {
-			retry = min(time.Second, interval)
+			retry.Reset()
 			t.Reset(interval)
 		} else {
-			t.Reset(retry)
-			retry = min(2*retry, interval)
+			t.Reset(retry.Next())
 		}
 	}
 }

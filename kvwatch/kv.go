@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
@@ -299,7 +300,7 @@ func (k *KV) abortStart(nc *nats.Conn) {
 // the race go unanswered, and creating is idempotent, so trying again soon
 // is both safe and faster.
 func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, w watched) (jetstream.KeyValue, error) {
-	wait := 50 * time.Millisecond
+	pause := backoff.New(50*time.Millisecond, time.Second)
 	attempt := min(250*time.Millisecond, k.cfg.OpTimeout)
 	for {
 		kv, err := k.ensureBucket(ctx, js, w, attempt)
@@ -307,15 +308,10 @@ func (k *KV) bindBucket(ctx context.Context, js jetstream.JetStream, w watched) 
 			return kv, nil
 		}
 		k.log.Debug("bucket not ready", "bucket", w.b, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Wait(ctx) {
 			return nil, fmt.Errorf("kvwatch: bucket %s: %w (last error: %w)", w.name, ctx.Err(), notConnectedError(js.Conn(), err))
-		case <-t.C:
 		}
-		wait = min(2*wait, time.Second)
-		attempt = min(2*attempt, k.cfg.OpTimeout)
+		attempt = min(2*attempt, k.cfg.OpTimeout) // an attempt's timeout, not a pause
 	}
 }
 

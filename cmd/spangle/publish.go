@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/spangledb/spangle"
+	"github.com/spangledb/spangle/internal/backoff"
 	"io"
 	"net"
 	"net/url"
@@ -49,7 +50,7 @@ func publish(args []string, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 1, "copies of the object store and versions buckets when they are created: 3 on a three-server NATS cluster")
 	parallel := fs.Int("parallel", objstore.DefaultPublishParallel, "files uploaded at once")
 	retries := fs.Int("retries", objstore.DefaultPublishRetries, "times a failed upload of a file is retried (-1: never)")
-	backoff := fs.Duration("backoff", objstore.DefaultPublishBackoff, "pause before a file's first retry; doubles on each retry")
+	backoff := fs.Duration("backoff", objstore.DefaultPublishBackoff, "pause before a file's first retry; doubles on each retry, with jitter")
 	backoffMax := fs.Duration("backoff-max", objstore.DefaultPublishBackoffMax, "longest pause between retries")
 	bandwidth := fs.String("bandwidth", "", `upload limit in bytes per second, e.g. "50MiB"; empty: unlimited`)
 	opTimeout := fs.Duration("op-timeout", 10*time.Second, "timeout of each NATS operation (a request, a chunk's acknowledgement); a timed-out upload is retried")
@@ -168,20 +169,15 @@ func publish(args []string, stderr io.Writer) error {
 func openVersions(ctx context.Context, js jetstream.JetStream, cfg kvwatch.Config, connectTimeout time.Duration) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	wait := 50 * time.Millisecond
+	pause := backoff.New(50*time.Millisecond, time.Second)
 	for {
 		kv, err := kvwatch.OpenVersions(ctx, js, cfg)
 		if err == nil || errors.Is(err, kvwatch.ErrInvalidConfig) {
 			return kv, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause.Wait(ctx) {
 			return nil, fmt.Errorf("%w (within --connect-timeout %v)", err, connectTimeout)
-		case <-t.C:
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/plugins/partition"
 )
 
@@ -211,13 +212,12 @@ func (c *Client) GetMany(ctx context.Context, db string, keys [][]byte) ([]Resul
 // attempt i goes to the node after the one attempt i-1 went to.
 type attempts struct {
 	left  int
-	pause time.Duration
-	max   time.Duration
+	pause backoff.Backoff
 	node  int // HTTP: index in Config.URLs of the next node to ask
 }
 
 func (c *Client) newAttempts() attempts {
-	a := attempts{left: c.cfg.Attempts - 1, pause: c.cfg.Backoff, max: c.cfg.MaxBackoff}
+	a := attempts{left: c.cfg.Attempts - 1, pause: backoff.New(c.cfg.Backoff, c.cfg.MaxBackoff)}
 	if len(c.cfg.URLs) > 0 {
 		a.node = int((c.next.Add(1) - 1) % uint32(len(c.cfg.URLs)))
 	}
@@ -231,14 +231,9 @@ func (a *attempts) next(ctx context.Context, failure error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, unprefixed{failure})
 	}
 	a.left--
-	t := time.NewTimer(a.pause)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !a.pause.Wait(ctx) {
 		return fmt.Errorf("%w: %w (last failure: %w)", ErrUnavailable, ctx.Err(), unprefixed{failure})
-	case <-t.C:
 	}
-	a.pause = min(2*a.pause, a.max)
 	return nil
 }
 

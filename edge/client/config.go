@@ -55,7 +55,8 @@ type Config struct {
 	// ErrUnavailable. Default 3.
 	Attempts int
 	// Backoff is the pause after the first failed attempt; it doubles
-	// after each one, up to MaxBackoff. Default 10ms.
+	// after each one, up to MaxBackoff, each pause drawn from its upper
+	// half (jitter). Default 10ms.
 	Backoff time.Duration
 	// MaxBackoff bounds the pause between attempts; it is also how long a
 	// node that refused or dropped a connection is skipped (HTTP).

@@ -8,7 +8,7 @@
 // one key, GetMany many keys in one request, answered from one version.
 // Both retry what may pass elsewhere or later (connection errors,
 // timeouts, "no responders", 5xx) up to Config.Attempts times, each
-// bounded by Config.Timeout, with a doubling backoff.
+// bounded by Config.Timeout, with a doubling backoff with jitter.
 //
 // Over HTTP, a lookup is GET /<db>/<key> (every byte of the key but the
 // unreserved ones percent-encoded) and a batch POST /<db>/_batch; the

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/node/source"
 )
 
@@ -29,7 +30,8 @@ type PublishOptions struct {
 	// context are never retried. Default 5.
 	Retries int
 	// Backoff is the pause before a file's first retry; it doubles on each
-	// retry of that file, up to BackoffMax. Defaults 1s and 30s.
+	// retry of that file, up to BackoffMax, each pause drawn from its upper
+	// half (jitter). Defaults 1s and 30s.
 	Backoff    time.Duration
 	BackoffMax time.Duration
 	// Bandwidth bounds the bytes per second read from the files by all
@@ -315,7 +317,7 @@ func (e *localError) Unwrap() error { return e.err }
 // backoff between attempts. Each attempt gets a context without ctx's
 // deadline, cancelled when ctx ends (see Publish).
 func (p *publisher) retry(ctx context.Context, file string, attempt func(context.Context) error) error {
-	wait := p.opts.Backoff
+	pause := backoff.New(p.opts.Backoff, p.opts.BackoffMax)
 	for n := 1; ; n++ {
 		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		stop := context.AfterFunc(ctx, cancel)
@@ -335,17 +337,13 @@ func (p *publisher) retry(ctx context.Context, file string, attempt func(context
 		p.mu.Lock()
 		p.rep.Retries++
 		p.mu.Unlock()
+		wait := pause.Next()
 		if p.opts.Observe != nil {
 			p.opts.Observe(Event{Kind: EventRetry, File: file, Attempt: n, Wait: wait, Err: err})
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return fmt.Errorf("objstore: publish %s: %w (after %v)", file, ctx.Err(), err)
-		case <-t.C:
 		}
-		wait = min(2*wait, p.opts.BackoffMax)
 	}
 }
 
