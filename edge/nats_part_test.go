@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spangledb/spangle/edge/internal/nodetest"
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/plugins"
 )
@@ -19,7 +19,7 @@ func partSubject(t *testing.T, db, version string, n int, key []byte) (string, i
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("spangle.%s.part.%s.%s.%d", nodetest.Cluster, db, version, p), p
+	return fmt.Sprintf("spangle.%s.part.%s.%s.%d", edgetest.Cluster, db, version, p), p
 }
 
 // TestNATSPartWrongPartition (issue 32): a part subject answers only the
@@ -37,7 +37,7 @@ func TestNATSPartWrongPartition(t *testing.T) {
 		if q == p {
 			continue
 		}
-		subject := fmt.Sprintf("spangle.%s.part.d.v1.%d", nodetest.Cluster, q)
+		subject := fmt.Sprintf("spangle.%s.part.d.v1.%d", edgetest.Cluster, q)
 		m := env.request(t, subject, key)
 		if m.Header.Get("Spangle-Status") != "400" || len(m.Data) != 0 ||
 			!strings.Contains(m.Header.Get("Spangle-Error"), fmt.Sprintf("partition %d", p)) {
@@ -54,9 +54,9 @@ func TestNATSPartWrongPartition(t *testing.T) {
 // the check.
 func TestNATSPartNotActivated(t *testing.T) {
 	root := t.TempDir()
-	nodetest.WriteVersion(t, root, "m", "v1", 2, nodetest.Numbered("v1", 50))
-	kv := nodetest.StartKV(t, nodetest.NATSConfig(t))
-	n := nodetest.StartNode(t, kv, root, nodetest.Options{
+	edgetest.WriteVersion(t, root, "m", "v1", 2, edgetest.Numbered("v1", 50))
+	kv := edgetest.StartKV(t, edgetest.NATSConfig(t))
+	n := edgetest.StartNode(t, kv, root, edgetest.Options{
 		Node: func(c *node.Config) {
 			c.DBs = map[string]node.DBConfig{"m": {Activation: node.ActivationManual}}
 		},
@@ -64,10 +64,10 @@ func TestNATSPartNotActivated(t *testing.T) {
 	if err := n.Pin("m", node.Pin{Version: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	nc := nodetest.Connect(t, kv.ClientURL())
+	nc := edgetest.Connect(t, kv.ClientURL())
 	key := []byte("key-3")
 	v1, _ := partSubject(t, "m", "v1", 2, key)
-	nodetest.WaitFor(t, "v1 active", func() error {
+	edgetest.WaitFor(t, "v1 active", func() error {
 		m, err := nc.Request(v1, key, time.Second)
 		if err != nil {
 			return err
@@ -78,17 +78,17 @@ func TestNATSPartNotActivated(t *testing.T) {
 		return nil
 	})
 
-	nodetest.WriteVersion(t, root, "m", "v2", 2, nodetest.Numbered("v2", 50))
+	edgetest.WriteVersion(t, root, "m", "v2", 2, edgetest.Numbered("v2", 50))
 	n.Refresh()
 	v2, _ := partSubject(t, "m", "v2", 2, key)
-	nodetest.WaitFor(t, "v2 built ahead", func() error {
+	edgetest.WaitFor(t, "v2 built ahead", func() error {
 		_, err := nc.Request(v2, key, time.Second) // subscribed once held
 		return err
 	})
 	if st := n.Status().DBs["m"].Versions["v2"].Nodes[n.Name()].State; st != node.StateAvailable {
 		t.Fatalf("v2 is %s here, want %s (waiting for its activation)", st, node.StateAvailable)
 	}
-	m, err := nc.Request(v2, key, nodetest.Timeout)
+	m, err := nc.Request(v2, key, edgetest.Timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
