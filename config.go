@@ -96,8 +96,10 @@ type natsFile struct {
 	// much is free, checked this often.
 	StoreMinFree      size     `toml:"store_min_free"`
 	StoreRecoverCheck duration `toml:"store_recover_check"`
-	// The reply subjects the NATS front door answers (issue 32).
+	// The reply subjects the NATS front door answers, and the bound on
+	// each KV stream's consumers (issue 32).
 	ReplyPrefixes []string `toml:"reply_prefixes"`
+	MaxConsumers  int      `toml:"max_consumers"`
 }
 
 // regionFile is [region]: the node's region of a hub (kvwatch/region).
@@ -549,6 +551,7 @@ func (f natsFile) apply(k *kvwatch.Config) error {
 	k.TLSKeyFile = f.TLSKey
 	setNonZero(&k.ClusterName, f.ClusterName)
 	setNonZero(&k.Replicas, f.Replicas)
+	setNonZero(&k.MaxConsumers, f.MaxConsumers)
 	setDuration(&k.EntryTTL, f.EntryTTL)
 	setDuration(&k.PartitionsTTL, f.PartitionsTTL)
 	setNonZero(&k.EmbeddedServerName, f.ServerName)

@@ -102,7 +102,8 @@ func TestPartitionsRefreshedWhenDue(t *testing.T) {
 // TestStartBindsExistingBuckets: a KV starting on buckets that already
 // have its configuration binds them without a create or update request
 // (each is a JetStream meta-group proposal), and one with another
-// configuration still updates them.
+// configuration still updates them (twice: the update of a bucket leaves
+// its stream's consumers unbounded, and a second bounds them).
 func TestStartBindsExistingBuckets(t *testing.T) {
 	a := startKV(t, testConfig(t))
 	nc, err := nats.Connect(a.ClientURL())
@@ -138,10 +139,10 @@ func TestStartBindsExistingBuckets(t *testing.T) {
 	startKV(t, c)
 	// This connection hears the KV's requests after the server answered
 	// them: wait for them rather than assume they arrived.
-	waitFor(t, 5*time.Second, "an update per bucket", func() error {
+	waitFor(t, 5*time.Second, "two updates per bucket", func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(requests) < numBuckets {
+		if len(requests) < 2*numBuckets {
 			return fmt.Errorf("a KV with another marker TTL sent %q so far", requests)
 		}
 		return nil
@@ -151,7 +152,7 @@ func TestStartBindsExistingBuckets(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(requests) != numBuckets {
-		t.Errorf("a KV with another marker TTL sent %q, want an update per bucket", requests)
+	if len(requests) != 2*numBuckets {
+		t.Errorf("a KV with another marker TTL sent %q, want two updates per bucket", requests)
 	}
 }

@@ -331,10 +331,15 @@ func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched
 	}
 	want := k.cfg.bucketConfig(w)
 	if kv, err := js.KeyValue(ctx, want.Bucket); err == nil {
-		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) && k.cfg.consumersLimited(st) {
+		if st, err := kv.Status(ctx); err == nil && sameBucketConfig(st.Config(), want) {
+			if !k.cfg.consumersLimited(st) {
+				return kv, k.cfg.limitConsumers(ctx, js, want.Bucket)
+			}
 			return kv, nil
 		}
 	}
+	// Creating or updating the bucket leaves its stream's consumers
+	// unbounded: a second update bounds them.
 	kv, err := js.CreateOrUpdateKeyValue(ctx, want)
 	if err != nil {
 		return nil, err
