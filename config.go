@@ -148,10 +148,10 @@ type s3File struct {
 type httpFile struct {
 	MaxConns           int      `toml:"max_conns"`
 	MaxHeaderBytes     size     `toml:"max_header_bytes"`
-	MaxBatchKeys       int      `toml:"max_batch_keys"`
+	MaxBatchKeys       *int     `toml:"max_batch_keys"`
 	MaxBatchBytes      size     `toml:"max_batch_bytes"`
 	MaxBatchReplyBytes size     `toml:"max_batch_reply_bytes"`
-	MaxListKeys        int      `toml:"max_list_keys"`
+	MaxListKeys        *int     `toml:"max_list_keys"`
 	BatchBytesInFlight size     `toml:"batch_bytes_in_flight"`
 	BatchWait          duration `toml:"batch_wait"`
 	H2MaxResets        int      `toml:"h2_max_resets"`
@@ -232,18 +232,33 @@ type dbFileConfig struct {
 // duration reads Go duration strings ("10s", "1m30s").
 type duration struct{ time.Duration }
 
-func (d *duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
+func (d *duration) UnmarshalTOML(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("a duration is a string with a unit: write \"%vs\", \"%vms\" or \"0\", not %v", v, v, v)
+	}
+	p, err := time.ParseDuration(s)
 	if err != nil {
 		return err
 	}
-	d.Duration = v
+	d.Duration = p
 	return nil
 }
 
 // size is a size in bytes as ParseBytes reads it ("64MiB", "1048576");
 // "" leaves the default.
 type size string
+
+// UnmarshalTOML reads a string; a number (hot_cache = 0) is refused with
+// the string to write instead.
+func (s *size) UnmarshalTOML(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("a size is a string: write \"%v\" (bytes) or with a unit, \"16MiB\", not %v", v, v)
+	}
+	*s = size(str)
+	return nil
+}
 
 // stringList reads a TOML string (comma-separated) or array of strings.
 type stringList []string
@@ -622,8 +637,12 @@ func (f httpFile) apply(h *edge.Config) error {
 		h.GzipMinBytes = *f.GzipMinBytes
 	}
 	setNonZero(&h.MaxConns, f.MaxConns)
-	setNonZero(&h.MaxBatchKeys, f.MaxBatchKeys)
-	setNonZero(&h.MaxListKeys, f.MaxListKeys)
+	// Counts as written, 0 too: Validate refuses it naming the key.
+	for dst, v := range map[*int]*int{&h.MaxBatchKeys: f.MaxBatchKeys, &h.MaxListKeys: f.MaxListKeys} {
+		if v != nil {
+			*dst = *v
+		}
+	}
 	setDuration(&h.BatchWait, f.BatchWait)
 	setNonZero(&h.H2MaxResets, f.H2MaxResets)
 	setDuration(&h.H2ResetWindow, f.H2ResetWindow)

@@ -100,8 +100,22 @@ var bounds = []bound{
 	durBound("purge.backoff", 10*time.Millisecond, 10*time.Minute, func(c *Config) time.Duration { return c.Purge.Backoff }),
 }
 
-// Validate checks that every duration and size of the config file is
-// within its bounds, and reports every one that is not, naming its key.
+// countBound is the range of one count key of the file.
+type countBound struct {
+	key      string
+	min, max int
+	value    func(*Config) int
+}
+
+// counts lists the count keys whose zero is no default but a mistake
+// (max_list_keys = 0 would list nothing).
+var counts = []countBound{
+	{"http.max_batch_keys", 1, 1 << 20, func(c *Config) int { return c.HTTP.MaxBatchKeys }},
+	{"http.max_list_keys", 1, 1 << 20, func(c *Config) int { return c.HTTP.MaxListKeys }},
+}
+
+// Validate checks that every duration, size and count of the config file
+// is within its bounds, and reports every one that is not, naming its key.
 // It changes nothing. spangle serve calls it before Start; Start does not,
 // so that tests and embedders may shrink timeouts below the floors.
 func (c Config) Validate() error {
@@ -109,6 +123,11 @@ func (c Config) Validate() error {
 	for _, b := range bounds {
 		if err := b.check(b.value(&c)); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for _, b := range counts {
+		if v := b.value(&c); v < b.min || v > b.max {
+			errs = append(errs, fmt.Errorf("%s = %d is out of range: want %d to %d", b.key, v, b.min, b.max))
 		}
 	}
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/spangledb/spangle/internal/errtext"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node/listwire"
@@ -114,10 +115,11 @@ func wireCodeFor(ctx context.Context, err error) *wireCode {
 }
 
 // message returns the text answered for err under row: the error's own
-// when the row says so, else the row's body; "" for none.
+// (without its Go package prefixes: errtext) when the row says so, else
+// the row's body; "" for none.
 func (row *wireCode) message(err error) string {
 	if row.detail {
-		return err.Error() + "\n"
+		return errtext.Strip(err.Error()) + "\n"
 	}
 	return row.body
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spangledb/spangle/internal/errtext"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/listwire"
 )
@@ -179,7 +180,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 		s.listDone(status, 0)
 		msg := row.message(err)
 		if errors.Is(err, node.ErrProxyTimeout) || errors.Is(err, node.ErrNoReplica) {
-			msg = err.Error() + "\n" // names the partitions missing: never a short page
+			msg = errtext.Strip(err.Error()) + "\n" // names the partitions missing: never a short page
 		}
 		if msg != "" {
 			writeText(w, r, status, msg)

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle"
+	"github.com/spangledb/spangle/internal/errtext"
 )
 
 // newLogger is the commands' logger on stderr.
 func newLogger(format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -27,7 +28,7 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format: want text or json, not %q", format)
+	return nil, usagef("--log-format %q: want text or json", format)
 }
 
 // shutdown stops s within timeout.
@@ -38,14 +39,33 @@ func shutdown(s *spangle.Server, timeout time.Duration) error {
 }
 
 // usageError is a mistake on the command line (a missing or extra
-// argument, a bad name): main prints it once and exits 2, as for a bad
-// flag.
-type usageError struct{ msg string }
+// argument, a bad name): main prints it once, on one line, then the
+// command's usage when it has one, and exits 2, as for a bad flag.
+type usageError struct {
+	msg   string
+	usage func() // prints the command's usage; nil for none
+}
 
 func (e usageError) Error() string { return e.msg }
 
 // usagef returns a usageError.
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error {
+	return usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// badArgs returns a usageError that prints fs's usage after saying what
+// is wrong.
+func badArgs(fs *flag.FlagSet, format string, args ...any) error {
+	return usageError{msg: fmt.Sprintf(format, args...), usage: fs.Usage}
+}
+
+// plural is n and noun, with an s unless n is 1: "1 argument", "3 arguments".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
 
 // errFlagPrinted is a bad flag: the flag package has printed it and the
 // usage, so main only exits 2.
@@ -74,7 +94,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // exitCode prints err (once) on stderr and returns the process's exit
-// code: 0 for none or -h, 2 for a usage error, 1 for any other.
+// code: 0 for none or -h, 2 for a usage error (its line, then the
+// command's usage), 1 for any other. The text printed is without the Go
+// package prefixes the error gathered ("node: "; errtext).
 func exitCode(err error, stderr io.Writer) int {
 	var usage usageError
 	switch {
@@ -83,9 +105,18 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.Is(err, errFlagPrinted):
 		return 2
 	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, "spangle:", err)
+		fmt.Fprintln(stderr, "spangle:", errtext.Strip(err.Error()))
+		if usage.usage != nil {
+			usage.usage()
+		}
 		return 2
 	}
-	fmt.Fprintln(stderr, "spangle:", err)
+	printErr(stderr, "spangle", err)
 	return 1
+}
+
+// printErr prints "who: err" on stderr, without the error's package
+// prefixes.
+func printErr(stderr io.Writer, who string, err error) {
+	fmt.Fprintln(stderr, who+":", errtext.Strip(err.Error()))
 }

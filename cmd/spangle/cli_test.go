@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,7 +59,7 @@ func TestCLIHelp(t *testing.T) {
 // publish printed Go's bare "Usage of serve:"); a bad flag is printed once
 // (serve printed it twice) and exits 2; a missing argument exits 2 for
 // every command (inspect exited 1); a lookup with no node answering says
-// "client: " once.
+// so without the package prefix "client: ".
 func TestCLIStyle(t *testing.T) {
 	bin := buildBinary(t)
 	run := func(args ...string) (string, int) {
@@ -93,8 +96,8 @@ func TestCLIStyle(t *testing.T) {
 		}
 	}
 	out, code := run("get", "--http", "http://127.0.0.1:1", "--timeout", "2s", "baby-names", "1881/boy")
-	if n := strings.Count(out, "client: "); code != 2 || n != 1 {
-		t.Errorf("get with no node: exit %d (want 2), \"client: \" said %d times (want once):\n%s", code, n, out)
+	if n := strings.Count(out, "client: "); code != 2 || n != 0 || !strings.Contains(out, "no node answered") {
+		t.Errorf("get with no node: exit %d (want 2), \"client: \" said %d times (want never: issue 38):\n%s", code, n, out)
 	}
 }
 
@@ -137,4 +140,71 @@ func TestServeVersion(t *testing.T) {
 		return nil
 	})
 	s.stop(t)
+}
+
+// TestUsageErrors runs the binary with the mistakes of issue 38 item 3:
+// each says what is wrong on its first line ("spangle: …"), a usage
+// error then prints the command's usage and exits 2; no line carries a Go
+// package prefix ("node: ", "blocks: ", "toml: ").
+func TestUsageErrors(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	config := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("source = "+strconv.Quote(dir)+"\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		args  []string
+		code  int
+		first string // in the first line
+		usage bool   // the usage follows
+	}{
+		{[]string{"list", "--http", "http://127.0.0.1:1", "db", "--limit", "-1"}, 2, "--limit -1: want a number of keys, or 0 for all", true},
+		{[]string{"list", "db", "prefix", "extra"}, 2, "list takes DB and an optional PREFIX, got 3 arguments", true},
+		{[]string{"list"}, 2, "got 0 arguments", true},
+		{[]string{"get", "--http", "http://127.0.0.1:1", "db"}, 2, "get takes DB and at least one KEY, got 1 argument", true},
+		{[]string{"get", "--raw", "db", "k1", "k2"}, 2, "--raw takes one key, got 2", true},
+		{[]string{"get", "--http", "http://a", "--nats", "nats://b", "db", "k"}, 2, "--http and --nats are exclusive", false},
+		{[]string{"rollback"}, 2, "rollback takes DB and an optional VERSION, got 0 arguments", true},
+		{[]string{"activate", "db"}, 2, "activate takes DB and VERSION (or --latest and DB), got 1 argument", true},
+		{[]string{"activate", "--latest"}, 2, "activate --latest takes DB, got 0 arguments", true},
+		{[]string{"inspect"}, 2, "inspect takes one FILE", true},
+		{[]string{"ready", "extra"}, 2, "ready takes no arguments", true},
+		{[]string{"serve", "--log-level", "verbose"}, 2, `--log-level "verbose": want debug, info, warn or error`, false},
+		{[]string{"serve", "--log-format", "xml"}, 2, `--log-format "xml": want text or json`, false},
+		{[]string{"serve"}, 2, "no source: give --source DIR|URL, or source = ", true},
+		{[]string{"serve", "--config", config("hot.toml", "[storage]\nhot_cache = 0\n")}, 1, `a size is a string: write "0"`, false},
+		{[]string{"serve", "--config", config("ttl.toml", "[nats]\nentry_ttl = 30\n")}, 1, `a duration is a string with a unit: write "30s"`, false},
+		{[]string{"serve", "--config", config("list.toml", "[http]\nmax_list_keys = 0\n")}, 1, "http.max_list_keys = 0 is out of range", false},
+		{[]string{"serve", "--config", config("batch.toml", "[http]\nmax_batch_keys = 0\n")}, 1, "http.max_batch_keys = 0 is out of range", false},
+		{[]string{"serve", "--config", config("loads.toml", "max_parallel_loads = -1\n")}, 1, "invalid config: max_parallel_loads -1", false}, // was "node: invalid config: …"
+		{[]string{"publish", "/no/such/dir", "--to", "nats-object://b", "--db", "a", "--version", "1"}, 2, "DIR /no/such/dir: no such file or directory", false},
+	} {
+		name := strings.Join(tc.args, " ")
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Dir = dir // no spangle.toml here
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("spangle %s: %v", name, err)
+		}
+		first, rest, _ := strings.Cut(string(out), "\n")
+		switch {
+		case code != tc.code:
+			t.Errorf("spangle %s: exit %d, want %d:\n%s", name, code, tc.code, out)
+		case !strings.HasPrefix(first, "spangle: ") || !strings.Contains(first, tc.first):
+			t.Errorf("spangle %s: first line %q, want \"spangle: …%s…\"", name, first, tc.first)
+		case tc.usage != strings.HasPrefix(rest, "usage: spangle "):
+			t.Errorf("spangle %s: usage after the first line %v, want %v:\n%s", name, !tc.usage, tc.usage, out)
+		}
+		if prefix := regexp.MustCompile(`(^|: )(node|blocks|batchwire|toml|client|edge|kvwatch): `).FindString(string(out)); prefix != "" {
+			t.Errorf("spangle %s: a package prefix %q:\n%s", name, prefix, out)
+		}
+	}
 }

@@ -46,20 +46,17 @@ func get(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if fs.NArg() < 2 {
-		fs.Usage()
-		return exitError
+		return exitCode(badArgs(fs, "get takes DB and at least one KEY, got %s", plural(fs.NArg(), "argument")), stderr)
 	}
 	db, keys := fs.Arg(0), fs.Args()[1:]
 	if *raw && len(keys) > 1 {
-		fmt.Fprintln(stderr, "spangle get: --raw takes one key")
-		return exitError
+		return exitCode(badArgs(fs, "--raw takes one key, got %d", len(keys)), stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	c, closeAll, err := cf.open()
 	if err != nil {
-		fmt.Fprintln(stderr, "spangle get:", err)
-		return exitError
+		return failed(stderr, "spangle get", err)
 	}
 	defer closeAll()
 	if len(keys) > 1 {
@@ -71,8 +68,7 @@ func get(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "404 db %q unknown or without a version\n", db)
 		return exitMissing
 	case err != nil:
-		fmt.Fprintln(stderr, "spangle get:", err)
-		return exitError
+		return failed(stderr, "spangle get", err)
 	case !res.Found:
 		fmt.Fprintf(stderr, "404 version=%s\n", res.Version)
 		return exitMissing
@@ -102,8 +98,7 @@ func getMany(ctx context.Context, c *client.Client, db string, keys []string, st
 		fmt.Fprintf(stderr, "404 db %q unknown or without a version\n", db)
 		return exitMissing
 	case err != nil:
-		fmt.Fprintln(stderr, "spangle get:", err)
-		return exitError
+		return failed(stderr, "spangle get", err)
 	}
 	code, found := exitFound, 0
 	for i, r := range rs {
@@ -121,6 +116,16 @@ func getMany(ctx context.Context, c *client.Client, db string, keys []string, st
 	}
 	fmt.Fprintf(stderr, "version=%s found=%d missing=%d\n", version, found, len(rs)-found)
 	return code
+}
+
+// failed prints err as who's (a usage error as exitCode does) and returns
+// exitError, get's and list's exit code for any error.
+func failed(stderr io.Writer, who string, err error) int {
+	if errors.As(err, new(usageError)) {
+		return exitCode(err, stderr)
+	}
+	printErr(stderr, who, err)
+	return exitError
 }
 
 // printable returns v as text when it is valid UTF-8 without control
@@ -161,7 +166,7 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 // NATS connection it opened).
 func (cf *clientFlags) open() (*client.Client, func(), error) {
 	if cf.httpURL != "" && cf.natsURL != "" {
-		return nil, nil, errors.New("--http and --nats are exclusive")
+		return nil, nil, usagef("--http and --nats are exclusive")
 	}
 	cfg := client.DefaultConfig()
 	cfg.ClusterName = cf.cluster

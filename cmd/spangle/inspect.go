@@ -22,8 +22,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return usagef("inspect takes one file, got %d arguments", fs.NArg())
+		return badArgs(fs, "inspect takes one FILE, got %s", plural(fs.NArg(), "argument"))
 	}
 	var part plugins.Partitioner
 	if *partitions > 0 {

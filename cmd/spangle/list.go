@@ -34,14 +34,15 @@ func list(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	if fs.NArg() < 1 || fs.NArg() > 2 || *limit < 0 {
-		fs.Usage()
-		return exitError
+	switch {
+	case fs.NArg() < 1 || fs.NArg() > 2:
+		return exitCode(badArgs(fs, "list takes DB and an optional PREFIX, got %s", plural(fs.NArg(), "argument")), stderr)
+	case *limit < 0:
+		return exitCode(badArgs(fs, "--limit %d: want a number of keys, or 0 for all", *limit), stderr)
 	}
 	c, closeAll, err := cf.open()
 	if err != nil {
-		fmt.Fprintln(stderr, "spangle list:", err)
-		return exitError
+		return failed(stderr, "spangle list", err)
 	}
 	defer closeAll()
 	opts := client.ListOptions{Prefix: []byte(fs.Arg(1)), Start: []byte(*start), End: []byte(*end), Values: *values}
@@ -59,8 +60,7 @@ func list(args []string, stdout, stderr io.Writer) int {
 			return exitMissing
 		case err != nil:
 			w.Flush()
-			fmt.Fprintf(stderr, "spangle list: after %d keys: %v\n", n, err)
-			return exitError
+			return failed(stderr, fmt.Sprintf("spangle list: after %d keys", n), err)
 		}
 		if *values {
 			fmt.Fprintf(w, "%s\t%s\n", printable(e.Key), printable(e.Value))

@@ -35,8 +35,10 @@ func activate(args []string, stdout, stderr io.Writer) error {
 		want = 1
 	}
 	if fs.NArg() != want {
-		fs.Usage()
-		return usagef("activate takes %d arguments, got %d", want, fs.NArg())
+		if *latest {
+			return badArgs(fs, "activate --latest takes DB, got %s", plural(fs.NArg(), "argument"))
+		}
+		return badArgs(fs, "activate takes DB and VERSION (or --latest and DB), got %s", plural(fs.NArg(), "argument"))
 	}
 	db := fs.Arg(0)
 	if !advert.ValidName(db) {
@@ -76,8 +78,7 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
-		fs.Usage()
-		return usagef("rollback takes DB and an optional VERSION, got %d arguments", fs.NArg())
+		return badArgs(fs, "rollback takes DB and an optional VERSION, got %s", plural(fs.NArg(), "argument"))
 	}
 	db := fs.Arg(0)
 	if !advert.ValidName(db) {

@@ -87,6 +87,12 @@ func publish(args []string, stderr io.Writer) error {
 	if *opTimeout <= 0 || *interval <= 0 {
 		return fmt.Errorf("--op-timeout and --progress-interval must be positive")
 	}
+	if fi, err := os.Stat(dir); dir != "" && (err != nil || !fi.IsDir()) {
+		if err == nil {
+			return usagef("DIR %s is not a directory", dir)
+		}
+		return usagef("DIR %s: %v", dir, errors.Unwrap(err)) // "no such file or directory", the path said once
+	}
 	if *quiet {
 		stderr = io.Discard
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,16 +16,15 @@ import (
 // It is the probe of images without a shell or curl (the container
 // image's HEALTHCHECK): the exit status is the answer.
 func ready(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("ready", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("ready", "usage: spangle ready [--http URL] [--timeout D] [--insecure]", stderr)
 	node := fs.String("http", spangle.LocalURL, "the node's HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	insecure := fs.Bool("insecure", false, "https: do not verify the node's certificate (a probe of a node on this host, whose certificate names another)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
-		return fmt.Errorf("ready takes no arguments (got %q)", fs.Args())
+		return badArgs(fs, "ready takes no arguments (got %q)", fs.Args())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

@@ -53,6 +53,9 @@ func serve(args []string, stderr io.Writer) error {
 		cfg.NATS.URLs = spangle.SplitList(*natsURL)
 	}
 	cfg.ShutdownTimeout, cfg.Version = *shutdownTimeout, release()
+	if cfg.Node.Source == "" {
+		return badArgs(fs, "no source: give --source DIR|URL, or source = \"…\" in the config file (%s)", configName(path))
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -86,4 +89,13 @@ func serve(args []string, stderr io.Writer) error {
 			sd.reloading(s)
 		}
 	}
+}
+
+// configName names the config file read, for the messages: its path, or
+// that there was none.
+func configName(path string) string {
+	if path == "" {
+		return "no config file read"
+	}
+	return "read " + path
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/edge/client"
+	"github.com/spangledb/spangle/internal/errtext"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 )
@@ -120,7 +121,7 @@ func printStatus(w io.Writer, base string, st node.Status) {
 	}
 	fmt.Fprint(w, "\n\n")
 	if st.SourceError != "" {
-		fmt.Fprintf(w, "source unavailable: %s\n\n", st.SourceError)
+		fmt.Fprintf(w, "source unavailable: %s\n\n", errtext.Strip(st.SourceError))
 	}
 	if len(st.DBs) == 0 {
 		fmt.Fprintln(w, "no dbs")
@@ -140,7 +141,7 @@ func printStatus(w io.Writer, base string, st node.Status) {
 				nv := s.Nodes[name]
 				b := build
 				if nv.Error != "" {
-					b = "error: " + nv.Error
+					b = "error: " + errtext.Strip(nv.Error)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.2f (target %d)\t%d\t%s\n", db, v, name, nv.State,
 					yesNo(nv.Current), len(nv.Partitions), s.NumPartitions, s.AverageReplication,
@@ -169,10 +170,10 @@ func printPins(w io.Writer, st node.Status) {
 			fmt.Fprintf(w, "%s: pinned to %s (spangle activate --latest %s unpins)\n", db, ds.Pinned, db)
 		}
 		if ds.PinError != "" {
-			fmt.Fprintf(w, "%s: cannot follow the pin: %s\n", db, ds.PinError)
+			fmt.Fprintf(w, "%s: cannot follow the pin: %s\n", db, errtext.Strip(ds.PinError))
 		}
 		if ds.SourceError != "" {
-			fmt.Fprintf(w, "%s: cannot list versions: %s\n", db, ds.SourceError)
+			fmt.Fprintf(w, "%s: cannot list versions: %s\n", db, errtext.Strip(ds.SourceError))
 		}
 	}
 }
@@ -250,7 +251,7 @@ func printNodePins(tw io.Writer, m client.Map) {
 			follows := p.Target
 			switch {
 			case p.Error != "":
-				follows = "cannot follow the pin: " + p.Error
+				follows = "cannot follow the pin: " + errtext.Strip(p.Error)
 			case follows == "":
 				follows = "(not answered yet)"
 			}

@@ -18,7 +18,7 @@ func TestStatusShowsPins(t *testing.T) {
 		"d": {Pinned: "v9", PinError: "node: the pinned version is not in the source: v9"},
 		"e": {},
 	}})
-	for _, want := range []string{"(spangle v1.2.3)", "d: pinned to v9", "d: cannot follow the pin: node: the pinned version is not in the source: v9"} {
+	for _, want := range []string{"(spangle v1.2.3)", "d: pinned to v9", "d: cannot follow the pin: the pinned version is not in the source: v9"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status --http lacks %q:\n%s", want, out.String())
 		}
@@ -35,7 +35,7 @@ func TestStatusShowsPins(t *testing.T) {
 			"f": {Pin: "v4"},
 		}},
 	}})
-	for _, want := range []string{"PINNED TO", "cannot follow the pin: node: the pinned version is not in the source: v9", "newest before v3  v2", "(not answered yet)"} {
+	for _, want := range []string{"PINNED TO", "cannot follow the pin: the pinned version is not in the source: v9", "newest before v3  v2", "(not answered yet)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status --nats lacks %q:\n%s", want, out.String())
 		}
