@@ -36,7 +36,7 @@ func get(args []string, stdout, stderr io.Writer) int {
 	cf := addClientFlags(fs)
 	raw := fs.Bool("raw", false, "print the value's bytes as they are (default: quoted unless printable text, with a newline; one key only)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: spangle get [--http URL | --nats URL] [--raw] DB KEY [KEY...]")
+		fmt.Fprintln(stderr, "usage: spangle get [--http URL [--cacert FILE] | --nats URL] [--raw] DB KEY [KEY...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(interleaved(fs, args)); err != nil {
@@ -146,14 +146,16 @@ func printable(v []byte) string {
 	return strconv.Quote(string(v))
 }
 
-// clientFlags are the flags that choose and tune a client: get and status.
+// clientFlags are the flags that choose and tune a client: get, list
+// and status.
 type clientFlags struct {
 	httpURL, natsURL, cluster, creds string
 	timeout                          time.Duration
+	tls                              *tlsFlags
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
-	cf := &clientFlags{}
+	cf := &clientFlags{tls: addTLSFlags(fs)}
 	fs.StringVar(&cf.httpURL, "http", "", "a node's HTTP address (default "+spangle.LocalURL+" unless --nats)")
 	fs.StringVar(&cf.natsURL, "nats", "", "NATS server URLs, comma-separated")
 	fs.StringVar(&cf.cluster, "cluster", "spangle", "spangle cluster name (NATS)")
@@ -185,6 +187,13 @@ func (cf *clientFlags) open() (*client.Client, func(), error) {
 			u = spangle.LocalURL
 		}
 		cfg.URLs = spangle.SplitList(u)
+		tr, err := cf.tls.transport()
+		if err != nil {
+			return nil, nil, err
+		}
+		if tr != nil {
+			cfg.Transport = tr
+		}
 	}
 	c, err := client.New(cfg)
 	if err == nil {

@@ -25,7 +25,7 @@ func list(args []string, stdout, stderr io.Writer) int {
 	start := fs.String("start", "", "list from this key (included)")
 	end := fs.String("end", "", "list up to this key (excluded)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: spangle list [--http URL | --nats URL] [--values] [--limit N] [--start KEY] [--end KEY] DB [PREFIX]")
+		fmt.Fprintln(stderr, "usage: spangle list [--http URL [--cacert FILE] | --nats URL] [--values] [--limit N] [--start KEY] [--end KEY] DB [PREFIX]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(interleaved(fs, args)); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,10 +15,10 @@ import (
 // It is the probe of images without a shell or curl (the container
 // image's HEALTHCHECK): the exit status is the answer.
 func ready(args []string, stderr io.Writer) error {
-	fs := newFlagSet("ready", "usage: spangle ready [--http URL] [--timeout D] [--insecure]", stderr)
+	fs := newFlagSet("ready", "usage: spangle ready [--http URL] [--timeout D] [--cacert FILE | --insecure]", stderr)
 	node := fs.String("http", spangle.LocalURL, "the node's HTTP address")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
-	insecure := fs.Bool("insecure", false, "https: do not verify the node's certificate (a probe of a node on this host, whose certificate names another)")
+	tf := addTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,9 +32,9 @@ func ready(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	client := &http.Client{}
-	if *insecure {
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // asked for: a probe of this host's own node
+	client, err := tf.client()
+	if err != nil {
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {

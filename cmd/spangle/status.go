@@ -22,7 +22,7 @@ import (
 // status runs "spangle status": the dbs, versions, partitions × replicas
 // and nodes, from a node's HTTP status or from the cluster's KV buckets.
 func status(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "usage: spangle status [--http URL | --nats URL] [--json] [--regions [--region R,…]]", stderr)
+	fs := newFlagSet("status", "usage: spangle status [--http URL [--cacert FILE] | --nats URL] [--json] [--regions [--region R,…]]", stderr)
 	cf := addClientFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON: the node's status (HTTP) or the cluster map (NATS)")
 	regions := fs.Bool("regions", false, "the regions of the hub at --nats (those its regions announce, those named with --region, those a region pin names): connected, nodes, active versions, region pins")
@@ -83,7 +83,11 @@ func httpStatus(ctx context.Context, cf *clientFlags, stdout io.Writer, asJSON b
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	hc, err := cf.tls.client()
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
