@@ -89,6 +89,10 @@ type Scope struct {
 	// hub and reads the regions' buckets through it ("$JS.<region>.API").
 	// Default "": no regions.
 	HubDomain string
+	// Accounts: the role's users are in an account of their own
+	// (accounts.go), and the permissions name the subjects of that
+	// account. Default false: every role in one account.
+	Accounts bool
 	// Region, with HubDomain, bounds an operator to one region: its pins
 	// ("<db>.pin.<region>") and its buckets only; and a node to its
 	// region's entry in the hub's bucket of regions (which the hub bounds
@@ -194,40 +198,20 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		}
 		sub = append(sub, names.Prefix(s.Cluster)+".>")
 		resp = &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
-	case RoleOperator:
-		if !regions {
-			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix), names.KVSubject(versions, "*"+names.PinSuffix+".*"))
-			break
+	case RoleOperator, RolePublisher, RoleClient:
+		if !s.Accounts {
+			return legacyPermissions(role, s, pub, sub)
 		}
-		// At the hub: the pins of its region (or of every region, and
-		// the pins for all), and the region's buckets read through the
-		// hub, for the pin's verdict and spangle status --regions.
-		region := s.Region
-		if region == "" {
-			region = "*"
-			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix))
+		// Users of the role's own account (accounts.go): what they may
+		// publish is what the account imports.
+		imp, err := RoleImports(role, s)
+		if err != nil {
+			return nil, err
 		}
-		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix+"."+region))
-		pub = append(pub, readStream(api, names.KVStream(bucket(names.Regions)))...) // the list of regions
-		for _, kind := range names.Kinds {
-			pub = append(pub, readStream(names.APIPrefix(region), names.KVStream(bucket(kind)))...)
+		pub = pub[:0]
+		for _, si := range imp {
+			pub = append(pub, si.local)
 		}
-	case RolePublisher:
-		if len(s.ObjectBuckets) == 0 {
-			return nil, fmt.Errorf("a %s needs the Object Store buckets it writes (buckets)", RolePublisher)
-		}
-		// The versions bucket: created when missing (a hub of regions has
-		// no node to create it; an existing stream is never changed by a
-		// create), and the announcements.
-		pub = append(pub, api+".INFO", api+".STREAM.CREATE."+names.KVStream(versions), names.KVSubject(versions, "*"))
-		for _, b := range s.ObjectBuckets {
-			st := names.ObjectStream(b)
-			pub = append(pub, readStream(api, st)...)
-			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.PURGE."+st, names.ObjectSubjects(b))
-		}
-	case RoleClient:
-		p := names.Prefix(s.Cluster)
-		pub = append(pub, p+".get.>", p+".part.>", p+".mget.>", p+".list.>")
 	default:
 		return nil, fmt.Errorf("unknown role %q (want %s, %s, %s or %s)", role, RoleNode, RoleOperator, RolePublisher, RoleClient)
 	}
@@ -274,29 +258,13 @@ func addUsers(o *server.Options, c Config, self nkeys.KeyPair) error {
 	if len(c.EmbeddedUsers) == 0 {
 		return nil
 	}
-	for i, u := range c.EmbeddedUsers {
-		perms, err := RolePermissions(u.Role, c.userScope(u))
-		if err != nil {
-			return fmt.Errorf("user %d: %w", i+1, err)
-		}
-		if u.NKey != "" {
-			o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
-		} else {
-			o.Users = append(o.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
-		}
-	}
-	pub, err := self.PublicKey()
-	if err != nil {
-		return err
-	}
-	o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: pub})
-	return nil
+	return addAccounts(o, c, self)
 }
 
 // userScope is the scope of an embedded-server user: the cluster's
 // buckets and its Object Store buckets, in a region the region's.
 func (c Config) userScope(u User) Scope {
-	s := Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets}
+	s := Scope{Cluster: c.ClusterName, ObjectBuckets: u.Buckets, Accounts: true}
 	if c.Region.Enabled() {
 		s.HubDomain = c.Region.HubDomain
 	}
@@ -365,4 +333,62 @@ func PermissionsConfig(role string, s Scope) (string, error) {
 	}
 	b.WriteString("}\n")
 	return b.String(), nil
+}
+
+// legacyPermissions are the permissions of role in scope s for a server
+// whose roles share one account (Scope.Accounts false: an external
+// server configured before accounts). They bound what a login publishes,
+// not what a responder publishes for it: docs/SECURITY.md says what they
+// leave open.
+func legacyPermissions(role string, s Scope, pub, sub []string) (*server.Permissions, error) {
+	api := names.APIPrefix(s.Domain)
+	regions := s.HubDomain != ""
+	bucket := func(kind string) string { return names.KVBucket(s.Cluster, kind) }
+	versions := bucket(names.Versions)
+	if role != RoleClient {
+		// The tools ask it to learn whether their account imports the
+		// cluster's API (natsconn.ToolJetStream); in a shared account
+		// nobody answers it.
+		pub = append(pub, names.ImportedAPI+".INFO")
+	}
+	switch role {
+	case RoleOperator:
+		if !regions {
+			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix), names.KVSubject(versions, "*"+names.PinSuffix+".*"))
+			break
+		}
+		// At the hub: the pins of its region (or of every region, and
+		// the pins for all), and the region's buckets read through the
+		// hub, for the pin's verdict and spangle status --regions.
+		region := s.Region
+		if region == "" {
+			region = "*"
+			pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix))
+		}
+		pub = append(pub, names.KVSubject(versions, "*"+names.PinSuffix+"."+region))
+		pub = append(pub, readStream(api, names.KVStream(bucket(names.Regions)))...) // the list of regions
+		for _, kind := range names.Kinds {
+			pub = append(pub, readStream(names.APIPrefix(region), names.KVStream(bucket(kind)))...)
+		}
+	case RolePublisher:
+		if len(s.ObjectBuckets) == 0 {
+			return nil, fmt.Errorf("a %s needs the Object Store buckets it writes (buckets)", RolePublisher)
+		}
+		// The versions bucket: created when missing (a hub of regions has
+		// no node to create it; an existing stream is never changed by a
+		// create), and the announcements.
+		pub = append(pub, api+".INFO", api+".STREAM.CREATE."+names.KVStream(versions), names.KVSubject(versions, "*"))
+		for _, b := range s.ObjectBuckets {
+			st := names.ObjectStream(b)
+			pub = append(pub, readStream(api, st)...)
+			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.PURGE."+st, names.ObjectSubjects(b))
+		}
+	case RoleClient:
+		p := names.Prefix(s.Cluster)
+		pub = append(pub, p+".get.>", p+".part.>", p+".mget.>", p+".list.>")
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: unique(pub)},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
@@ -73,6 +74,10 @@ func serverOptions(c Config, self nkeys.KeyPair) (*server.Options, error) {
 		remote, err := region.Remote(c.Region)
 		if err != nil {
 			return nil, err
+		}
+		if len(c.EmbeddedUsers) > 0 {
+			// The link carries the cluster account's subjects.
+			remote.LocalAccount = names.ClusterAccount(c.ClusterName)
 		}
 		o.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}

@@ -79,6 +79,11 @@ func TestEmbeddedAuth(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, time.Second) // a refused publish gets no answer
+		t.Cleanup(cancel)
+		return c
+	}
 
 	// The node user answers lookups.
 	node, _ := connect(nats.Nkey(nodePub, nodeKey.Sign))
@@ -99,30 +104,18 @@ func TestEmbeddedAuth(t *testing.T) {
 	if m, err := client.Request("spangle.test.get.d", []byte("k"), 5*time.Second); err != nil || string(m.Data) != "value" {
 		t.Fatalf("client lookup: %v %v", m, err)
 	}
+	// The client reads the cluster map with batched direct gets, and has
+	// no JetStream of its own: it cannot bind, watch or write a bucket.
+	vbucket := names.KVBucket("test", names.Versions)
+	m, err := client.Request("$JS.API.DIRECT.GET."+names.KVStream(vbucket), []byte(`{"multi_last":["$KV.`+vbucket+`.>"],"batch":10}`), 5*time.Second)
+	if err != nil || m.Header.Get("Nats-Subject") != names.KVSubject(vbucket, "d") {
+		t.Fatalf("client reads the versions bucket: %v %v", m, err)
+	}
 	cjs, _ := jetstream.New(client)
-	ckv, err := cjs.KeyValue(ctx, names.KVBucket("test", names.Versions))
-	if err != nil {
-		t.Fatalf("client binds a bucket: %v", err)
+	if _, err := cjs.KeyValue(short(), vbucket); err == nil {
+		t.Fatal("a client bound a bucket: its account has JetStream")
 	}
-	w, err := ckv.WatchAll(ctx)
-	if err != nil {
-		t.Fatalf("client watches a bucket: %v", err)
-	}
-	defer w.Stop()
-	select {
-	case e := <-w.Updates():
-		if e == nil || e.Key() != "d" {
-			t.Fatalf("client watch: %v", e)
-		}
-	case <-ctx.Done():
-		t.Fatal("client watch: nothing")
-	}
-	short := func() context.Context {
-		c, cancel := context.WithTimeout(ctx, time.Second) // a refused publish gets no answer
-		t.Cleanup(cancel)
-		return c
-	}
-	if _, err := ckv.Put(short(), "d", []byte(`{"version":"v9"}`)); err == nil {
+	if _, err := cjs.Publish(short(), names.KVSubject(vbucket, "d"), []byte(`{"version":"v9"}`)); err == nil {
 		t.Fatal("a client wrote the versions bucket")
 	}
 	client.Subscribe(">", func(*nats.Msg) {})
@@ -132,7 +125,7 @@ func TestEmbeddedAuth(t *testing.T) {
 	waitFor(t, 5*time.Second, "client may not answer lookups", cv.has(`Subscription to "spangle.test.get.d"`))
 
 	job, _ := connect(nats.UserInfo("job", "job-secret"))
-	jjs, _ := jetstream.New(job)
+	jjs, _ := jetstream.NewWithAPIPrefix(job, names.ImportedAPI)
 	jkv, err := jjs.KeyValue(ctx, names.KVBucket("test", names.Versions))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +136,7 @@ func TestEmbeddedAuth(t *testing.T) {
 	if _, err := jjs.KeyValue(short(), names.KVBucket("test", names.Nodes)); err == nil {
 		t.Fatal("a publisher read the nodes bucket")
 	}
-	if _, err := jjs.Publish(short(), names.KVSubject(names.KVBucket("test", names.Nodes), "n8"), []byte("{}")); err == nil {
+	if _, err := jjs.Publish(short(), names.ImportedAPI+"."+names.KVSubject(names.KVBucket("test", names.Nodes), "n8"), []byte("{}")); err == nil {
 		t.Fatal("a publisher wrote the nodes bucket")
 	}
 	if _, err := job.Request("spangle.test.get.d", []byte("k"), time.Second); err == nil {

@@ -36,9 +36,11 @@ type permOp struct {
 // TestRolePermissions logs in as each role on a real embedded server
 // holding the cluster's buckets and two Object Store buckets (the
 // publisher's "data" and someone else's "other"), tries every JetStream
-// API operation on every bucket's stream, the KV writes of each key kind,
-// Object Store writes, lookups and answering them, and checks that
-// exactly the roles the table names may do each. A refused operation
+// API operation on every bucket's stream, both as the cluster's account
+// names it ($JS.API) and as a publisher's or operator's account imports
+// it (names.ImportedAPI), the KV writes of each key kind, Object Store
+// writes, lookups and answering them, and checks that exactly the roles
+// the table names may do each. A refused operation
 // shows as the server's permissions violation; an allowed one gets an
 // answer (an API error such as "stream not found" included: the server
 // let it through).
@@ -68,19 +70,23 @@ func TestRolePermissions(t *testing.T) {
 
 	all := []string{RoleNode, RoleOperator, RolePublisher, RoleClient}
 	none := []string{}
-	notPublisher := []string{RoleNode, RoleOperator, RoleClient}
+	node := []string{RoleNode}
+	mapReaders := []string{RoleNode, RoleOperator, RoleClient}
 	api := names.APIPrefix("")
+	imp := names.ImportedAPI // the publisher's and the operator's view of the cluster's API
+	vs := names.KVStream(names.KVBucket("test", names.Versions))
 	var ops []permOp
 	streams := []struct {
-		name                                   string
-		read, create, update, purge, msgDelete []string
+		name                            string
+		read, directGet, create, update []string
+		impInfo, impCreate, impPurge    []string
 	}{
-		{names.KVStream(names.KVBucket("test", names.Nodes)), notPublisher, []string{RoleNode}, []string{RoleNode}, none, none},
-		{names.KVStream(names.KVBucket("test", names.Partitions)), notPublisher, []string{RoleNode}, []string{RoleNode}, none, none},
-		{names.KVStream(names.KVBucket("test", names.Versions)), all, []string{RoleNode, RolePublisher}, []string{RoleNode}, none, none},
-		{names.ObjectStream("data"), []string{RoleNode, RolePublisher}, []string{RolePublisher}, none, []string{RolePublisher}, none},
-		{names.ObjectStream("other"), none, none, none, none, none},
-		{"EVIL", none, none, none, none, none},
+		{names.KVStream(names.KVBucket("test", names.Nodes)), node, mapReaders, node, node, none, none, none},
+		{names.KVStream(names.KVBucket("test", names.Partitions)), node, mapReaders, node, node, none, none, none},
+		{vs, node, mapReaders, node, node, []string{RoleOperator, RolePublisher}, []string{RolePublisher}, none},
+		{names.ObjectStream("data"), node, node, none, none, []string{RolePublisher}, []string{RolePublisher}, []string{RolePublisher}},
+		{names.ObjectStream("other"), none, none, none, none, none, none, none},
+		{"EVIL", none, none, none, none, none, none, none},
 	}
 	for _, st := range streams {
 		cfg := []byte(`{}`)
@@ -94,34 +100,46 @@ func TestRolePermissions(t *testing.T) {
 			permOp{name: "consumer create " + st.name, subject: api + ".CONSUMER.CREATE." + st.name + ".probe.>",
 				data: []byte(`{"stream_name":"` + st.name + `","config":{"name":"probe","filter_subject":">","ack_policy":"none","inactive_threshold":1000000000}}`), roles: st.read},
 			permOp{name: "consumer delete " + st.name, subject: api + ".CONSUMER.DELETE." + st.name + ".someone-elses", roles: st.read},
-			permOp{name: "direct get " + st.name, subject: api + ".DIRECT.GET." + st.name, data: []byte(`{"seq":1}`), roles: st.read},
+			permOp{name: "direct get " + st.name, subject: api + ".DIRECT.GET." + st.name, data: []byte(`{"seq":1}`), roles: st.directGet},
 			permOp{name: "msg get " + st.name, subject: api + ".STREAM.MSG.GET." + st.name, data: []byte(`{"seq":1}`), roles: st.read},
-			permOp{name: "msg delete " + st.name, subject: api + ".STREAM.MSG.DELETE." + st.name, data: []byte(`{"seq":1}`), roles: st.msgDelete},
+			permOp{name: "msg delete " + st.name, subject: api + ".STREAM.MSG.DELETE." + st.name, data: []byte(`{"seq":1}`), roles: none},
 			permOp{name: "durable create " + st.name, subject: api + ".CONSUMER.DURABLE.CREATE." + st.name + ".d", data: []byte(`{}`), roles: none},
 			permOp{name: "list consumers " + st.name, subject: api + ".CONSUMER.LIST." + st.name, roles: none},
-			permOp{name: "purge " + st.name, subject: api + ".STREAM.PURGE." + st.name, roles: st.purge},
+			permOp{name: "purge " + st.name, subject: api + ".STREAM.PURGE." + st.name, roles: none},
+			// The imported API: what a publisher's or an operator's account
+			// reaches of the cluster's.
+			permOp{name: "imported info " + st.name, subject: imp + ".STREAM.INFO." + st.name, roles: st.impInfo},
+			permOp{name: "imported create " + st.name, subject: imp + ".STREAM.CREATE." + st.name, data: cfg, roles: st.impCreate},
+			permOp{name: "imported update " + st.name, subject: imp + ".STREAM.UPDATE." + st.name, data: cfg, roles: none},
+			permOp{name: "imported consumer create " + st.name, subject: imp + ".CONSUMER.CREATE." + st.name + ".probe.>", data: []byte(`{}`), roles: none},
+			permOp{name: "imported purge " + st.name, subject: imp + ".STREAM.PURGE." + st.name, data: []byte(`{"filter":"$O.data.C.none"}`), roles: st.impPurge},
 		)
 	}
 	// The destructive ones last, so that a wrongly allowed delete fails
 	// the test without hiding the other rows.
 	for _, st := range streams {
-		ops = append(ops, permOp{name: "delete " + st.name, subject: api + ".STREAM.DELETE." + st.name, roles: none})
+		ops = append(ops, permOp{name: "delete " + st.name, subject: api + ".STREAM.DELETE." + st.name, roles: none},
+			permOp{name: "imported delete " + st.name, subject: imp + ".STREAM.DELETE." + st.name, roles: none})
 	}
 	ops = append(ops,
-		permOp{name: "account info", subject: api + ".INFO", roles: []string{RoleNode, RolePublisher}},
+		permOp{name: "account info", subject: api + ".INFO", roles: node},
+		permOp{name: "imported account info", subject: imp + ".INFO", roles: []string{RoleOperator, RolePublisher}},
 		permOp{name: "stream names", subject: api + ".STREAM.NAMES", roles: none},
 		permOp{name: "account purge", subject: api + ".ACCOUNT.PURGE.x", roles: none},
+		permOp{name: "imported get version", subject: imp + ".DIRECT.GET." + vs + "." + names.KVSubject(names.KVBucket("test", names.Versions), "db"), roles: []string{RoleOperator, RolePublisher}},
+		permOp{name: "imported get pin", subject: imp + ".DIRECT.GET." + vs + "." + names.KVSubject(names.KVBucket("test", names.Versions), names.PinKey("db")), roles: []string{RoleOperator}},
+		permOp{name: "imported get object", subject: imp + ".DIRECT.GET." + names.ObjectStream("data") + ".$O.data.M.x", roles: []string{RolePublisher}},
 	)
 	keys := []struct {
 		kind, bucket, key string
-		roles             []string
+		roles, impRoles   []string
 	}{
-		{"node", names.Nodes, names.NodeKey("n9"), []string{RoleNode}},
-		{"partitions", names.Partitions, names.PartitionKey("db", "v1", "n9"), []string{RoleNode}},
-		{"version", names.Versions, names.VersionKey("db2"), []string{RoleNode, RolePublisher}},
-		{"pin", names.Versions, names.PinKey("db2"), []string{RoleOperator}},
-		{"region pin", names.Versions, names.RegionPinKey("db2", "eu"), []string{RoleOperator}},
-		{"other versions key", names.Versions, "db2.x", none},
+		{"node", names.Nodes, names.NodeKey("n9"), node, none},
+		{"partitions", names.Partitions, names.PartitionKey("db", "v1", "n9"), node, none},
+		{"version", names.Versions, names.VersionKey("db2"), node, []string{RolePublisher}},
+		{"pin", names.Versions, names.PinKey("db2"), none, []string{RoleOperator}},
+		{"region pin", names.Versions, names.RegionPinKey("db2", "eu"), none, []string{RoleOperator}},
+		{"other versions key", names.Versions, "db2.x", none, none},
 	}
 	for _, kk := range keys {
 		subject := names.KVSubject(names.KVBucket("test", kk.bucket), kk.key)
@@ -134,7 +152,8 @@ func TestRolePermissions(t *testing.T) {
 				hdr.Set("KV-Operation", "PURGE")
 				hdr.Set("Nats-Rollup", "sub")
 			}
-			ops = append(ops, permOp{name: "kv " + op + " " + kk.kind + " key", subject: subject, data: []byte("{}"), hdr: hdr, roles: kk.roles})
+			ops = append(ops, permOp{name: "kv " + op + " " + kk.kind + " key", subject: subject, data: []byte("{}"), hdr: hdr, roles: kk.roles},
+				permOp{name: "imported kv " + op + " " + kk.kind + " key", subject: imp + "." + subject, data: []byte("{}"), hdr: hdr, roles: kk.impRoles})
 		}
 	}
 	ops = append(ops,
@@ -189,7 +208,7 @@ func TestRolePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	m := &nats.Msg{Subject: names.KVSubject(names.KVBucket("test", names.Versions), "db3"), Data: []byte("{}"), Header: nats.Header{}}
+	m := &nats.Msg{Subject: names.ImportedAPI + "." + names.KVSubject(names.KVBucket("test", names.Versions), "db3"), Data: []byte("{}"), Header: nats.Header{}}
 	m.Header.Set("Nats-Rollup", "all")
 	if _, err := pub.RequestMsg(m, 5*time.Second); err != nil {
 		t.Fatal(err)

@@ -169,7 +169,7 @@ func (pf *pinFlags) run(fn func(context.Context, jetstream.KeyValue, *nats.Conn)
 		return fmt.Errorf("connect %s: %w", pf.natsURL, err)
 	}
 	defer nc.Close()
-	js, err := natsconn.JetStream(nc, o)
+	js, err := natsconn.ToolJetStream(nc, o)
 	if err != nil {
 		return err
 	}

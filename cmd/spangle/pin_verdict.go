@@ -15,7 +15,6 @@ import (
 
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/kvwatch/names"
-	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 )
@@ -75,28 +74,20 @@ func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster
 
 // noNodes reports whether the nodes bucket nc reaches is missing or
 // empty: a hub of regions (its nodes live in the regions' domains), where
-// there is nobody to wait for.
+// there is nobody to wait for. It asks for the bucket's first key with a
+// batched direct get (an operator's account imports those, and no
+// consumer creation).
 func noNodes(ctx context.Context, nc *nats.Conn, cluster string) bool {
-	js, err := natsconn.JetStream(nc, natsconn.Options{})
-	if err != nil {
-		return false
-	}
-	kv, err := js.KeyValue(ctx, names.KVBucket(cluster, names.Nodes))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	bucket := names.KVBucket(cluster, names.Nodes)
+	req := []byte(`{"multi_last":["` + names.KVSubject(bucket, ">") + `"],"batch":1}`)
+	m, err := nc.RequestWithContext(ctx, names.APIPrefix("")+".DIRECT.GET."+names.KVStream(bucket), req)
+	if errors.Is(err, nats.ErrNoResponders) {
 		return true
 	}
 	if err != nil {
 		return false
 	}
-	l, err := kv.ListKeys(ctx)
-	if err != nil {
-		return false
-	}
-	defer l.Stop() //nolint:errcheck // read only
-	for range l.Keys() {
-		return false
-	}
-	return true
+	return m.Header.Get("Status") == "404" || m.Header.Get("Status") == "204"
 }
 
 // newMapClient returns a started client on nc that reads the cluster map:

@@ -113,7 +113,7 @@ func publish(args []string, stderr io.Writer) error {
 		return fmt.Errorf("NATS %s: %w", *natsURL, err)
 	}
 	defer nc.Close()
-	js, err := natsconn.JetStream(nc, o)
+	js, err := natsconn.ToolJetStream(nc, o)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func publish(args []string, stderr io.Writer) error {
 	}
 
 	if *del {
-		n, err := objstore.DeleteVersion(ctx, obs, *db, *ver)
+		n, err := objstore.DeleteVersion(ctx, js, obs, *db, *ver)
 		fmt.Fprintf(stderr, "deleted %d objects of %s/%s\n", n, *db, *ver)
 		if err != nil {
 			return err

@@ -59,7 +59,7 @@ func regionsStatus(ctx context.Context, cf *clientFlags, wanted []string, stdout
 		return fmt.Errorf("connect %s: %w", cf.natsURL, err)
 	}
 	defer nc.Close()
-	js, err := natsconn.JetStream(nc, o)
+	js, err := natsconn.ToolJetStream(nc, o)
 	if err != nil {
 		return err
 	}

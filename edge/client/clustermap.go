@@ -2,17 +2,14 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/spangledb/spangle/kvwatch/names"
-	"github.com/spangledb/spangle/kvwatch/natsconn"
+
 	"github.com/spangledb/spangle/node/advert"
 	"github.com/spangledb/spangle/plugins/partition"
 )
@@ -74,113 +71,66 @@ func (m *clusterMap) partSubject(c *Client, db string, key []byte) string {
 
 // mapWatcher reads the nodes, partitions and versions buckets, read-only,
 // into immutable clusterMaps. One goroutine (run) owns it.
+//
+// It polls: every MapRetry it reads the last entry of every key of the
+// three buckets (readBucket: batched direct gets, no consumer), and the
+// map in use changes when they differ from the last read. Polling rather
+// than watching lets a client's NATS account go without JetStream
+// (docs/SECURITY.md); a missing bucket, a server restart or an expired
+// entry need no special case, since every read is whole.
 type mapWatcher struct {
-	c *Client
+	c    *Client
+	last *mapState
 }
 
 func newMapWatcher(c *Client) *mapWatcher { return &mapWatcher{c: c} }
 
-// errReconnected ends a watch after the connection came back: the
-// watchers are re-created and the buckets read again, since a watcher
-// stays silent for seconds after a server restart.
-var errReconnected = errors.New("client: NATS reconnected")
-
-// run watches until ctx ends, starting over after failures and
-// reconnects (every MapRetry at most).
+// run reads the buckets every MapRetry until ctx ends.
 func (w *mapWatcher) run(ctx context.Context) {
+	t := time.NewTicker(w.c.cfg.MapRetry)
+	defer t.Stop()
 	for {
-		err := w.watch(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if !errors.Is(err, errReconnected) {
+		if err := w.read(ctx); err != nil && ctx.Err() == nil {
 			w.c.log.Debug("cluster map unavailable; retrying", "err", err)
-			t := time.NewTimer(w.c.cfg.MapRetry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
 
-// watch binds the buckets and applies their updates until ctx ends, a
-// watcher fails, or the connection reconnects. The map in use changes
-// only once the buckets have been read whole.
-func (w *mapWatcher) watch(ctx context.Context) error {
+// read reads the three buckets whole and publishes them when they
+// changed. The map in use changes only once all three have been read.
+func (w *mapWatcher) read(ctx context.Context) error {
 	c := w.c
-	nc := c.cfg.Conn
-	reconnects := nc.Stats().Reconnects
-	js, err := natsconn.JetStream(nc, natsconn.Options{Domain: c.cfg.Domain})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	var updates [len(names.Kinds)]<-chan jetstream.KeyValueEntry
-	for i, b := range names.Kinds {
-		bctx, bcancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		kv, err := js.KeyValue(bctx, names.KVBucket(c.cfg.ClusterName, b))
-		bcancel()
-		if err != nil {
-			return fmt.Errorf("client: bucket %s: %w", b, err)
-		}
-		kw, err := kv.WatchAll(ctx)
-		if err != nil {
-			return fmt.Errorf("client: watch %s: %w", b, err)
-		}
-		defer kw.Stop() //nolint:errcheck // ends with ctx anyway
-		updates[i] = kw.Updates()
-	}
+	api := names.APIPrefix(c.cfg.Domain)
 	st := newMapState()
-	var initial [3]bool
-	loaded := false
-	tick := time.NewTicker(c.cfg.MapRetry)
-	defer tick.Stop()
-	for {
-		var e jetstream.KeyValueEntry
-		var ok bool
-		var b int
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-			if nc.Stats().Reconnects != reconnects {
-				return errReconnected
+	for i, kind := range names.Kinds {
+		bucket := names.KVBucket(c.cfg.ClusterName, kind)
+		entries, err := readBucket(ctx, c.cfg.Conn, api, names.KVStream(bucket), names.KVSubject(bucket, ""))
+		if err != nil {
+			return fmt.Errorf("client: bucket %s: %w", kind, err)
+		}
+		for _, e := range entries {
+			if err := st.apply(i, e); err != nil && (w.last == nil || w.last.raw[i][e.key] != string(e.value)) {
+				c.log.Warn("ignoring a cluster map entry", "key", e.key, "err", err)
 			}
-			continue
-		case e, ok = <-updates[0]:
-			b = 0
-		case e, ok = <-updates[1]:
-			b = 1
-		case e, ok = <-updates[2]:
-			b = 2
-		}
-		if !ok {
-			return fmt.Errorf("client: watcher of %s closed", names.Kinds[b])
-		}
-		if e == nil {
-			initial[b] = true
-		} else {
-			st.apply(c, b, e)
-		}
-		if !loaded && initial == [3]bool{true, true, true} {
-			loaded = true
-		}
-		if loaded {
-			w.publish(st)
 		}
 	}
+	if w.last != nil && w.last.equal(st) {
+		return nil
+	}
+	w.last = st
+	w.publish(st)
+	return nil
 }
 
 // publish makes st the client's map, if it changed.
 func (w *mapWatcher) publish(st *mapState) {
-	if !st.dirty {
-		return
-	}
-	st.dirty = false
 	c := w.c
 	m := &clusterMap{
 		loaded:   true,
@@ -233,57 +183,62 @@ func (c *Client) newRoute(db, version string, n int, partitioner string) *route 
 	return r
 }
 
-// mapState is the watcher's working copy of the buckets.
+// mapState is one read of the buckets.
 type mapState struct {
 	nodes      map[string]advert.Node
 	partitions map[string]advert.Partitions
 	versions   map[string]advert.Version
-	dirty      bool
+	raw        [len(names.Kinds)]map[string]string // the values read, to tell a change
 }
 
 func newMapState() *mapState {
-	return &mapState{
+	st := &mapState{
 		nodes:      map[string]advert.Node{},
 		partitions: map[string]advert.Partitions{},
 		versions:   map[string]advert.Version{},
-		dirty:      true,
 	}
+	for i := range st.raw {
+		st.raw[i] = map[string]string{}
+	}
+	return st
 }
 
-// apply applies one update of bucket b (0 nodes, 1 partitions, 2
-// versions). Entries that do not decode are dropped, and logged.
-func (st *mapState) apply(c *Client, b int, e jetstream.KeyValueEntry) {
-	key := e.Key()
-	del := e.Operation() != jetstream.KeyValuePut
+// equal reports whether st and o read the same values.
+func (st *mapState) equal(o *mapState) bool {
+	for i := range st.raw {
+		if !maps.Equal(st.raw[i], o.raw[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply applies the last entry of one key of bucket b (0 nodes, 1
+// partitions, 2 versions). An entry that does not decode is dropped
+// (the error says why).
+func (st *mapState) apply(b int, e kvEntry) error {
+	if e.del {
+		return nil
+	}
+	key := e.key
+	st.raw[b][key] = string(e.value)
 	var err error
 	switch b {
 	case 0:
-		delete(st.nodes, key)
-		if !del {
-			var n advert.Node
-			if n, err = advert.DecodeNode(key, e.Value()); err == nil {
-				st.nodes[key] = n
-			}
+		var n advert.Node
+		if n, err = advert.DecodeNode(key, e.value); err == nil {
+			st.nodes[key] = n
 		}
 	case 1:
-		delete(st.partitions, key)
-		if !del {
-			var p advert.Partitions
-			if p, err = advert.DecodePartitions(key, e.Value()); err == nil {
-				st.partitions[key] = p
-			}
+		var p advert.Partitions
+		if p, err = advert.DecodePartitions(key, e.value); err == nil {
+			st.partitions[key] = p
 		}
 	case 2:
-		delete(st.versions, key)
-		if !del {
-			var v advert.Version
-			if v, err = advert.DecodeVersion(key, e.Value()); err == nil {
-				st.versions[key] = v
-			}
+		var v advert.Version
+		if v, err = advert.DecodeVersion(key, e.value); err == nil {
+			st.versions[key] = v
 		}
 	}
-	if err != nil {
-		c.log.Warn("ignoring a cluster map entry", "key", key, "err", err)
-	}
-	st.dirty = true
+	return err
 }

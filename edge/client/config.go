@@ -43,9 +43,10 @@ type Config struct {
 	// built in nor here is read through the get subject (any node
 	// partitions the key). The caller closes them after Close.
 	Partitioners []partition.Partitioner
-	// MapRetry is how often the cluster map's watchers are checked: a
-	// missing bucket is looked for again, and after a reconnect the
-	// buckets are read again. Default 1s.
+	// MapRetry is how often the cluster map is read: the last entry of
+	// every key of the three buckets, with batched direct gets (a
+	// client's NATS account may have no JetStream of its own,
+	// docs/SECURITY.md). Default 1s.
 	MapRetry time.Duration
 
 	// Timeout bounds each attempt (the caller's context bounds the whole

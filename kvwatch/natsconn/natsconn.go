@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // Options say how to reach NATS and which JetStream to use. The zero
@@ -106,4 +108,27 @@ func JetStream(nc *nats.Conn, o Options) (jetstream.JetStream, error) {
 		return jetstream.NewWithDomain(nc, o.Domain, opts...)
 	}
 	return jetstream.New(nc, opts...)
+}
+
+// ToolJetStream is JetStream for a command-line tool (publish, activate,
+// rollback, status) on nc: where nc's account imports the cluster's API
+// (a publisher's or an operator's account, names.ImportedAPI; see
+// docs/SECURITY.md), through that prefix, else as JetStream does. It asks
+// the imported API's account information once to tell, bounded by
+// o.APITimeout (1 s when unset).
+func ToolJetStream(nc *nats.Conn, o Options) (jetstream.JetStream, error) {
+	if o.Domain == "" {
+		wait := o.APITimeout
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if _, err := nc.Request(names.ImportedAPI+".INFO", nil, wait); err == nil {
+			var opts []jetstream.JetStreamOpt
+			if o.APITimeout > 0 {
+				opts = append(opts, jetstream.WithDefaultTimeout(o.APITimeout))
+			}
+			return jetstream.NewWithAPIPrefix(nc, names.ImportedAPI, opts...)
+		}
+	}
+	return JetStream(nc, o)
 }

@@ -159,7 +159,7 @@ func TestPublish(t *testing.T) {
 	if vs, err := src.ListVersions(c, "db", true); err != nil || !slices.Equal(vs, []string{"v1"}) {
 		t.Fatalf("ListVersions after publish = %v, %v", vs, err)
 	}
-	n, err := objstore.DeleteVersion(c, obs, "db", "v1")
+	n, err := objstore.DeleteVersion(c, js, obs, "db", "v1")
 	if err != nil || n != 3 {
 		t.Fatalf("DeleteVersion = %d, %v; want 3", n, err)
 	}

@@ -3,12 +3,14 @@ package objstore
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -490,19 +492,18 @@ func fileDigest(path string) (string, error) {
 
 // DeleteVersion removes every object of version of db (_SUCCESS first, so
 // nodes stop seeing the version before its files go) and returns how many
-// it removed.
-func DeleteVersion(ctx context.Context, obs jetstream.ObjectStore, db, version string) (int, error) {
-	infos, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
+// it removed. It finds them from the subjects of the bucket's metadata
+// (a stream info request) rather than a listing, which takes a consumer:
+// a publisher's NATS account may not create any (docs/SECURITY.md).
+func DeleteVersion(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore, db, version string) (int, error) {
+	infos, err := objectInfos(ctx, js, obs)
 	if err != nil {
 		return 0, fmt.Errorf("objstore: delete: list: %w", err)
 	}
 	prefix := db + "/" + version + "/"
 	var names []string
 	for _, in := range infos {
-		if !in.Deleted && len(in.Name) > len(prefix) && in.Name[:len(prefix)] == prefix {
+		if len(in.Name) > len(prefix) && in.Name[:len(prefix)] == prefix {
 			names = append(names, in.Name)
 		}
 	}
@@ -515,4 +516,38 @@ func DeleteVersion(ctx context.Context, obs jetstream.ObjectStore, db, version s
 		}
 	}
 	return len(names), nil
+}
+
+// objectInfos returns the information of every object of obs that is
+// not deleted, from the metadata subjects of its stream.
+func objectInfos(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore) ([]*jetstream.ObjectInfo, error) {
+	st, err := obs.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, "OBJ_"+st.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	pre := "$O." + st.Bucket() + ".M."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(pre+">"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*jetstream.ObjectInfo
+	for subject := range info.State.Subjects {
+		name, err := base64.URLEncoding.DecodeString(strings.TrimPrefix(subject, pre))
+		if err != nil {
+			continue
+		}
+		in, err := obs.GetInfo(ctx, string(name))
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
 }
