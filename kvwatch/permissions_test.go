@@ -407,15 +407,18 @@ func TestPermissionsConfig(t *testing.T) {
 	hub := Scope{Cluster: "prod", ObjectBuckets: []string{"data"}, HubDomain: "hub"}
 	hubRA := hub
 	hubRA.Region = "ra"
+	acc := s
+	acc.Accounts = true
 	for _, tc := range []struct {
 		role  string
 		scope Scope
 	}{
 		{RoleNode, s}, {RoleOperator, s}, {RolePublisher, s}, {RoleClient, s},
+		{RoleNode, acc}, {RoleOperator, acc}, {RolePublisher, acc}, {RoleClient, acc},
 		{RoleNode, hub}, {RoleOperator, hub}, {RoleOperator, hubRA}, {RolePublisher, hub}, {RoleClient, hub},
 	} {
 		role, s := tc.role, tc.scope
-		t.Run(role+"/"+s.HubDomain+"/"+s.Region, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/%s/accounts=%v", role, s.HubDomain, s.Region, s.Accounts), func(t *testing.T) {
 			block, err := PermissionsConfig(role, s)
 			if err != nil {
 				t.Fatal(err)
@@ -437,6 +440,66 @@ func TestPermissionsConfig(t *testing.T) {
 	if _, err := PermissionsConfig("admin", s); err == nil {
 		t.Error("an unknown role")
 	}
+}
+
+// TestAccountsConfig: the accounts block printed for an external server,
+// with a login in each account, parses with nats-server's own parser into
+// the accounts the embedded server makes: the cluster's with JetStream,
+// the others without, each importing its role's services.
+func TestAccountsConfig(t *testing.T) {
+	s := Scope{Cluster: "prod", ObjectBuckets: []string{"data"}, Accounts: true}
+	block, err := AccountsConfig(s, RoleClient, RoleOperator, RolePublisher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{RoleNode, RoleClient, RoleOperator, RolePublisher} {
+		perms, err := PermissionsConfig(role, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comment := fmt.Sprintf("# the %s logins, with the permissions of: spangle nats-permissions %s", role, role)
+		if !strings.Contains(block, comment) {
+			t.Fatalf("no place for the %s logins:\n%s", role, block)
+		}
+		block = strings.Replace(block, comment, "{ user: "+role+", password: pw\n"+perms+"}", 1)
+	}
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte("jetstream: enabled\n"+block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, block)
+	}
+	accounts := map[string]*server.Account{}
+	for _, a := range o.Accounts {
+		accounts[a.Name] = a
+	}
+	for _, u := range o.Users {
+		want := names.RoleAccount("prod", u.Username, "")
+		if u.Username == RoleNode {
+			want = names.ClusterAccount("prod")
+		}
+		if u.Account == nil || u.Account.Name != want {
+			t.Errorf("user %s in account %v, want %s", u.Username, u.Account, want)
+		}
+	}
+	cluster := accounts[names.ClusterAccount("prod")]
+	if cluster == nil || len(o.Users) != 4 {
+		t.Fatalf("accounts %v, users %d", accounts, len(o.Users))
+	}
+	for _, role := range []string{RoleClient, RoleOperator, RolePublisher} {
+		imp, _ := RoleImports(role, s)
+		a := accounts[names.RoleAccount("prod", role, "")]
+		if a == nil || a.NumServiceImports() != len(imp) {
+			t.Errorf("%s's account: %v imports, want %d", role, a, len(imp))
+		}
+	}
+	s2, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Shutdown()
 }
 
 // TestScopeRefused: scopes that name no valid set of subjects are
