@@ -187,6 +187,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, db string) {
 		s.writeBatchError(w, r, db, proxy, err, start)
 		return
 	}
+	noteAnswer(w, db, version, "", len(bb.keys))
 	ct := batchContentType(results)
 	bb.reply = appendBatchReply(slices.Grow(bb.reply[:0], batchReplySize(version, ct, results)), version, ct, results)
 	// The header values of the version and the length in two allocations:

@@ -38,6 +38,10 @@ type Config struct {
 
 	// Logger receives request errors (never successes). Default nil: discard.
 	Logger *slog.Logger
+	// AccessLog, when set, gets a line for every request (accesslog.go);
+	// the caller starts it and shuts it down after the Server. Default
+	// nil: no access log.
+	AccessLog *AccessLog
 
 	// Registerer is where the HTTP metrics are registered. Default nil: a
 	// private registry, which /metrics then always exposes too.

@@ -147,6 +147,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 		if dh, ok := s.metrics.handle(db); ok {
 			if a, ok := s.hot.get(dh, key, raw); ok {
 				status := s.writeAnswer(w, r, dh, a, "")
+				noteHot(w)
 				dh.observe(status, time.Since(start))
 				return
 			}
@@ -177,6 +178,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 // any) and returns its status. It does not modify a.
 func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, dh *dbHandle, a *answer, proxiedTo string) int {
 	hs := a.hs
+	noteAnswer(w, dh.db, hs.version, proxiedTo, 1)
 	h := w.Header()
 	h[hdrVersion] = hs.versionVal
 	if s.sequinsHeaders {
@@ -330,6 +332,7 @@ func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, db, proxy 
 	if proxy != "" {
 		status = row.peer
 	}
+	noteDB(w, db)
 	var dh *dbHandle
 	if dbKnown(err) {
 		dh = s.metrics.known(db)

@@ -154,6 +154,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 	start := time.Now()
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
+	noteDB(w, db)
 	be := s.list
 	if be == nil {
 		s.listDone(http.StatusNotImplemented, 0)
@@ -195,6 +196,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 		}
 		return
 	}
+	noteAnswer(w, db, page.Version, "", len(page.Keys))
 	h := w.Header()
 	dh := s.metrics.known(db)
 	h[hdrVersion] = []string{page.Version}

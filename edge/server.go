@@ -63,7 +63,8 @@ type Server struct {
 	batchBytes *semaphore.Weighted
 	// hot is the hot cache (hot_cache.go); nil when off.
 	hot       *hotCache
-	startOnce sync.Once // starts hot's follower, from Serve
+	startOnce sync.Once  // starts hot's follower, from Serve
+	alog      *AccessLog // nil: no access log
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -124,6 +125,7 @@ func NewServer(cfg Config) (*Server, error) {
 		peerToken:     peerToken(cfg.PeerToken),
 		batchWait:     cfg.BatchWait,
 		batchBytes:    semaphore.NewWeighted(cfg.BatchBytesInFlight),
+		alog:          cfg.AccessLog,
 	}
 	if s.hot, err = newHotCache(cfg.HotCacheBytes, cfg.Versions); err != nil {
 		return nil, err
@@ -204,6 +206,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ServeHTTP routes r by hand (see the package doc for the table).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.alog != nil && accessNote(w) == nil {
+		s.alog.serve(s, w, r) // accesslog_http.go: back here, then the line
+		return
+	}
 	defer s.recoverHTTP(w, r)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		allow := valAllow

@@ -51,6 +51,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, one bool, d
 	st := s.backend.Status()
 	var v any = st
 	if one {
+		noteDB(w, db)
 		dbs, ok := st.DBs[db]
 		if !ok {
 			// sequins: 501 for a peer's request (?proxy=...), else 404.
