@@ -144,7 +144,6 @@ func appendBit(b []byte, v bool) []byte {
 	return append(b, '0')
 }
 
-
 // appendEscaped appends s for a Combined Log Format field: "-" when
 // empty; '"', '\\', bytes below 0x20 and from 0x7f as \xHH (nginx's
 // escaping), everything else as is.
