@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -100,6 +101,9 @@ type natsFile struct {
 	// each KV stream's consumers (issue 32).
 	ReplyPrefixes []string `toml:"reply_prefixes"`
 	MaxConsumers  int      `toml:"max_consumers"`
+	// The NATS door's access log: a path or "-"; combined | json.
+	AccessLog       string `toml:"access_log"`
+	AccessLogFormat string `toml:"access_log_format"`
 }
 
 // regionFile is [region]: the node's region of a hub (kvwatch/region).
@@ -164,6 +168,12 @@ type httpFile struct {
 	TLSClientCA    string   `toml:"tls_client_ca"`
 	TLSPeerCA      string   `toml:"tls_peer_ca"`
 	TLSReloadCheck duration `toml:"tls_reload_check"`
+	// The access log: a path or "-" (standard output); combined | json;
+	// the proxies whose X-Forwarded-For names the client (CIDRs or
+	// addresses).
+	AccessLog       string   `toml:"access_log"`
+	AccessLogFormat string   `toml:"access_log_format"`
+	TrustedProxies  []string `toml:"trusted_proxies"`
 }
 
 // storageFile is [storage].
@@ -342,6 +352,13 @@ type Config struct {
 	TLS edge.TLSConfig
 	// Purge configures the hooks run at version switches.
 	Purge edge.PurgeConfig
+	// AccessLog is the HTTP door's access log, and the admin API's
+	// ([http] access_log, access_log_format, trusted_proxies); off
+	// without a Path. Its Logger and Registerer are set by Start.
+	AccessLog edge.AccessLogConfig
+	// NATSAccessLog is the NATS door's access log ([nats] access_log,
+	// access_log_format); off without a Path.
+	NATSAccessLog edge.AccessLogConfig
 	// AdvertisedHostname replaces the bind address's host in this node's
 	// entries (sequins' advertised_hostname).
 	AdvertisedHostname string
@@ -375,6 +392,8 @@ func DefaultConfig() Config {
 		HTTP:              edge.DefaultConfig(),
 		TLS:               edge.DefaultTLSConfig(),
 		Purge:             edge.DefaultPurgeConfig(),
+		AccessLog:         edge.DefaultAccessLogConfig(),
+		NATSAccessLog:     edge.DefaultAccessLogConfig(),
 		Bind:              "0.0.0.0:" + DefaultPort,
 		Pprof:             true,
 		GCPercent:         200,
@@ -414,6 +433,8 @@ func LoadConfig(path string, cfg *Config) error {
 		fc.Purge.apply(fc.DBs, &cfg.Purge),
 		fc.HTTP.apply(&cfg.HTTP),
 		fc.HTTP.applyTLS(&cfg.TLS),
+		fc.HTTP.applyAccessLog(&cfg.AccessLog),
+		fc.NATS.applyAccessLog(&cfg.NATSAccessLog),
 		fc.S3.apply(&cfg.S3),
 	)
 	if err != nil {
@@ -671,6 +692,40 @@ func (f httpFile) applyTLS(t *edge.TLSConfig) error {
 	setNonZero(&t.ClientCAFile, f.TLSClientCA)
 	setNonZero(&t.PeerCAFile, f.TLSPeerCA)
 	setDuration(&t.ReloadCheck, f.TLSReloadCheck)
+	return nil
+}
+
+// applyAccessLog applies [http]'s access_log keys.
+func (f httpFile) applyAccessLog(a *edge.AccessLogConfig) error {
+	setNonZero(&a.Path, f.AccessLog)
+	setNonZero(&a.Format, f.AccessLogFormat)
+	for _, p := range f.TrustedProxies {
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return fmt.Errorf("http.trusted_proxies: %q is neither a CIDR nor an address", p)
+			}
+			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		a.TrustedProxies = append(a.TrustedProxies, prefix.Masked())
+	}
+	return checkAccessLog("http", *a)
+}
+
+// applyAccessLog applies [nats]'s access_log keys.
+func (f natsFile) applyAccessLog(a *edge.AccessLogConfig) error {
+	setNonZero(&a.Path, f.AccessLog)
+	setNonZero(&a.Format, f.AccessLogFormat)
+	return checkAccessLog("nats", *a)
+}
+
+// checkAccessLog reports a bad access_log_format of table at load time
+// (the rest is checked when the log opens).
+func checkAccessLog(table string, a edge.AccessLogConfig) error {
+	if a.Format != edge.AccessLogCombined && a.Format != edge.AccessLogJSON {
+		return fmt.Errorf("%s.access_log_format: %q is neither %q nor %q", table, a.Format, edge.AccessLogCombined, edge.AccessLogJSON)
+	}
 	return nil
 }
 

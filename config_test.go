@@ -1,8 +1,11 @@
 package spangle_test
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +47,41 @@ func TestConfigPlugins(t *testing.T) {
 				t.Fatalf("Validate: %v", err)
 			}
 		})
+	}
+}
+
+// TestConfigAccessLog: [http] and [nats] access_log keys, trusted
+// proxies as CIDRs or addresses, and the errors naming the key.
+func TestConfigAccessLog(t *testing.T) {
+	load := func(body string) (spangle.Config, error) {
+		p := filepath.Join(t.TempDir(), "spangle.toml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := spangle.DefaultConfig()
+		return cfg, spangle.LoadConfig(p, &cfg)
+	}
+	cfg, err := load("[http]\naccess_log = \"/var/log/spangle/access.log\"\naccess_log_format = \"json\"\n" +
+		"trusted_proxies = [\"10.0.0.0/8\", \"192.168.1.7\", \"2001:db8::/32\"]\n" +
+		"[nats]\naccess_log = \"-\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, n := cfg.AccessLog, cfg.NATSAccessLog
+	if a.Path != "/var/log/spangle/access.log" || a.Format != "json" || n.Path != "-" || n.Format != "combined" {
+		t.Errorf("http %q %q, nats %q %q", a.Path, a.Format, n.Path, n.Format)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("2001:db8::/32")}
+	if !slices.Equal(a.TrustedProxies, want) {
+		t.Errorf("trusted proxies %v, want %v", a.TrustedProxies, want)
+	}
+	for body, key := range map[string]string{
+		"[http]\naccess_log_format = \"common\"\n": "http.access_log_format",
+		"[nats]\naccess_log_format = \"xml\"\n":    "nats.access_log_format",
+		"[http]\ntrusted_proxies = [\"proxy\"]\n":  "http.trusted_proxies",
+	} {
+		if _, err := load(body); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: error %v does not name %s", body, err, key)
+		}
 	}
 }

@@ -41,6 +41,8 @@ type Server struct {
 	debug *http.Server // nil without Config.DebugBind
 	tls   *edge.TLS    // nil without HTTPS
 	nats  *natsDoor
+	// The access logs ([http] and [nats] access_log); nil when off.
+	httpLog, natsLog *edge.AccessLog
 	// fatal receives the first error that makes serving pointless (a
 	// listener failed, the embedded NATS server cannot start); buffered 1,
 	// never blocks a sender.
@@ -85,6 +87,9 @@ func Start(cfg Config) (_ *Server, err error) {
 	var errs []error
 	if err := s.startTLS(&cfg, reg); err != nil {
 		errs = append(errs, err) // reported with preflight's
+	}
+	if err := s.startAccessLogs(cfg, reg); err != nil {
+		errs = append(errs, err)
 	}
 
 	kcfg := natsConfig(cfg, log, reg)
@@ -167,6 +172,35 @@ func (s *Server) startTLS(cfg *Config, reg prometheus.Registerer) error {
 	return nil
 }
 
+// startAccessLogs opens and starts the access logs that are on; each is
+// shut down, its lines written, after the doors (release).
+func (s *Server) startAccessLogs(cfg Config, reg prometheus.Registerer) error {
+	for _, al := range []struct {
+		cfg  edge.AccessLogConfig
+		name string
+		dst  **edge.AccessLog
+	}{{cfg.AccessLog, "http", &s.httpLog}, {cfg.NATSAccessLog, "nats", &s.natsLog}} {
+		if al.cfg.Path == "" {
+			continue
+		}
+		al.cfg.Logger, al.cfg.Registerer = s.log, reg
+		l, err := edge.NewAccessLog(al.cfg, al.name)
+		if err != nil {
+			return fmt.Errorf("%s.access_log: %w", al.name, err)
+		}
+		l.Start()
+		s.closer = append(s.closer, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			defer cancel()
+			if err := l.Shutdown(ctx); err != nil {
+				s.log.Warn("access log: lines not written at shutdown", "log", al.name, "err", err)
+			}
+		})
+		*al.dst = l
+	}
+	return nil
+}
+
 // natsConfig is kvwatch's configuration ([nats]): it carries this node's
 // KV entries and the NATS front door, on an embedded server under
 // <data_dir>/nats by default.
@@ -243,6 +277,7 @@ func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, er
 	ecfg.NodeName = s.node.Name()
 	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg
 	ecfg.SequinsHeaders = cfg.SequinsHeaders
+	ecfg.AccessLog = s.httpLog
 	return edge.NewServer(ecfg)
 }
 
@@ -257,6 +292,7 @@ func (s *Server) natsDoorConfig(cfg Config, clusterName string, reg prometheus.R
 	ncfg.Backend, ncfg.List = s.node, s.node
 	ncfg.ClusterName = clusterName
 	ncfg.Logger, ncfg.Registerer = s.log, reg
+	ncfg.AccessLog = s.natsLog
 	return ncfg
 }
 
@@ -265,7 +301,7 @@ func (s *Server) serve(cfg Config) {
 	s.serving = true
 	s.wg.Go(func() { s.fail(s.http.Serve(s.ln)) })
 	if cfg.DebugBind != "" {
-		s.debug = debugServer(cfg, s.node)
+		s.debug = debugServer(cfg, s.node, s.httpLog)
 		if s.tls != nil {
 			// The same certificate and client CAs as the HTTP door.
 			s.debug.TLSConfig = s.tls.ServerConfig()
@@ -304,8 +340,8 @@ func openSource(cfg Config, kv *kvwatch.KV) (source.Source, error) {
 }
 
 // debugServer is the debug listener: pprof when enabled, and the admin
-// API (pins).
-func debugServer(cfg Config, n *node.Node) *http.Server {
+// API (pins), whose requests alog logs (nil: none).
+func debugServer(cfg Config, n *node.Node, alog *edge.AccessLog) *http.Server {
 	mux := http.NewServeMux()
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -315,6 +351,9 @@ func debugServer(cfg Config, n *node.Node) *http.Server {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	admin := edge.RequireToken(edge.AdminHandler(n), cfg.AdminToken, listenaddr.Loopback(cfg.DebugBind))
+	if alog != nil {
+		admin = alog.Handler(admin)
+	}
 	mux.Handle("/admin/pins", admin)
 	mux.Handle("/admin/pins/", admin)
 	return &http.Server{Addr: cfg.DebugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -326,11 +365,17 @@ func (s *Server) Node() *node.Node { return s.node }
 // Addr is the HTTP front door's bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Refresh makes the node look for new versions now and, with HTTPS,
-// reloads the certificate (SIGHUP). A certificate that does not load is
-// logged and counted; the previous one keeps serving.
+// Refresh makes the node look for new versions now, reopens the access
+// logs (log rotation) and, with HTTPS, reloads the certificate (SIGHUP).
+// A certificate that does not load is logged and counted; the previous
+// one keeps serving.
 func (s *Server) Refresh() {
 	s.node.Refresh()
+	for _, l := range []*edge.AccessLog{s.httpLog, s.natsLog} {
+		if l != nil {
+			l.Reopen()
+		}
+	}
 	if s.tls != nil {
 		_ = s.tls.Reload() // logged and counted by Reload
 	}

@@ -26,6 +26,12 @@ type sequinsFile struct {
 		AdvertisedHostname string `toml:"advertised_hostname"` // advertised_hostname
 		ShardID            string `toml:"shard_id"`            // shard_id
 	} `toml:"sharding"`
+	Debug struct {
+		// With request_log_enable, request_log_file (default "stdout")
+		// is [http] access_log ("-" for stdout).
+		RequestLogEnable bool   `toml:"request_log_enable"`
+		RequestLogFile   string `toml:"request_log_file"`
+	} `toml:"debug"`
 }
 
 // sequinsMapped are the keys sequinsFile decodes.
@@ -35,21 +41,21 @@ var sequinsMapped = map[string]bool{
 	"sharding.cluster_name":                true,
 	"sharding.advertised_hostname":         true,
 	"sharding.shard_id":                    true,
+	"debug.request_log_enable":             true,
+	"debug.request_log_file":               true,
 }
 
 // sequinsRemoved are sequins' keys (or tables, with every key under them)
 // that have no meaning here, each with what replaces it.
 var sequinsRemoved = map[string]string{
-	"throttle_loads":           `use max_download_bandwidth = "50MiB" to slow builds down`,
-	"write_buffer_size":        "no meaning: partitions are bbolt files written in one pass",
-	"goforit_flag_json_path":   `no feature flags: refresh_period = "0s" and SIGHUP control refreshes`,
-	"storage.block_size":       `no meaning: the default layout (s2-blocks) compresses records in blocks of a fixed 4 KiB; [storage] compression chooses the layout`,
-	"zk":                       `NATS replaces ZooKeeper: [nats] url = "nats://..." (empty: the embedded server); session_timeout is [nats] entry_ttl`,
-	"datadog":                  "metrics are Prometheus, at /metrics (Datadog's OpenMetrics check scrapes it)",
-	"debug.expvars":            "metrics are Prometheus, at /metrics",
-	"debug.request_log_enable": "no request log: use the access log of the proxy or load balancer in front",
-	"debug.request_log_file":   "no request log: use the access log of the proxy or load balancer in front",
-	"test":                     "sequins' test-only keys",
+	"throttle_loads":         `use max_download_bandwidth = "50MiB" to slow builds down`,
+	"write_buffer_size":      "no meaning: partitions are bbolt files written in one pass",
+	"goforit_flag_json_path": `no feature flags: refresh_period = "0s" and SIGHUP control refreshes`,
+	"storage.block_size":     `no meaning: the default layout (s2-blocks) compresses records in blocks of a fixed 4 KiB; [storage] compression chooses the layout`,
+	"zk":                     `NATS replaces ZooKeeper: [nats] url = "nats://..." (empty: the embedded server); session_timeout is [nats] entry_ttl`,
+	"datadog":                "metrics are Prometheus, at /metrics (Datadog's OpenMetrics check scrapes it)",
+	"debug.expvars":          "metrics are Prometheus, at /metrics",
+	"test":                   "sequins' test-only keys",
 }
 
 // sequinsKeys sorts the keys the spangle config did not decode: sequins'
@@ -122,6 +128,15 @@ func sequinsKeys(data string, undecoded []toml.Key, fc *fileConfig) error {
 			return err
 		}
 		fc.MaxDownloadBandwidth = size(mdb)
+	}
+	if d := sf.Debug; d.RequestLogEnable {
+		path := d.RequestLogFile
+		if path == "" || path == "stdout" {
+			path = "-"
+		}
+		if err := alias(&fc.HTTP.AccessLog, path, "http.access_log", "debug.request_log_file"); err != nil {
+			return err
+		}
 	}
 	if r := sf.S3.MaxRetries; r != nil {
 		if fc.DownloadRetries != 0 && fc.DownloadRetries != *r {

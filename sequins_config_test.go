@@ -27,14 +27,13 @@ func TestSequinsConfig(t *testing.T) {
 	}
 	for _, want := range []string{
 		"throttle_loads: use max_download_bandwidth", "write_buffer_size:", "goforit_flag_json_path:",
-		"storage.block_size:", "zk: NATS replaces ZooKeeper", "datadog:", "debug.expvars:",
-		"debug.request_log_enable:", "debug.request_log_file:", "test:",
+		"storage.block_size:", "zk: NATS replaces ZooKeeper", "datadog:", "debug.expvars:", "test:",
 	} {
 		if !strings.Contains(msg, "\n  "+want) {
 			t.Errorf("error does not list %q:\n%v", want, err)
 		}
 	}
-	for _, mapped := range []string{"max_retries", "cluster_name", "shard_id", "advertised_hostname", "mb_per_second"} {
+	for _, mapped := range []string{"max_retries", "cluster_name", "shard_id", "advertised_hostname", "mb_per_second", "request_log"} {
 		if strings.Contains(msg, mapped) {
 			t.Errorf("mapped key %s reported: %v", mapped, err)
 		}
@@ -45,7 +44,7 @@ func TestSequinsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed := regexp.MustCompile(`(?m)^(throttle_loads|write_buffer_size|goforit_flag_json_path|block_size|expvars|request_log_\w+) = .*\n`)
+	removed := regexp.MustCompile(`(?m)^(throttle_loads|write_buffer_size|goforit_flag_json_path|block_size|expvars) = .*\n`)
 	body := removed.ReplaceAllString(string(b), "")
 	for _, table := range []string{"[zk]", "[datadog]", "[test]"} {
 		i := strings.Index(body, table)
@@ -67,6 +66,9 @@ func TestSequinsConfig(t *testing.T) {
 	n := cfg.Node
 	if cfg.NATS.ClusterName != "names" || n.ShardID != "sequins1" || cfg.AdvertisedHostname != "sequins1.example.com" {
 		t.Errorf("aliases: cluster %q, shard %q, host %q", cfg.NATS.ClusterName, n.ShardID, cfg.AdvertisedHostname)
+	}
+	if cfg.AccessLog.Path != "" {
+		t.Errorf("request_log_enable = false turned the access log on: %q", cfg.AccessLog.Path)
 	}
 	if n.MaxDownloadBandwidth != 50<<20 || n.DownloadRetries != 3 {
 		t.Errorf("mapped: bandwidth %d, retries %d", n.MaxDownloadBandwidth, n.DownloadRetries)
@@ -100,5 +102,42 @@ func TestSequinsAliasConflict(t *testing.T) {
 		if err := spangle.LoadConfig(p, &cfg); (err == nil) != tt.ok {
 			t.Errorf("%q: err %v, want ok=%v", tt.body, err, tt.ok)
 		}
+	}
+}
+
+// TestSequinsRequestLog: sequins' request log keys turn the access log
+// on: request_log_file (stdout by default) is [http] access_log, "-" for
+// standard output; one that disagrees with access_log is an error.
+func TestSequinsRequestLog(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want, err string
+	}{
+		{"a file", "[debug]\nrequest_log_enable = true\nrequest_log_file = \"/var/log/r.log\"\n", "/var/log/r.log", ""},
+		{"stdout by default", "[debug]\nrequest_log_enable = true\n", "-", ""},
+		{"stdout", "[debug]\nrequest_log_enable = true\nrequest_log_file = \"stdout\"\n", "-", ""},
+		{"off", "[debug]\nrequest_log_enable = false\nrequest_log_file = \"/var/log/r.log\"\n", "", ""},
+		{"the same as access_log", "[http]\naccess_log = \"/a.log\"\n[debug]\nrequest_log_enable = true\nrequest_log_file = \"/a.log\"\n", "/a.log", ""},
+		{"disagreeing", "[http]\naccess_log = \"/a.log\"\n[debug]\nrequest_log_enable = true\nrequest_log_file = \"/b.log\"\n", "", "disagree"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "sequins.conf")
+			if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := spangle.DefaultConfig()
+			err := spangle.LoadConfig(p, &cfg)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.AccessLog.Path != tc.want || cfg.AccessLog.Format != "combined" {
+				t.Errorf("access log %q (%s), want %q", cfg.AccessLog.Path, cfg.AccessLog.Format, tc.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,9 +109,10 @@ type AccessLog struct {
 	log      *slog.Logger
 	name     string // the log label of the metrics
 	trusted  []netip.Prefix
-	dropped  prometheus.Counter // spangle_access_log_dropped_total{log}
-	written  prometheus.Counter // spangle_access_log_lines_total{log}
-	failures prometheus.Counter // spangle_access_log_errors_total{log}
+	stamp    atomic.Pointer[logStamp] // of the second logged last
+	dropped  prometheus.Counter       // spangle_access_log_dropped_total{log}
+	written  prometheus.Counter       // spangle_access_log_lines_total{log}
+	failures prometheus.Counter       // spangle_access_log_errors_total{log}
 
 	mu      sync.Mutex // guards buf
 	buf     []byte     // lines waiting, whole lines only

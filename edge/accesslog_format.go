@@ -42,10 +42,10 @@ const lineScratch = 512
 //
 // Strings are escaped as nginx does: '"', '\\', control bytes and bytes
 // from 0x7f as \xHH, so that no request can end a field or the line.
-func appendCombined(b []byte, rec *accessRecord) []byte {
+func appendCombined(b []byte, rec *accessRecord, st *logStamp) []byte {
 	b = appendEscaped(b, rec.client)
 	b = append(b, " - - ["...)
-	b = rec.start.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	b = append(b, st.combined...)
 	b = append(b, `] "`...)
 	if rec.method != "" {
 		b = appendEscaped(b, rec.method)
@@ -88,9 +88,12 @@ func appendCombined(b []byte, rec *accessRecord) []byte {
 //	 "status":200,"bytes":5,"duration_us":123,"db":"db","version":"v","hot":true,"proxied_to":"","keys":1,"user_agent":"…","referer":"…"}
 //
 // For NATS, path is the subject and method is "".
-func appendJSON(b []byte, rec *accessRecord) []byte {
+func appendJSON(b []byte, rec *accessRecord, st *logStamp) []byte {
 	b = append(b, `{"time":"`...)
-	b = rec.start.UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
+	b = append(b, st.json...)
+	us := rec.start.Nanosecond() / 1000
+	b = append(b, '.', byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
 	b = append(b, `","client":`...)
 	b = appendJSONText(b, rec.client)
 	b = append(b, `,"remote":`...)
@@ -196,10 +199,34 @@ func appendJSONText(b []byte, s string) []byte {
 func (l *AccessLog) write(rec *accessRecord) {
 	var scratch [lineScratch]byte
 	var line []byte
+	st := l.stampOf(rec.start)
 	if l.json {
-		line = appendJSON(scratch[:0], rec)
+		line = appendJSON(scratch[:0], rec, st)
 	} else {
-		line = appendCombined(scratch[:0], rec)
+		line = appendCombined(scratch[:0], rec, st)
 	}
 	l.add(line)
+}
+
+// logStamp is one second's time, formatted for both formats once.
+type logStamp struct {
+	sec      int64
+	combined []byte // 02/Jan/2006:15:04:05 -0700, local time
+	json     []byte // 2006-01-02T15:04:05 (the fraction and Z follow), UTC
+}
+
+// stampOf returns the stamp of t's second, from the last one made when
+// it is of the same second.
+func (l *AccessLog) stampOf(t time.Time) *logStamp {
+	sec := t.Unix()
+	if st := l.stamp.Load(); st != nil && st.sec == sec {
+		return st
+	}
+	st := &logStamp{
+		sec:      sec,
+		combined: t.AppendFormat(nil, "02/Jan/2006:15:04:05 -0700"),
+		json:     t.UTC().AppendFormat(nil, "2006-01-02T15:04:05"),
+	}
+	l.stamp.Store(st)
+	return st
 }

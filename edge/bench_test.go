@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -55,8 +56,26 @@ var edgeHeaders = http.Header{
 
 func newBenchServer(b *testing.B) *edge.Server {
 	b.Helper()
+	return newBenchServerLog(b, "")
+}
+
+// newBenchServerLog is newBenchServer with an access log in format
+// ("": none) to a file of b's, shut down at b's end.
+func newBenchServerLog(b *testing.B, format string) *edge.Server {
+	b.Helper()
 	cfg := edge.DefaultConfig()
 	cfg.Backend = benchBackend{}
+	if format != "" {
+		lc := edge.DefaultAccessLogConfig()
+		lc.Path, lc.Format = filepath.Join(b.TempDir(), "access.log"), format
+		l, err := edge.NewAccessLog(lc, "http")
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Start()
+		b.Cleanup(func() { l.Shutdown(context.Background()) })
+		cfg.AccessLog = l
+	}
 	srv, err := edge.NewServer(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +100,8 @@ func BenchmarkServeHTTP(b *testing.B) {
 	handlers := []struct {
 		name string
 		h    http.Handler
-	}{{"trivial", trivialHandler}, {"edge", newBenchServer(b)}}
+	}{{"trivial", trivialHandler}, {"edge", newBenchServer(b)},
+		{"edge+log", newBenchServerLog(b, edge.AccessLogCombined)}, {"edge+json", newBenchServerLog(b, edge.AccessLogJSON)}}
 	for _, hh := range handlers {
 		b.Run(hh.name, func(b *testing.B) {
 			req, err := http.NewRequest("GET", "/baby-names/1881", nil)
@@ -110,7 +130,8 @@ func BenchmarkLoopback(b *testing.B) {
 	handlers := []struct {
 		name string
 		h    http.Handler
-	}{{"trivial", trivialHandler}, {"headers", headersHandler}, {"edge", newBenchServer(b)}, {"raw", nil}}
+	}{{"trivial", trivialHandler}, {"headers", headersHandler}, {"edge", newBenchServer(b)},
+		{"edge+log", newBenchServerLog(b, edge.AccessLogCombined)}, {"raw", nil}}
 	for _, hh := range handlers {
 		b.Run(hh.name, func(b *testing.B) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")

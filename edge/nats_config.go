@@ -75,6 +75,11 @@ type NATSConfig struct {
 	// Registerer is where the NATS metrics are registered. Default nil: a
 	// private registry.
 	Registerer prometheus.Registerer
+
+	// AccessLog, when set, gets a line for every request answered
+	// (accesslog_nats.go); the caller starts it and shuts it down after
+	// the server. Default nil: none.
+	AccessLog *AccessLog
 }
 
 // DefaultNATSConfig returns a NATSConfig with every default set and no Conn

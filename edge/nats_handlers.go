@@ -187,6 +187,7 @@ var replies = sync.Pool{New: func() any { return new(nats.Msg) }}
 // by a 413 that says so, so that the requester gets an answer rather than
 // a timeout.
 func (s *NATSServer) send(m *nats.Msg, hdr nats.Header, data []byte, version string, status int) int {
+	s.noteSent(m, status, version, len(data))
 	if m.Reply == "" {
 		return status // a publish, not a request: nobody to answer
 	}
@@ -209,6 +210,7 @@ func (s *NATSServer) send(m *nats.Msg, hdr nats.Header, data []byte, version str
 		}
 		s.log.Info("edge: NATS answer too large", "subject", m.Subject, "bytes", len(data))
 		if err = m.RespondMsg(&nats.Msg{Header: h}); err == nil {
+			s.noteSent(m, http.StatusRequestEntityTooLarge, version, 0)
 			return http.StatusRequestEntityTooLarge
 		}
 	}

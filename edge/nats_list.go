@@ -61,6 +61,7 @@ func (s *NATSServer) list(m *nats.Msg, db string) int {
 	if err != nil {
 		return s.answerError(m, s.met.list, db, "", err)
 	}
+	s.noteKeys(m, len(page.Keys))
 	reply := listwire.Reply{Version: page.Version, ContentType: page.ContentType, Keys: page.Keys, Values: page.Values,
 		HasValues: req.Values, More: page.More, Cursor: page.Cursor}
 	data := listwire.AppendReply(make([]byte, 0, listwire.ReplySize(reply)), reply)

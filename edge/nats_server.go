@@ -54,6 +54,9 @@ type NATSServer struct {
 	cancel context.CancelFunc
 
 	headers sync.Map // db → *natsDB, for dbs the backend knows
+	// inflight maps the requests being answered to their access log
+	// records (accesslog_nats.go); empty without NATSConfig.AccessLog.
+	inflight sync.Map
 
 	mu       sync.Mutex // guards the fields below
 	state    lifeState
@@ -137,7 +140,7 @@ func (s *NATSServer) Start() error {
 		{s.listPrefix + "*", prefix + ".list", s.onList},
 	} {
 		for range s.cfg.Handlers {
-			sub, err := s.nc.QueueSubscribe(sc.subject, sc.queue, sc.handler)
+			sub, err := s.nc.QueueSubscribe(sc.subject, sc.queue, s.logged("", sc.handler))
 			if err != nil {
 				for _, sub := range s.subs {
 					_ = sub.Unsubscribe()
@@ -223,7 +226,7 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 			continue
 		}
 		db, version, p := a.db, a.version, a.p
-		sub, err := s.nc.QueueSubscribe(a.subject, a.subject, func(m *nats.Msg) { s.onPart(m, db, version, p) })
+		sub, err := s.nc.QueueSubscribe(a.subject, a.subject, s.logged(db, func(m *nats.Msg) { s.onPart(m, db, version, p) }))
 		if err != nil {
 			s.log.Warn("cannot subscribe; retrying", "subject", a.subject, "err", err)
 			ok = false
