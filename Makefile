@@ -42,13 +42,16 @@ regions-example:
 
 # The whole suite, with the race detector. Tests that need a program from
 # Debian's packages (Chromium for the dashboard, nginx and Varnish for
-# the cache test) skip without them: make
+# the cache test, GoAccess for the access log) skip without them: make
 # deps-test installs them (CI does).
 test:
 	$(GO) test $(TEST_FLAGS) ./...
 
 deps-test: deps-cache deps-deploy
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	@command -v goaccess >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends goaccess) || \
+		echo "deps-test: goaccess could not be installed; TestAccessLogGoAccess will skip"
 
 # nginx and Varnish for the end-to-end cache test (TestBehindCaches);
 # varnishd compiles its VCL with gcc.
