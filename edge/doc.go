@@ -198,6 +198,19 @@
 // before the lookup and counted by reason (prefix, invalid, none);
 // nats_reply.go says why.
 //
+// # Access log
+//
+// With Config.AccessLog (NATSConfig.AccessLog for the NATS door), every
+// request answered gets a line (accesslog.go): the Combined Log Format
+// followed by spangle's fields, or a JSON object. The handlers note
+// what only they know — db, version answered, hot-cache hit, peer
+// proxied to, keys — in the request's record (a pooled ResponseWriter
+// wrapper); the line is formatted on the request's goroutine into a
+// stack buffer and copied into a bounded buffer that one goroutine
+// writes out, so the file's speed never reaches a request: a full buffer
+// drops the line and counts it. AccessLog.Handler logs any other
+// handler (the admin API).
+//
 // # Health
 //
 // /healthz answers as sequins did: {"<db>": {"<version>": <this node's
