@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -60,6 +61,7 @@ const (
 func scenarios() []scenario {
 	return []scenario{
 		{name: "spangle", run: runSpangle},
+		{name: accessLogName, run: runAccessLog},
 		{name: sequinsName, run: runSequins},
 		{name: "cluster", run: runCluster},
 		{name: "publish", run: runPublish},
@@ -82,10 +84,40 @@ func scenarioNames() []string {
 // its values compressed as b.compression says, then loads it with GETs of
 // random keys.
 func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
-	res.Name = "spangle"
-	conf := fmt.Sprintf("[storage]\ncompression = %q\n%s", cmp.Or(b.compression, "none"), b.hotCacheLine())
+	return runSpangleWith(ctx, b, "spangle", "", b.cfg.Zipf)
+}
+
+// accessLogName is the scenario of spangle with its access log on.
+const accessLogName = "access-log"
+
+// accessLogFile is the access log of the access-log scenario, in the
+// work dir (the children's working directory); removed after it.
+const accessLogFile = "access.log"
+
+// runAccessLog is runSpangle with [http] access_log on (the Combined Log
+// Format, to a file of the work dir), uniform keys only: its rows' ratio
+// to the baseline, beside the spangle rows', is the log's cost, and the
+// notes say how many lines were written and dropped.
+func runAccessLog(ctx context.Context, b *bench) (scenarioResult, error) {
+	path := filepath.Join(b.cfg.Work, accessLogFile)
+	os.Remove(path)
+	defer os.Remove(path)
+	res, err := runSpangleWith(ctx, b, accessLogName, fmt.Sprintf("[http]\naccess_log = %q\n", accessLogFile), false)
+	if st, serr := os.Stat(path); serr == nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("the access log took %.1f MiB", float64(st.Size())/(1<<20)))
+	} else if err == nil {
+		res.Problems = append(res.Problems, "no access log was written: "+serr.Error())
+	}
+	return res, err
+}
+
+// runSpangleWith runs spangle as the spangle scenario does, named name,
+// with extra lines of config, and with the Zipf load when zipf is set.
+func runSpangleWith(ctx context.Context, b *bench, name, extra string, zipf bool) (res scenarioResult, err error) {
+	res.Name = name
+	conf := fmt.Sprintf("[storage]\ncompression = %q\n%s%s", cmp.Or(b.compression, "none"), b.hotCacheLine(), extra)
 	start := func() (*benchServer, error) {
-		return b.startServer("spangle", b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
+		return b.startServer(name, b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
 			return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
 		})
 	}
@@ -121,7 +153,14 @@ func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
 		return res, err
 	}
-	if b.cfg.Zipf {
+	if extra != "" {
+		dropped, err := scrapeCounter("http://"+addr+"/metrics", "spangle_access_log_dropped_total")
+		if err != nil {
+			res.Problems = append(res.Problems, err.Error())
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%.0f access log lines dropped", dropped))
+	}
+	if zipf {
 		spec := loadSpec{base: b.base, script: b.zipfScript, warmup: b.zipfScript, name: res.Name + " zipf"}
 		if err := b.loadWith(ctx, &res, "http://"+addr+"/", c, spec); err != nil {
 			return res, err
@@ -550,4 +589,33 @@ func settle(root string) error {
 		_, err = io.Copy(io.Discard, f)
 		return err
 	})
+}
+
+// scrapeCounter sums the samples of a counter in the exposition at url.
+func scrapeCounter(url, name string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return 0, err
+	}
+	sum, found := 0.0, false
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", url, line, err)
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s has no %s", url, name)
+	}
+	return sum, nil
 }
