@@ -1,6 +1,9 @@
 package edge_test
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +32,7 @@ func TestAccessLogNATS(t *testing.T) {
 		_, err := nc.Request("spangle.test.get.d", []byte("key-0"), time.Second)
 		return err
 	})
-	flush(t, l)
-	before := len(decodeJSONLines(t, path))
+	before := len(waitLines(t, l, path, 1))
 	for _, r := range []struct {
 		subject string
 		data    []byte
@@ -45,19 +47,23 @@ func TestAccessLogNATS(t *testing.T) {
 			t.Fatalf("%s: %v", r.subject, err)
 		}
 	}
-	flush(t, l)
-	lines := decodeJSONLines(t, path)[before:]
+	// A line is written once its handler returns, after the reply: wait
+	// for them, in any order (the handlers are several goroutines).
+	lines := waitLines(t, l, path, before+5)[before:]
+	slices.SortStableFunc(lines, func(a, b accessLine) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), a.Status-b.Status)
+	})
 	want := []struct {
 		subject     string
 		db, version string
 		status      int
 		keys        int
-	}{
+	}{ // sorted as lines are
 		{"spangle.test.get.d", "d", "v1", 200, 1},
 		{"spangle.test.get.d", "d", "v1", 404, 1},
 		{"spangle.test.get.nodb", "nodb", "", 404, 1},
-		{"spangle.test.mget.d", "d", "v1", 200, 3},
 		{"spangle.test.list.d", "d", "v1", 200, 4},
+		{"spangle.test.mget.d", "d", "v1", 200, 3},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines for %d requests: %+v", len(lines), len(want), lines)
@@ -75,10 +81,24 @@ func TestAccessLogNATS(t *testing.T) {
 	if _, err := nc.Request("spangle.test.part.d.v1.0", []byte("key-0"), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	flush(t, l)
-	all := decodeJSONLines(t, path)
+	all := waitLines(t, l, path, before+6)
 	last := all[len(all)-1]
 	if !strings.HasPrefix(last.Path, "spangle.test.part.d.v1.") || last.DB != "d" || last.Keys != 1 {
 		t.Errorf("a part's line: %+v", last)
 	}
+}
+
+// waitLines waits until path holds at least n lines (flushing l) and
+// returns them.
+func waitLines(t *testing.T, l *edge.AccessLog, path string, n int) []accessLine {
+	t.Helper()
+	var lines []accessLine
+	edgetest.WaitFor(t, fmt.Sprint(n, " access log lines"), func() error {
+		flush(t, l)
+		if lines = decodeJSONLines(t, path); len(lines) < n {
+			return fmt.Errorf("%d lines", len(lines))
+		}
+		return nil
+	})
+	return lines
 }
