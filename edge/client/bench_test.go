@@ -16,6 +16,7 @@ import (
 
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
+	"github.com/spangledb/spangle/kvwatch"
 )
 
 // Benchmark data: benchKeys records of 16-byte keys and 100-byte values in
@@ -54,7 +55,13 @@ type benchOp struct {
 //	get      client.Get through spangle.<c>.get.<db> (any node)
 //	part     client.Get through spangle.<c>.part.<db>.<v>.<p>
 //	mget100  client.GetMany of 100 keys through spangle.<c>.mget.<db>
-func setupBench(b *testing.B) []benchOp {
+func setupBench(b *testing.B) []benchOp { return setupBenchOn(b, false) }
+
+// setupBenchOn is setupBench; with accounts, the embedded server has users
+// (kvwatch's NATS accounts, docs/SECURITY.md): the echo responder and its
+// requester are in the cluster's account, the lookups come from a client
+// login, whose account reaches the node through service imports.
+func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 	b.Helper()
 	old := debug.SetGCPercent(200) // spangle serve's default
 	b.Cleanup(func() { debug.SetGCPercent(old) })
@@ -64,7 +71,17 @@ func setupBench(b *testing.B) []benchOp {
 		recs[i] = edgetest.Record{Key: benchKeyList[i], Value: benchValue}
 	}
 	edgetest.WriteVersion(b, root, "bench", "1", benchParts, recs)
-	kv := edgetest.StartKV(b, edgetest.NATSConfig(b))
+	kcfg := edgetest.NATSConfig(b)
+	var nodeLogin, clientLogin []nats.Option
+	if accounts {
+		kcfg.EmbeddedUsers = []kvwatch.User{
+			{Name: "bench-node", Password: "pw", Role: kvwatch.RoleNode},
+			{Name: "bench-client", Password: "pw", Role: kvwatch.RoleClient},
+		}
+		nodeLogin = []nats.Option{nats.UserInfo("bench-node", "pw")}
+		clientLogin = []nats.Option{nats.UserInfo("bench-client", "pw")}
+	}
+	kv := edgetest.StartKV(b, kcfg)
 	edgetest.StartNode(b, kv, root, edgetest.Options{})
 	echo, err := kv.Conn().QueueSubscribe("bench.echo", "bench.echo", func(m *nats.Msg) {
 		m.Respond(benchValue) //nolint:errcheck // benchmark
@@ -74,9 +91,13 @@ func setupBench(b *testing.B) []benchOp {
 	}
 	b.Cleanup(func() { echo.Unsubscribe() }) //nolint:errcheck // benchmark
 
-	nc := edgetest.Connect(b, kv.ClientURL())
+	nc := edgetest.Connect(b, kv.ClientURL(), nodeLogin...)
+	cc := nc
+	if accounts {
+		cc = edgetest.Connect(b, kv.ClientURL(), clientLogin...)
+	}
 	cfg := client.DefaultConfig()
-	cfg.Conn = nc
+	cfg.Conn = cc
 	cfg.ClusterName = edgetest.Cluster
 	partClient, err := client.New(cfg)
 	if err != nil {
@@ -95,7 +116,7 @@ func setupBench(b *testing.B) []benchOp {
 		if m := partClient.Map(); len(m.Partitions) == 0 || m.Versions["bench"].Version != "1" {
 			return fmt.Errorf("not in the map yet")
 		}
-		_, err := nc.Request("spangle."+edgetest.Cluster+".part.bench.1.0", benchKeyList[0], time.Second)
+		_, err := cc.Request("spangle."+edgetest.Cluster+".part.bench.1.0", benchKeyList[0], time.Second)
 		return err
 	})
 
@@ -259,4 +280,50 @@ func summarize(lat []time.Duration, elapsed time.Duration) latencySummary {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) / 1e3
 	}
 	return latencySummary{perSecond: float64(len(lat)) / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99)}
+}
+
+// BenchmarkNATSAccountsPaired runs the lookups of two nodes in
+// alternating 25 ms slices, as BenchmarkNATSPaired does: one whose
+// embedded server has no users (one account), one whose server has users,
+// with the lookups coming from a client login through its account's
+// service imports. It reports each one's req/s and the ratios
+// <op>-acct/<op>.
+func BenchmarkNATSAccountsPaired(b *testing.B) {
+	plain, acct := setupBenchOn(b, false), setupBenchOn(b, true)
+	ops := make([]benchOp, 0, 2*len(plain))
+	for i := range plain {
+		if plain[i].name == "echo" {
+			continue
+		}
+		a := acct[i]
+		a.name += "-acct"
+		ops = append(ops, plain[i], a)
+	}
+	const slice = 25 * time.Millisecond
+	for _, conc := range []int{1, 64} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			count := make([]int64, len(ops))
+			busy := make([]time.Duration, len(ops))
+			for range b.N {
+				for i, op := range ops {
+					n, d, err := runSlice(conc, slice, op.do)
+					if err != nil {
+						b.Fatal(err)
+					}
+					count[i] += n
+					busy[i] += d
+				}
+			}
+			rate := map[string]float64{}
+			for i, op := range ops {
+				rate[op.name] = float64(count[i]) * float64(op.keys) / busy[i].Seconds()
+				b.ReportMetric(rate[op.name], op.name+"-per-s")
+			}
+			for _, op := range plain {
+				if op.name != "echo" {
+					b.ReportMetric(rate[op.name+"-acct"]/rate[op.name], op.name+"-acct/"+op.name)
+				}
+			}
+		})
+	}
 }
