@@ -29,8 +29,16 @@ const mirrorWait = 60 * time.Second
 // server has the region's domain and is a leafnode of the hub, Versions is
 // the mirror of the hub's bucket (its entries arrive, writes are refused),
 // the nodes bucket is the region's own (the hub has none), and the hub
-// check reports the hub.
+// check reports the hub. With users, the same holds with the server's
+// accounts (the leafnode link bound to the cluster's account), and a
+// client login reads the mirror through its account's imports.
 func TestRegion(t *testing.T) {
+	for _, users := range []bool{false, true} {
+		t.Run(fmt.Sprintf("users=%v", users), func(t *testing.T) { testRegion(t, users) })
+	}
+}
+
+func testRegion(t *testing.T, users bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*mirrorWait)
 	defer cancel()
 	leaf := freePort(t)
@@ -50,10 +58,25 @@ func TestRegion(t *testing.T) {
 	c.Region = region.DefaultConfig()
 	c.Region.Name, c.Region.Hub = "ra", fmt.Sprintf("nats-leaf://127.0.0.1:%d", leaf)
 	c.Region.HubCheckInterval = 100 * time.Millisecond
+	if users {
+		c.EmbeddedUsers = []User{{Name: "app", Password: "pw", Role: RoleClient}}
+	}
 	k := startKV(t, c)
 	// The mirror may be created before the leafnode link is up: nats-server
 	// then retries its consumer after 10 s, 20 s after a second failure.
 	waitFor(t, mirrorWait, "the hub's entry in the mirror", hasValue(k, Versions, "d", "from the hub"))
+	if users {
+		app, err := nats.Connect(k.ClientURL(), nats.UserInfo("app", "pw"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		vb := bucketName("test", Versions)
+		m, err := app.Request("$JS.API.DIRECT.GET."+names.KVStream(vb), []byte(`{"last_by_subj":"`+names.KVSubject(vb, "d")+`"}`), 5*time.Second)
+		if err != nil || string(m.Data) != "from the hub" {
+			t.Fatalf("the client reads the mirror: %v %v", m, err)
+		}
+	}
 	if _, err := hkv.Put(ctx, "d.pin.ra", []byte("pin")); err != nil {
 		t.Fatal(err)
 	}
