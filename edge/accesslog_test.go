@@ -646,5 +646,6 @@ func TestAccessLogAdmin(t *testing.T) {
 // pinAdmin is an admin API without pins.
 type pinAdmin struct{}
 
-func (pinAdmin) Pin(string, node.Pin) error { return nil }
-func (pinAdmin) Pins() map[string]node.Pin  { return map[string]node.Pin{} }
+func (pinAdmin) CheckPin(context.Context, string, node.Pin) error { return nil }
+func (pinAdmin) Pin(string, node.Pin) error                       { return nil }
+func (pinAdmin) Pins() map[string]node.Pin                        { return map[string]node.Pin{} }

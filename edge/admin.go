@@ -1,11 +1,14 @@
 package edge
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/spangledb/spangle/internal/errtext"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -34,6 +37,10 @@ func RequireToken(h http.Handler, token string, loopback bool) http.Handler {
 
 // PinAdmin is what the admin API changes; *node.Node implements it.
 type PinAdmin interface {
+	// CheckPin reports whether Pin(db, p) would take effect (the db
+	// served, the version in its source, no pin of the cluster's over
+	// it; an unpin needs a pin), changing nothing.
+	CheckPin(ctx context.Context, db string, p node.Pin) error
 	Pin(db string, p node.Pin) error
 	Pins() map[string]node.Pin
 }
@@ -48,7 +55,11 @@ type PinAdmin interface {
 //	DELETE /admin/pins/<db>                 unpin: back to the newest version
 //
 // A pin of the cluster's (the versions bucket's) wins over the node's own
-// for the same db.
+// for the same db. What cannot take effect is refused with the reason,
+// changing nothing: 404 for a db the node does not serve, or an unpin of
+// a db without a pin of the node's own; 409 for a version its source
+// does not list (nor this node holds), no version before the one named,
+// or a db the cluster pins; 503 when the source cannot be listed.
 func AdminHandler(p PinAdmin) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -89,10 +100,27 @@ func AdminHandler(p PinAdmin) http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		if err := p.CheckPin(r.Context(), db, pin); err != nil {
+			http.Error(w, errtext.Strip(err.Error()), pinStatus(err))
+			return
+		}
 		if err := p.Pin(db, pin); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			http.Error(w, errtext.Strip(err.Error()), http.StatusBadRequest)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// pinStatus is the status of a pin CheckPin refused with err.
+func pinStatus(err error) int {
+	switch {
+	case errors.Is(err, node.ErrConfig):
+		return http.StatusBadRequest
+	case errors.Is(err, node.ErrUnknownDB), errors.Is(err, node.ErrNotPinned):
+		return http.StatusNotFound
+	case errors.Is(err, node.ErrPinnedVersionMissing), errors.Is(err, node.ErrPinOverridden):
+		return http.StatusConflict
+	}
+	return http.StatusServiceUnavailable // the source could not be listed
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/spangledb/spangle/edge"
@@ -52,6 +53,34 @@ func TestAdminPins(t *testing.T) {
 	do("PUT", "/admin/pins/d?version=v1&before=v2", 400)
 	do("PUT", "/admin/pins/bad%20db?version=v1", 400)
 	do("POST", "/admin/pins", 405)
+
+	// What cannot take effect is refused with the reason, and pins
+	// nothing (issue 33 item 3: each answered 204).
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		reason       string
+	}{
+		{"PUT", "/admin/pins/nosuch?version=v1", 404, "unknown db: nosuch"},
+		{"PUT", "/admin/pins/d?version=v7", 409, "the pinned version is not in the source: v7 (d has 3 versions, v1 to v3)"},
+		{"PUT", "/admin/pins/d?before=v1", 409, "no version older than v1"},
+		{"DELETE", "/admin/pins/d", 404, "nothing to unpin"},
+		{"DELETE", "/admin/pins/nosuch", 404, "nothing to unpin"},
+	} {
+		if got := do(tc.method, tc.path, tc.status); !strings.Contains(got, tc.reason) || strings.Contains(got, "node: ") {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.reason)
+		}
+	}
+	if got := do("GET", "/admin/pins", 200); got != "{}\n" {
+		t.Errorf("pins after refusals: %s", got)
+	}
+	// A pin of the cluster's wins: the node's own is refused.
+	if err := n.SetPins(map[string]node.Pin{"d": {Version: "v2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := do("PUT", "/admin/pins/d?version=v1", 409); !strings.Contains(got, "the cluster's pin wins") {
+		t.Errorf("a pin under the cluster's: %q", got)
+	}
 }
 
 // servesVersion is a WaitFor condition: n answers db from version.

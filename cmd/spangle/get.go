@@ -152,6 +152,7 @@ type clientFlags struct {
 	httpURL, natsURL, cluster, creds string
 	timeout                          time.Duration
 	tls                              *tlsFlags
+	nc                               *nats.Conn // open's, with --nats
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
@@ -180,7 +181,7 @@ func (cf *clientFlags) open() (*client.Client, func(), error) {
 		if nc, err = natsconn.Connect(cf.natsURL, o); err != nil {
 			return nil, nil, fmt.Errorf("connect %s: %w", cf.natsURL, err)
 		}
-		cfg.Conn = nc
+		cfg.Conn, cf.nc = nc, nc
 	} else {
 		u := cf.httpURL
 		if u == "" {

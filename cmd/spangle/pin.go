@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,11 @@ func activate(args []string, stdout, stderr io.Writer) error {
 	}
 	return pf.run(func(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn) error {
 		if *latest {
+			if _, err := kv.Get(ctx, pinKey(db, pf.region)); errors.Is(err, jetstream.ErrKeyNotFound) {
+				return fmt.Errorf("%s: nothing to unpin: no pin of %s%s in %s", db, db, pf.where(), kv.Bucket())
+			} else if err != nil {
+				return fmt.Errorf("%s: the current pin: %w", db, err)
+			}
 			if err := kv.Purge(ctx, pinKey(db, pf.region)); err != nil {
 				return err
 			}
@@ -60,7 +66,7 @@ func activate(args []string, stdout, stderr io.Writer) error {
 		if !advert.ValidName(version) {
 			return usagef("bad version name %q", version)
 		}
-		if err := applyPin(ctx, kv, nc, pf.cluster, pf.region, advert.Pin{DB: db, Version: version}, stdout); err != nil {
+		if err := applyPin(ctx, kv, nc, pf, advert.Pin{DB: db, Version: version}, stdout); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s: pinned to %s%s; `%s` unpins it\n", db, version, pf.where(), pf.unpin(db))
@@ -102,7 +108,7 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 		} else if !advert.ValidName(p.Version) {
 			return usagef("bad version name %q", p.Version)
 		}
-		if err := applyPin(ctx, kv, nc, pf.cluster, pf.region, p, stdout); err != nil {
+		if err := applyPin(ctx, kv, nc, pf, p, stdout); err != nil {
 			return err
 		}
 		if p.Before != "" {
@@ -113,6 +119,12 @@ func rollback(args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 }
+
+// The defaults of activate's and rollback's --nats and --cluster.
+const (
+	defaultPinNATS = "nats://127.0.0.1:4222"
+	defaultCluster = "spangle"
+)
 
 // pinFlags are the flags of activate and rollback.
 type pinFlags struct {
@@ -129,12 +141,40 @@ func pinKey(db, region string) string {
 	return advert.PinKey(db)
 }
 
-// unpin is the command that removes the pin, for the messages.
+// unpin is the command that removes the pin, for the messages: with the
+// flags that reach the same bucket (--nats, --cluster, --creds unless
+// they are the defaults, --region), so that it works when pasted.
 func (pf *pinFlags) unpin(db string) string {
-	if pf.region != "" {
-		return "spangle activate --latest --region " + pf.region + " " + db
+	args := []string{"spangle", "activate", "--latest"}
+	if pf.natsURL != defaultPinNATS {
+		args = append(args, "--nats", shellQuote(pf.natsURL))
 	}
-	return "spangle activate --latest " + db
+	if pf.cluster != defaultCluster {
+		args = append(args, "--cluster", shellQuote(pf.cluster))
+	}
+	if pf.creds != "" {
+		args = append(args, "--creds", shellQuote(pf.creds))
+	}
+	if pf.region != "" {
+		args = append(args, "--region", pf.region)
+	}
+	return strings.Join(append(args, db), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// letters, digits and -_./:,=@+.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:,=@+", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // where says in which region the pin applies, for the messages.
@@ -147,8 +187,8 @@ func (pf *pinFlags) where() string {
 
 func addPinFlags(fs *flag.FlagSet) *pinFlags {
 	pf := &pinFlags{}
-	fs.StringVar(&pf.natsURL, "nats", "nats://127.0.0.1:4222", "the cluster's NATS server URLs, comma-separated (a single node's embedded one by default)")
-	fs.StringVar(&pf.cluster, "cluster", "spangle", "spangle cluster name (names the versions bucket)")
+	fs.StringVar(&pf.natsURL, "nats", defaultPinNATS, "the cluster's NATS server URLs, comma-separated (a single node's embedded one by default)")
+	fs.StringVar(&pf.cluster, "cluster", defaultCluster, "spangle cluster name (names the versions bucket)")
 	fs.StringVar(&pf.creds, "creds", "", "NATS credentials file")
 	fs.DurationVar(&pf.timeout, "timeout", 30*time.Second, "how long to wait for every node's answer (a node that cannot follow the pin fails the command at once)")
 	fs.StringVar(&pf.region, "region", "", "pin in this region only (connect to the hub: --nats); its nodes take it before the db's pin for all")

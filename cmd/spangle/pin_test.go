@@ -1,13 +1,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/node/advert"
 )
 
 // TestRollbackAndActivate drives a real node with the real CLI over its
@@ -91,9 +100,29 @@ func TestRollbackAndActivate(t *testing.T) {
 		t.Errorf("status after the refused pins:\n%s", out)
 	}
 
+	// Pins that cannot take effect are refused at once, and write
+	// nothing (issue 33 item 3: activate nosuchdb waited out its timeout
+	// and left a pin no status showed; --latest of a db never pinned
+	// said "unpinned" and exited 0).
+	began := time.Now()
+	if code, stdout, stderr := runCLI(t, bin, "activate", "--nats", "nats://"+natsAddr, "--timeout", "20s", "nosuchdb", "v1"); code != 1 || !strings.Contains(stderr, "nosuchdb: no such db") || stdout != "" {
+		t.Errorf("activate nosuchdb v1: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("activate nosuchdb v1 took %v: it waited for answers (--timeout 20s)", took)
+	}
+	if code, stdout, stderr := runCLI(t, bin, "activate", "--nats", "nats://"+natsAddr, "--latest", "never-existed"); code != 1 || !strings.Contains(stderr, "never-existed: nothing to unpin") || stdout != "" {
+		t.Errorf("activate --latest never-existed: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
 	out := cli("rollback", "d", "v1")
 	if !strings.Contains(out, "serves v1") && !strings.Contains(out, "builds v1") {
 		t.Errorf("rollback d v1 printed no node's answer:\n%s", out)
+	}
+	// The hint names the NATS server the command used: pasted, it works.
+	hint := regexp.MustCompile("`(spangle activate [^`]*)`").FindStringSubmatch(out)
+	if hint == nil || !strings.Contains(hint[1], "--nats nats://"+natsAddr) {
+		t.Fatalf("rollback d v1: no hint naming --nats nats://%s:\n%s", natsAddr, out)
 	}
 	waitFor(t, "d rolled back to v1", serves("d", "v1"))
 	// status (HTTP and NATS) shows the pin.
@@ -118,7 +147,20 @@ func TestRollbackAndActivate(t *testing.T) {
 		t.Fatalf("after a restart: %v", err)
 	}
 
-	cli("activate", "--latest", "d")
+	// A pin of a db no node serves (written before the refusal, or its
+	// db since gone) shows in status --nats, and can be removed.
+	writeBucketPin(t, "nats://"+natsAddr, advert.Pin{DB: "ghost", Version: "v1", By: "test"})
+	if code, out, stderr := runCLI(t, bin, "status", "--nats", "nats://"+natsAddr); code != 0 ||
+		!regexp.MustCompile(`(?m)^ghost +\(all\) +v1 +test `).MatchString(out) || !regexp.MustCompile(`(?m)^d +\(all\) +v1 `).MatchString(out) {
+		t.Errorf("status --nats does not show every pin: exit %d\n%s%s", code, out, stderr)
+	}
+	cli("activate", "--latest", "ghost")
+
+	// The hint of the rollback, run as printed.
+	cmd := exec.Command("sh", "-c", strings.Replace(hint[1], "spangle", bin, 1))
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "d: unpinned") {
+		t.Fatalf("the hint %q: %v\n%s", hint[1], err, out)
+	}
 	waitFor(t, "d back on v3", serves("d", "v3"))
 
 	// The manual db: nothing until activated, then v2 built ahead waits.
@@ -145,5 +187,34 @@ func TestRollbackAndActivate(t *testing.T) {
 
 	if code, _, stderr := runCLI(t, bin, "rollback", "--nats", "nats://"+natsAddr, "--cluster", "nope", "d"); code == 0 || !strings.Contains(stderr, "cluster name") {
 		t.Errorf("rollback on a wrong cluster name: exit %d, %s", code, stderr)
+	}
+}
+
+// writeBucketPin writes p in the versions bucket of cluster "spangle" at url, as
+// spangle activate does.
+func writeBucketPin(t *testing.T, url string, p advert.Pin) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, names.KVBucket("spangle", names.Versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.At = time.Now().UTC()
+	b, err := advert.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, advert.PinKey(p.DB), b); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -38,12 +38,16 @@ type pinAnswer struct {
 // follow it, the pin is withdrawn (the previous one, if any, put back) and
 // the error says which node and why; if ctx ends first, the pin stays and
 // the error names the nodes that have not answered.
-func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster, region string, p advert.Pin, stdout io.Writer) error {
+func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, pf *pinFlags, p advert.Pin, stdout io.Writer) error {
+	cluster, region := pf.cluster, pf.region
 	c, err := newMapClient(nc, cluster, region)
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background()) //nolint:errcheck // closes the watcher only
+	if err := dbExists(ctx, kv, c, p.DB); err != nil {
+		return err
+	}
 	key := pinKey(p.DB, region)
 	prev, err := kv.Get(ctx, key)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -60,16 +64,44 @@ func applyPin(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, cluster
 	answers, err := awaitPinAnswers(ctx, c, p.DB, want.String())
 	switch {
 	case errors.Is(err, errPinRefused):
-		undo := withdrawPin(kv, key, p.DB, prev)
+		undo := withdrawPin(kv, key, p.DB, prev, pf.unpin(p.DB))
 		return errors.Join(fmt.Errorf("%s: %w", p.DB, err), undo)
 	case err != nil:
-		return fmt.Errorf("%s: pinned to %s, but %w; the pin stays (spangle status shows the nodes; spangle activate --latest %s removes it)",
-			p.DB, want, err, p.DB)
+		return fmt.Errorf("%s: pinned to %s, but %w; the pin stays (spangle status shows the nodes; `%s` removes it)",
+			p.DB, want, err, pf.unpin(p.DB))
 	}
 	for _, a := range answers {
 		fmt.Fprintf(stdout, "  %s: %s\n", a.node, a.state)
 	}
 	return nil
+}
+
+// dbExists returns nil when db is one the cluster knows: the versions
+// bucket names it (a node serves it, or spangle publish announced it) or
+// a node holds a version of it (a manual db's, built ahead). Otherwise a
+// pin would wait for nodes that never answer, and pin the db silently
+// should it appear later: the error says so, and nothing is written.
+// Whether the version exists is each node's to say (its source listing:
+// applyPin's verdict), as a version need not be built anywhere yet.
+func dbExists(ctx context.Context, kv jetstream.KeyValue, c *client.Client, db string) error {
+	_, err := kv.Get(ctx, advert.VersionKey(db))
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("%s: the versions bucket: %w", db, err)
+	}
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		return fmt.Errorf("%s: is it a db of the cluster? the versions bucket does not name it, and the cluster map was not read within --timeout", db)
+	}
+	for _, p := range c.Map().Partitions {
+		if p.DB == db {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: no such db: no node serves or holds it and no version of it was published (spangle status --nats lists the dbs); nothing pinned", db)
 }
 
 // noNodes reports whether the nodes bucket nc reaches is missing or
@@ -104,7 +136,7 @@ func newMapClient(nc *nats.Conn, cluster, region string) (*client.Client, error)
 
 // withdrawPin puts back the pin entry prev, or deletes the pin when there
 // was none.
-func withdrawPin(kv jetstream.KeyValue, key, db string, prev jetstream.KeyValueEntry) error {
+func withdrawPin(kv jetstream.KeyValue, key, db string, prev jetstream.KeyValueEntry, unpin string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
@@ -114,7 +146,7 @@ func withdrawPin(kv jetstream.KeyValue, key, db string, prev jetstream.KeyValueE
 		err = kv.Purge(ctx, key)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: and the pin could not be withdrawn: %w (spangle activate --latest %s removes it)", db, err, db)
+		return fmt.Errorf("%s: and the pin could not be withdrawn: %w (`%s` removes it)", db, err, unpin)
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -359,7 +361,8 @@ hub_check_interval = "1s"
 
 	// 6. A region-targeted rollback at the hub: rb goes back to v2, ra
 	// stays at v3; the hub's status shows both.
-	if code, _, stderr := runCLI(t, bin, "rollback", "--region", "rb", "--nats", hub.url, "d", "v2"); code != 0 {
+	code, rolled, stderr := runCLI(t, bin, "rollback", "--region", "rb", "--nats", hub.url, "d", "v2")
+	if code != 0 {
 		t.Fatalf("rollback --region rb: exit %d: %s", code, stderr)
 	}
 	for _, n := range []*clusterProc{b1, b2} {
@@ -415,6 +418,22 @@ hub_check_interval = "1s"
 	})
 	if err := readAll(a.base, "v3", keys); err != nil {
 		t.Fatalf("ra, rb stopped: %v", err)
+	}
+
+	// 8. The hint the regional rollback printed works when pasted: it
+	// names the hub (issue 33 item 3: it dropped --nats and --cluster,
+	// and unpinned nothing); a region never pinned has nothing to unpin.
+	hint := regexp.MustCompile("`(spangle activate [^`]*)`").FindStringSubmatch(rolled)
+	if hint == nil || !strings.Contains(hint[1], "--nats "+hub.url) || !strings.Contains(hint[1], "--region rb") {
+		t.Fatalf("rollback --region rb: no hint naming the hub and the region:\n%s", rolled)
+	}
+	if out, err := exec.Command("sh", "-c", strings.Replace(hint[1], "spangle", bin, 1)).CombinedOutput(); err != nil || !strings.Contains(string(out), "unpinned in region rb") {
+		t.Fatalf("the hint %q: %v\n%s", hint[1], err, out)
+	}
+	for _, region := range []string{"rb", "nowhere"} {
+		if code, stdout, stderr := runCLI(t, bin, "activate", "--latest", "--region", region, "--nats", hub.url, "d"); code != 1 || !strings.Contains(stderr, "nothing to unpin") {
+			t.Errorf("activate --latest --region %s once unpinned: exit %d, %s%s", region, code, stdout, stderr)
+		}
 	}
 }
 

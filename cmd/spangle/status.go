@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,8 +14,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/internal/errtext"
+	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 )
@@ -56,6 +61,15 @@ func status(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("cluster map of %q not read within %v (is the cluster name right?)", cf.cluster, cf.timeout)
 	}
 	m := c.Map()
+	// Every pin of the versions bucket, a db's that no node serves too.
+	js, err := natsconn.JetStream(cf.nc, natsconn.Options{Timeout: cf.timeout})
+	if err != nil {
+		return err
+	}
+	pins, err := bucketPins(ctx, js, names.KVBucket(cf.cluster, names.Versions))
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -65,9 +79,11 @@ func status(args []string, stdout, stderr io.Writer) error {
 			Nodes      map[string]advert.Node    `json:"nodes"`
 			Partitions []advert.Partitions       `json:"partitions"`
 			Versions   map[string]advert.Version `json:"versions"`
-		}{m.Loaded, m.Nodes, m.Partitions, m.Versions})
+			Pins       []bucketPin               `json:"pins"`
+		}{m.Loaded, m.Nodes, m.Partitions, m.Versions, pins})
 	}
 	printMap(stdout, m)
+	printBucketPins(stdout, pins, &pinFlags{natsURL: cf.natsURL, cluster: cf.cluster, creds: cf.creds})
 	return nil
 }
 
@@ -114,6 +130,78 @@ func httpStatus(ctx context.Context, cf *clientFlags, stdout io.Writer, asJSON b
 	}
 	printStatus(stdout, base, st)
 	return nil
+}
+
+// bucketPin is a pin of the versions bucket: for all regions (Region
+// ""), or for one.
+type bucketPin struct {
+	advert.Pin
+	Region string `json:"region,omitempty"`
+}
+
+// maxBucketPins bounds the pins bucketPins reads (advert.MaxPins per
+// node entry: a cluster pins no more).
+const maxBucketPins = advert.MaxPins
+
+// bucketPins reads the pins of the versions bucket, sorted by db then
+// region: every pin written, whether a node serves its db or not.
+func bucketPins(ctx context.Context, js jetstream.JetStream, bucket string) ([]bucketPin, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("versions bucket %s: %w", bucket, err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("versions bucket %s: %w", bucket, err)
+	}
+	defer w.Stop() //nolint:errcheck // read only
+	var pins []bucketPin
+	for {
+		select {
+		case <-ctx.Done():
+			return pins, fmt.Errorf("versions bucket %s: %w", bucket, ctx.Err())
+		case e := <-w.Updates():
+			if e == nil {
+				slices.SortFunc(pins, func(a, b bucketPin) int {
+					return cmp.Or(strings.Compare(a.DB, b.DB), strings.Compare(a.Region, b.Region))
+				})
+				return pins, nil
+			}
+			_, region, ok := advert.ParsePinKey(e.Key())
+			if !ok || len(pins) == maxBucketPins {
+				continue
+			}
+			if p, err := advert.DecodePin(e.Key(), e.Value()); err == nil {
+				pins = append(pins, bucketPin{Pin: p, Region: region})
+			}
+		}
+	}
+}
+
+// printBucketPins prints the pins of the versions bucket: each db's pin
+// for all regions and for each region, who wrote it and when, and the
+// command that removes it.
+func printBucketPins(w io.Writer, pins []bucketPin, pf *pinFlags) {
+	fmt.Fprintln(w)
+	if len(pins) == 0 {
+		fmt.Fprintln(w, "no pins")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PINNED DB\tREGION\tTO\tBY\tAT\tUNPIN WITH")
+	for _, p := range pins {
+		to, region := p.Version, p.Region
+		if to == "" {
+			to = "newest before " + p.Before
+		}
+		if region == "" {
+			region = "(all)"
+		}
+		unpin := *pf
+		unpin.region = p.Region
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.DB, region, to, p.By, p.At.Format(time.RFC3339), unpin.unpin(p.DB))
+	}
+	tw.Flush()
 }
 
 // printStatus prints a node's status as a table, one row per version and
