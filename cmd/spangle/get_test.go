@@ -30,7 +30,7 @@ type served struct {
 // wantNATS, also until its NATS front door serves.
 func startServe(t *testing.T, bin string, wantNATS bool, extra ...string) *served {
 	t.Helper()
-	args := append([]string{"serve", "--source", filepath.Join("..", "..", "examples", "data"),
+	args := append([]string{"serve", "--source", exampleData(t),
 		"--data-dir", filepath.Join(t.TempDir(), "data"), "--bind", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json"}, extra...)
 	cmd := exec.Command(bin, args...)
 	logPipe, err := cmd.StderrPipe()
@@ -94,6 +94,21 @@ func startServe(t *testing.T, bin string, wantNATS bool, extra ...string) *serve
 		time.Sleep(10 * time.Millisecond) // polling interval
 	}
 	return s
+}
+
+// exampleData returns a source root holding a copy of the example data's
+// baby-names version 1 (what make run serves), made for the test: a
+// version or db a user drops into examples/data to try make run cannot
+// change what the tests see, and no test writes there.
+func exampleData(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	src := filepath.Join("..", "..", "examples", "data", "baby-names", "1")
+	dst := filepath.Join(root, "baby-names", "1")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 // stop sends SIGTERM and waits for a clean exit.

@@ -28,7 +28,7 @@ func TestServeNATSPortBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
+	out, err := exec.CommandContext(ctx, bin, "serve", "--source", exampleData(t),
 		"--data-dir", t.TempDir(), "--bind", "127.0.0.1:0", "--nats-listen", l.Addr().String()).CombinedOutput()
 	if err == nil || ctx.Err() != nil || !strings.Contains(string(out), "[nats] listen (--nats-listen)") ||
 		!strings.Contains(string(out), l.Addr().String()) || strings.Contains(string(out), "spangle serving") {
@@ -63,7 +63,7 @@ role = "client"
 		t.Errorf("get without a login: %d %q", code, stderr)
 	}
 
-	out, err := exec.Command(bin, "serve", "--source", filepath.Join("..", "..", "examples", "data"),
+	out, err := exec.Command(bin, "serve", "--source", exampleData(t),
 		"--data-dir", t.TempDir(), "--bind", "127.0.0.1:0", "--nats-listen", "0.0.0.0:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "allow_insecure") {
 		t.Fatalf("an open embedded server: %v\n%s", err, out)

@@ -27,7 +27,7 @@ func TestStartupErrors(t *testing.T) {
 	first := startServe(t, bin, true, "--data-dir", dataDir, "--nats-listen", natsAddr)
 	first.logOnFailure(t)
 	bind := strings.TrimPrefix(first.http, "http://")
-	examples := filepath.Join("..", "..", "examples", "data")
+	examples := exampleData(t)
 	dir := t.TempDir()
 	config := func(body string) string {
 		p := filepath.Join(dir, fmt.Sprintf("c%d.toml", len(body)))

@@ -114,7 +114,7 @@ func TestMetricNames(t *testing.T) {
 	}))
 	defer hook.Close()
 	dir := t.TempDir()
-	data, err := filepath.Abs(filepath.Join(repo, "examples", "data"))
+	data, err := filepath.Abs(exampleData(t))
 	if err != nil {
 		t.Fatal(err)
 	}

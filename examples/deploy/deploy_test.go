@@ -47,6 +47,23 @@ func TestMain(m *testing.M) {
 // repo is the repository's root, relative to this package.
 var repo = filepath.Join("..", "..")
 
+// exampleData returns a source root holding a copy of the example data's
+// baby-names version 1, made for the test: what a user drops into
+// examples/data to try make run cannot change what the tests see.
+func exampleData(t testing.TB) string {
+	t.Helper()
+	root := t.TempDir()
+	src := filepath.Join(repo, "examples", "data", "baby-names", "1")
+	if err := os.CopyFS(filepath.Join(root, "baby-names", "1"), os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	// Readable by others, as a checkout is: the image's user reads a copy.
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // buildBinary builds cmd/spangle once per test run as make build does:
 // static (CGO_ENABLED=0), so that it also runs in the scratch image.
 func buildBinary(t testing.TB) string {

@@ -209,7 +209,7 @@ func TestImage(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(filepath.Join(root, conf.Source)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", "-R", filepath.Join(repo, "examples", "data"), filepath.Join(root, conf.Source)).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-R", exampleData(t), filepath.Join(root, conf.Source)).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v\n%s", err, out)
 	}
 

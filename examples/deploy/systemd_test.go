@@ -100,7 +100,7 @@ func TestUnitNotify(t *testing.T) {
 	if err := backend.CreateBucket("exports"); err != nil {
 		t.Fatal(err)
 	}
-	exampleData := filepath.Join(repo, "examples", "data")
+	exampleData := exampleData(t)
 	err := filepath.WalkDir(exampleData, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -49,7 +50,10 @@ func freeBase(t *testing.T) int {
 
 // TestRunScript runs run.sh: every node of both regions serves version
 // 1, then 2; the region pin moves us back to 1 alone; status --regions
-// shows it.
+// shows it. It builds into a temporary directory (BIN) and publishes a
+// copy of the example data (DATA): the repository's bin/ and examples/
+// are as they were (make test rewrote bin/spangle, make build's static
+// binary, with a dynamically linked one).
 func TestRunScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds spangle and nats-server and runs a hub and two regions")
@@ -59,8 +63,14 @@ func TestRunScript(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
+	binDir, data := t.TempDir(), filepath.Join(t.TempDir(), "1")
+	if err := os.CopyFS(data, os.DirFS(filepath.Join("..", "data", "baby-names", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	before := treeState(t)
 	cmd := exec.Command("bash", "run.sh")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT_BASE=%d", freeBase(t)), "DEADLINE_SECS=120", "KEEP=")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT_BASE=%d", freeBase(t)), "DEADLINE_SECS=120", "KEEP=",
+		"BIN="+binDir, "DATA="+data)
 	done := make(chan struct{})
 	var out []byte
 	var err error
@@ -78,6 +88,14 @@ func TestRunScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run.sh: %v\n%s", err, out)
 	}
+	if after := treeState(t); after != before {
+		t.Errorf("run.sh changed the repository's bin/ or examples/:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	for _, name := range []string{"spangle", "nats-server"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			t.Errorf("run.sh did not build %s into BIN: %v", name, err)
+		}
+	}
 	s := string(out)
 	for _, want := range []string{
 		"every node of eu and us serves version 1",
@@ -94,6 +112,36 @@ func TestRunScript(t *testing.T) {
 			t.Errorf("status --regions has no row %q:\n%s", row, s)
 		}
 	}
+}
+
+// treeState describes the repository's bin/ and examples/ as a test
+// could change them: each file's path, size and modification time.
+func treeState(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, dir := range []string{filepath.Join("..", "..", "bin"), ".."} {
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) {
+					return nil
+				}
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%s %d %s\n", path, fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }
 
 // TestHubConf: hub.conf gives each region's login exactly what

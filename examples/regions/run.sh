@@ -20,13 +20,17 @@
 # Environment: PORT_BASE (default 4440: the hub's clients on +0, its
 # leafnodes on +1, its monitoring on +2, us's NATS on +3, eu's NATS on
 # +4, nodes' HTTP on +11..+13), WORK (default: a new temporary directory,
-# removed on exit), DEADLINE_SECS (default 60).
+# removed on exit), DEADLINE_SECS (default 60), BIN (default bin: where
+# spangle and nats-server are built), DATA (default
+# examples/data/baby-names/1: the version published).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 PORT_BASE=${PORT_BASE:-4440}
 DEADLINE_SECS=${DEADLINE_SECS:-60}
 KEEP=${KEEP:-}
+BIN=${BIN:-bin}
+DATA=${DATA:-examples/data/baby-names/1}
 export HUB_PORT=$PORT_BASE HUB_LEAF_PORT=$((PORT_BASE + 1)) HUB_MONITOR=$((PORT_BASE + 2))
 export US_PORT=$((PORT_BASE + 3)) EU_PORT=$((PORT_BASE + 4))
 HUB="nats://admin:admin-secret@127.0.0.1:$HUB_PORT"
@@ -57,9 +61,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "building bin/spangle and bin/nats-server"
-go build -trimpath -o bin/spangle ./cmd/spangle
-go build -trimpath -o bin/nats-server github.com/nats-io/nats-server/v2
+echo "building $BIN/spangle and $BIN/nats-server"
+go build -trimpath -o "$BIN/spangle" ./cmd/spangle
+go build -trimpath -o "$BIN/nats-server" github.com/nats-io/nats-server/v2
 
 # fill replaces $NAME in a config template by the environment's values.
 fill() {
@@ -95,19 +99,19 @@ wait_until() {
 }
 
 fill examples/regions/hub.conf "$WORK/hub.conf"
-./bin/nats-server -c "$WORK/hub.conf" >"$WORK/hub.log" 2>&1 &
+"$BIN/nats-server" -c "$WORK/hub.conf" >"$WORK/hub.log" 2>&1 &
 pids+=($!)
 wait_until "hub" curl -fsS "http://127.0.0.1:$HUB_MONITOR/healthz?js-enabled-only=true"
 echo "hub: nats://127.0.0.1:$HUB_PORT (leafnodes on 127.0.0.1:$HUB_LEAF_PORT)"
 
 # Publish before the regions start: their mirrors then find the hub's
 # buckets at once.
-./bin/spangle publish examples/data/baby-names/1 --to nats-object://example --db baby-names --version 1 \
+"$BIN/spangle" publish "$DATA" --to nats-object://example --db baby-names --version 1 \
 	--nats "$HUB" --cluster example --quiet
 echo "published baby-names 1 at the hub"
 
 fill examples/regions/region.conf "$WORK/us.conf"
-./bin/nats-server -c "$WORK/us.conf" >"$WORK/us-nats.log" 2>&1 &
+"$BIN/nats-server" -c "$WORK/us.conf" >"$WORK/us-nats.log" 2>&1 &
 pids+=($!)
 echo "us: nats://127.0.0.1:$US_PORT, a leafnode of the hub"
 
@@ -116,7 +120,7 @@ node() {
 	local name=$1 port=$2
 	mkdir -p "$WORK/$name"
 	printf '%s\n' "$3" >"$WORK/$name/spangle.toml"
-	./bin/spangle serve --config "$WORK/$name/spangle.toml" 2>"$WORK/$name.log" &
+	"$BIN/spangle" serve --config "$WORK/$name/spangle.toml" 2>"$WORK/$name.log" &
 	pids+=($!)
 	echo "$name: http://127.0.0.1:$port (pid $!, log $WORK/$name.log)"
 }
@@ -159,21 +163,21 @@ echo "every node of eu and us serves version 1"
 
 # Version 2 (the same data) at the hub reaches both regions; then us
 # alone goes back to 1 (a region pin), eu stays at 2.
-rm -rf "$WORK/v2" && cp -r examples/data/baby-names/1 "$WORK/v2"
-./bin/spangle publish "$WORK/v2" --to nats-object://example --db baby-names --version 2 \
+rm -rf "$WORK/v2" && cp -r "$DATA" "$WORK/v2"
+"$BIN/spangle" publish "$WORK/v2" --to nats-object://example --db baby-names --version 2 \
 	--nats "$HUB" --cluster example --quiet
 for port in $((PORT_BASE + 11)) $((PORT_BASE + 12)) $((PORT_BASE + 13)); do
 	wait_until "node on $port serving version 2" serves "http://127.0.0.1:$port" 2
 done
 echo "every node serves version 2"
 echo "\$ spangle activate --region us --nats $HUB --cluster example baby-names 1"
-./bin/spangle activate --region us --nats "$HUB" --cluster example baby-names 1
+"$BIN/spangle" activate --region us --nats "$HUB" --cluster example baby-names 1
 wait_until "us1 pinned to 1" serves "http://127.0.0.1:$((PORT_BASE + 12))" 1
 wait_until "us2 pinned to 1" serves "http://127.0.0.1:$((PORT_BASE + 13))" 1
 serves "http://127.0.0.1:$((PORT_BASE + 11))" 2 || { echo "eu left version 2" >&2; exit 1; }
 echo
 echo "\$ spangle status --regions --nats $HUB --cluster example"
-./bin/spangle status --regions --nats "$HUB" --cluster example
+"$BIN/spangle" status --regions --nats "$HUB" --cluster example
 echo
 echo "bytes the hub sent each region (/leafz):"
 curl -fsS "http://127.0.0.1:$HUB_MONITOR/leafz" | grep -oE '"(name|out_bytes)": ?("[^"]*"|[0-9]+)' | paste - -
