@@ -312,3 +312,29 @@ func TestGetLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallVersionSmallOnDisk: a small db is small on disk whatever its
+// compression. The example data's 3.5 KB of records over 20 s2-blocks
+// partitions took 3.9 MB (six 32 KiB pages each, issue 38); with the OS's
+// pages for a small partition, a partition holding a few records takes a
+// few pages.
+func TestSmallVersionSmallOnDisk(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 20, perFile: 10, seed: 3})
+	for _, comp := range []Compression{CompressionNone, CompressionS2, CompressionS2Blocks} {
+		s := openTestStore(t, t.TempDir(), Options{})
+		v := build(t, s, BuildSpec{DB: "db", Version: string(comp), Files: d.files(t), Compression: comp})
+		checkVersion(t, v, d)
+		var total int64
+		for p := range 20 {
+			fi, err := os.Stat(filepath.Join(s.dir, "dbs", "db", string(comp), partitionFile(p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += fi.Size()
+		}
+		t.Logf("%s: 200 records in 20 partitions: %d bytes", comp, total)
+		if limit := int64(20 * 8 * os.Getpagesize()); total > limit {
+			t.Errorf("%s: 200 records in 20 partitions take %d bytes on disk, over %d", comp, total, limit)
+		}
+	}
+}

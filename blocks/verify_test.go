@@ -2,8 +2,8 @@ package blocks
 
 import (
 	"bytes"
-	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -199,11 +199,17 @@ func TestDamagedRootNoPanic(t *testing.T) {
 			s := openTestStore(t, dir, Options{})
 			v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: comp})
 			defer v.Close()
-			page := int64(cmp.Or(pageSizeFor(comp), os.Getpagesize()))
 			f, err := os.OpenFile(filepath.Join(dir, "dbs", "db", "v1", partitionFile(0)), os.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The page size, as the first meta page says (after the page
+			// header, the magic and the version).
+			var meta [28]byte
+			if _, err := f.ReadAt(meta[:], 0); err != nil {
+				t.Fatal(err)
+			}
+			page := int64(binary.LittleEndian.Uint32(meta[24:]))
 			st, err := f.Stat()
 			if err != nil {
 				t.Fatal(err)
