@@ -39,7 +39,7 @@ type KV struct {
 	// New.
 	buckets []watched
 
-	snap  atomic.Pointer[Snapshot]
+	snaps *snapshots    // the current snapshot and the subscribers
 	ready chan struct{} // closed by the watch loop after the first full load of every bucket
 
 	// Written by the NATS callbacks, read by the watch loop.
@@ -79,10 +79,6 @@ type KV struct {
 	// reloadWanted asks the watch loop to reload a bucket whole (after a
 	// repair); set by the heartbeat, cleared by the watch loop.
 	reloadWanted [numBuckets]atomic.Bool
-
-	subMu      sync.Mutex // guards subs and subsClosed
-	subs       map[*subscriber]struct{}
-	subsClosed bool
 
 	hbWG   sync.WaitGroup // the heartbeat goroutine
 	loopWG sync.WaitGroup // the watch loop
@@ -133,7 +129,6 @@ func New(cfg Config) (*KV, error) {
 		hbKick:   make(chan struct{}, 1),
 		own:      make(map[ownKey]*ownEntry),
 		puts:     make(map[string]*ownPut),
-		subs:     make(map[*subscriber]struct{}),
 		buckets:  watchedBuckets(cfg.ClusterName),
 	}
 	k.met = newMetrics(k.staleSeconds)
@@ -147,7 +142,7 @@ func New(cfg Config) (*KV, error) {
 	for _, b := range allBuckets {
 		empty.buckets[b] = map[string]Entry{}
 	}
-	k.snap.Store(empty)
+	k.snaps = newSnapshots(empty, k.met.droppedNotifies)
 	return k, nil
 }
 
@@ -378,7 +373,7 @@ func (k *KV) Ready() <-chan struct{} { return k.ready }
 
 // Snapshot returns the current snapshot. It never blocks, never returns nil
 // and never touches the network: it is safe on any path.
-func (k *KV) Snapshot() *Snapshot { return k.snap.Load() }
+func (k *KV) Snapshot() *Snapshot { return k.snaps.load() }
 
 // Conn returns the NATS connection for other packages (the NATS front
 // door), or nil before Start. The KV owns it: callers must not close or
@@ -444,7 +439,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 	case stateNew:
 		k.state = stateClosed
 		k.mu.Unlock()
-		k.closeSubscribers()
+		k.snaps.close()
 		return nil
 	case stateStarting:
 		k.state = stateClosed
@@ -453,7 +448,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 		// 1. Start sees stateClosed and cleans up after itself.
 		cancel()
 		<-done
-		k.closeSubscribers()
+		k.snaps.close()
 		return nil
 	}
 	k.state = stateClosed
@@ -489,7 +484,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 	}
 
 	// 7. Subscribers and metrics.
-	k.closeSubscribers()
+	k.snaps.close()
 	k.met.unregister()
 
 	err := errors.Join(errs...)

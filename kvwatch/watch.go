@@ -515,7 +515,7 @@ func (l *watchLoop) publish() {
 		s.revisions[bw.b] = bw.lastRev
 		l.k.met.revision.WithLabelValues(bw.b.String()).Set(float64(bw.lastRev))
 	}
-	l.k.store(s, l.changed)
+	l.k.snaps.store(s, l.changed)
 	if !l.ready && l.allLoaded() {
 		l.ready = true
 		close(l.k.ready)
