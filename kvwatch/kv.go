@@ -25,8 +25,12 @@ import (
 // node's own TTL'd entries alive and mirrors every bucket into an immutable
 // Snapshot. Its methods are safe for concurrent use. Create it with New.
 //
+// It is a facade over parts that each own their state: snapshots (the
+// current snapshot and the subscribers), writes (the stall check's log of
+// own writes), and the fields below.
+//
 // Lock order: a key lock (keyLocks) is taken before mu, ownMu and
-// writeMu; subMu is never held with another lock.
+// writes.mu; snaps.mu is never held with another lock.
 type KV struct {
 	cfg Config
 	log *slog.Logger
@@ -70,8 +74,7 @@ type KV struct {
 	ownMu sync.Mutex // guards own (nil once Shutdown withdrew everything)
 	own   map[ownKey]*ownEntry
 
-	writeMu sync.Mutex // guards writes
-	writes  [numBuckets]writes
+	writes writeLog // own writes not yet delivered, for the stall check
 
 	putMu sync.Mutex         // guards puts and the ownPuts in it
 	puts  map[string]*ownPut // Versions entries written by Put, by key, for repair
@@ -93,20 +96,6 @@ const (
 	stateRunning
 	stateClosed
 )
-
-// write is an own write to a bucket: its revision and when it was
-// acknowledged.
-type write struct {
-	rev uint64
-	at  time.Time
-}
-
-// writes are the own writes to a bucket that its watcher has yet to
-// deliver, for the stall check: the oldest one not known to be seen, and
-// the newest.
-type writes struct {
-	first, last write
-}
 
 // New validates cfg and returns a KV that is not started: it neither
 // connects nor starts a server. Snapshot returns an empty, stale snapshot
@@ -529,40 +518,4 @@ func kick(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// noteWrite records an own write at rev in bucket b for the stall check.
-func (k *KV) noteWrite(b Bucket, rev uint64) {
-	now := time.Now()
-	k.writeMu.Lock()
-	defer k.writeMu.Unlock()
-	w := &k.writes[b]
-	if w.first.rev == 0 {
-		w.first = write{rev, now}
-	}
-	if rev > w.last.rev {
-		w.last = write{rev, now}
-	}
-}
-
-// stalledWrite reports whether an own write to b acknowledged more than d
-// ago is still above seen, the bucket's last revision applied. It then
-// forgets the writes, so that one stall is reported once.
-func (k *KV) stalledWrite(b Bucket, seen uint64, d time.Duration) bool {
-	k.writeMu.Lock()
-	defer k.writeMu.Unlock()
-	w := &k.writes[b]
-	if w.first.rev != 0 && w.first.rev <= seen {
-		// The oldest pending write arrived; the newest one, if not yet
-		// seen, is now the one to wait for.
-		w.first = write{}
-		if w.last.rev > seen {
-			w.first = w.last
-		}
-	}
-	if w.first.rev != 0 && time.Since(w.first.at) > d {
-		*w = writes{}
-		return true
-	}
-	return false
 }

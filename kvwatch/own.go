@@ -185,7 +185,7 @@ func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint6
 	if err != nil {
 		return 0, fmt.Errorf("kvwatch: put %s %s: %w", b, key, err)
 	}
-	k.noteWrite(b, rev)
+	k.writes.note(b, rev)
 	k.notePut(key, value, rev)
 	return rev, nil
 }
@@ -230,7 +230,7 @@ func (k *KV) writeOwnLocked(ctx context.Context, e *ownEntry) error {
 		rev, err := k.casPublish(ctx, e.b, e.key, e.value, e.rev)
 		if err == nil {
 			e.rev, e.written = rev, time.Now()
-			k.noteWrite(e.b, rev)
+			k.writes.note(e.b, rev)
 			return nil
 		}
 		if !isWrongLastSeq(err) {
@@ -245,7 +245,7 @@ func (k *KV) writeOwnLocked(ctx context.Context, e *ownEntry) error {
 		return fmt.Errorf("kvwatch: publish %s %s: %w", e.b, e.key, err)
 	}
 	e.rev, e.written = rev, time.Now()
-	k.noteWrite(e.b, rev)
+	k.writes.note(e.b, rev)
 	return nil
 }
 

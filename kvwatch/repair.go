@@ -225,7 +225,7 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 		switch {
 		case err == nil:
 			n++
-			k.noteWrite(Versions, rev)
+			k.writes.note(Versions, rev)
 		case !errors.Is(err, jetstream.ErrKeyExists):
 			failed++
 			k.log.Warn("cannot write a versions entry again", "key", key, "err", err)

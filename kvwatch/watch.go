@@ -236,7 +236,7 @@ func (l *watchLoop) checkStalls() {
 		if bw.w == nil || bw.loading != nil || time.Since(bw.startedAt) < d {
 			continue
 		}
-		if l.k.stalledWrite(bw.b, bw.lastRev, d) {
+		if l.k.writes.stalled(bw.b, bw.lastRev, d) {
 			l.k.log.Warn("watcher missed an own write; re-creating the watchers", "bucket", bw.b, "revision", bw.lastRev)
 			for _, bw := range l.bw {
 				l.restart(bw, false)
