@@ -3,9 +3,12 @@ package kvwatch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
@@ -33,11 +36,11 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.PingInterval(c.heartbeat()),
 		nats.MaxPingsOutstanding(2),
-		nats.DisconnectErrHandler(k.onDisconnect),
-		nats.ReconnectHandler(k.onReconnect),
-		nats.ConnectHandler(k.onConnect),
+		nats.DisconnectErrHandler(k.events.onDisconnect),
+		nats.ReconnectHandler(k.events.onReconnect),
+		nats.ConnectHandler(k.events.onConnect),
 		nats.ErrorHandler(k.onAsyncError),
-		nats.ReconnectErrHandler(k.onReconnectError),
+		nats.ReconnectErrHandler(k.events.onReconnectError),
 		nats.NoCallbacksAfterClientClose(),
 	}
 	if c.Embedded() {
@@ -86,48 +89,70 @@ func notConnectedError(nc *nats.Conn, err error) error {
 	return err
 }
 
+// connEvents owns what the NATS client's callbacks learn of the
+// connection, for the two loops that act on it: the watch loop (woken by
+// watch; it reads reconnects and takes disconnectedAt) and the heartbeat
+// (woken by refresh). The callbacks run on the client's goroutine and only
+// write here; nothing is locked.
+type connEvents struct {
+	log             *slog.Logger
+	reconnectsTotal prometheus.Counter
+
+	reconnects       atomic.Uint64 // reconnections so far
+	lastReconnectErr atomic.Value  // string: the last failed reconnect's error, logged once
+	disconnectedAt   atomic.Int64  // unix nanoseconds of the first disconnect not yet handled, 0 if none
+
+	watch   chan struct{} // wakes the watch loop to look at the connection, buffer 1
+	refresh chan struct{} // wakes the heartbeat to refresh now, buffer 1
+}
+
+func newConnEvents(log *slog.Logger, reconnectsTotal prometheus.Counter) *connEvents {
+	return &connEvents{log: log, reconnectsTotal: reconnectsTotal,
+		watch: make(chan struct{}, 1), refresh: make(chan struct{}, 1)}
+}
+
 // onDisconnect runs on the client's callback goroutine when the connection
 // drops.
-func (k *KV) onDisconnect(_ *nats.Conn, err error) {
-	k.disconnectedAt.CompareAndSwap(0, time.Now().UnixNano())
-	k.log.Warn("NATS connection lost", "err", err)
-	kick(k.connKick)
+func (e *connEvents) onDisconnect(_ *nats.Conn, err error) {
+	e.disconnectedAt.CompareAndSwap(0, time.Now().UnixNano())
+	e.log.Warn("NATS connection lost", "err", err)
+	kick(e.watch)
 }
 
 // onReconnect runs on the client's callback goroutine after a reconnect:
 // the watch loop re-creates the watchers and the heartbeat re-puts every
 // own entry at once.
-func (k *KV) onReconnect(nc *nats.Conn) {
-	k.lastReconnectErr.Store("")
-	k.reconnects.Add(1)
-	k.met.reconnects.Inc()
-	k.log.Info("NATS connection restored", "url", nc.ConnectedUrlRedacted())
-	kick(k.connKick)
-	kick(k.hbKick)
+func (e *connEvents) onReconnect(nc *nats.Conn) {
+	e.lastReconnectErr.Store("")
+	e.reconnects.Add(1)
+	e.reconnectsTotal.Inc()
+	e.log.Info("NATS connection restored", "url", nc.ConnectedUrlRedacted())
+	kick(e.watch)
+	kick(e.refresh)
 }
 
 // onConnect runs when a first connection that had failed (RetryOnFailedConnect)
 // succeeds.
-func (k *KV) onConnect(nc *nats.Conn) {
-	k.log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
-	kick(k.connKick)
-	kick(k.hbKick)
+func (e *connEvents) onConnect(nc *nats.Conn) {
+	e.log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
+	kick(e.watch)
+	kick(e.refresh)
 }
 
 // onReconnectError runs on the client's callback goroutine after each
 // failed reconnect attempt. A refusal that would otherwise go unseen (bad
 // credentials, a TLS mismatch) is logged at Warn when its text changes, at
 // Debug while it repeats.
-func (k *KV) onReconnectError(_ *nats.Conn, err error) {
+func (e *connEvents) onReconnectError(_ *nats.Conn, err error) {
 	if err == nil {
 		return
 	}
 	msg := err.Error()
-	if prev, _ := k.lastReconnectErr.Swap(msg).(string); prev == msg {
-		k.log.Debug("NATS reconnect failed", "err", err)
+	if prev, _ := e.lastReconnectErr.Swap(msg).(string); prev == msg {
+		e.log.Debug("NATS reconnect failed", "err", err)
 		return
 	}
-	k.log.Warn("NATS reconnect failed; retrying", "err", err)
+	e.log.Warn("NATS reconnect failed; retrying", "err", err)
 }
 
 // onAsyncError logs asynchronous client errors (slow consumers and such).

@@ -46,15 +46,11 @@ type KV struct {
 	snaps *snapshots    // the current snapshot and the subscribers
 	ready chan struct{} // closed by the watch loop after the first full load of every bucket
 
-	// Written by the NATS callbacks, read by the watch loop.
-	reconnects       atomic.Uint64         // reconnections so far
-	lastReconnectErr atomic.Value          // string: the last failed reconnect's error, logged once
-	disconnectedAt   atomic.Int64          // unix nanoseconds of the first disconnect not yet handled, 0 if none
-	staleSince       atomic.Int64          // unix nanoseconds since the snapshot is stale, 0 while current
-	watchErr         atomic.Pointer[error] // WatchError's answer, set by the watch loop
+	events *connEvents // written by the NATS callbacks, read by the watch loop and the heartbeat
 
-	connKick chan struct{} // wakes the watch loop to look at the connection, buffer 1
-	hbKick   chan struct{} // wakes the heartbeat to refresh now, buffer 1
+	// Set by the watch loop, read by API callers.
+	staleSince atomic.Int64          // unix nanoseconds since the snapshot is stale, 0 while current
+	watchErr   atomic.Pointer[error] // WatchError's answer
 
 	// mu guards the lifecycle fields below. It is held across I/O only
 	// while a failed Start cleans up.
@@ -111,16 +107,15 @@ func New(cfg Config) (*KV, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	k := &KV{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),
-		ready:    make(chan struct{}),
-		connKick: make(chan struct{}, 1),
-		hbKick:   make(chan struct{}, 1),
-		own:      make(map[ownKey]*ownEntry),
-		puts:     make(map[string]*ownPut),
-		buckets:  watchedBuckets(cfg.ClusterName),
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),
+		ready:   make(chan struct{}),
+		own:     make(map[ownKey]*ownEntry),
+		puts:    make(map[string]*ownPut),
+		buckets: watchedBuckets(cfg.ClusterName),
 	}
 	k.met = newMetrics(k.staleSeconds)
+	k.events = newConnEvents(k.log, k.met.reconnects)
 	if cfg.Embedded() && len(cfg.EmbeddedUsers) > 0 {
 		var err error
 		if k.self, err = nkeys.CreateUser(); err != nil {

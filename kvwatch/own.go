@@ -357,7 +357,7 @@ func (k *KV) heartbeat(ctx context.Context) {
 				k.checkBuckets(ctx, &seen)
 				k.refreshAll(ctx, false)
 			}
-		case <-k.hbKick:
+		case <-k.events.refresh:
 			if k.nc.IsConnected() {
 				k.refreshAll(ctx, true)
 			}

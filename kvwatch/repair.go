@@ -200,7 +200,7 @@ func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
 	k.log.Warn("bucket lost this node's entries; wrote them again", "bucket", b.String(), "reason", reason,
 		"entries", n, "failed", failed)
 	k.reloadWanted[b].Store(true)
-	kick(k.connKick)
+	kick(k.events.watch)
 }
 
 // repairPuts creates again the Versions entries of this KV that are

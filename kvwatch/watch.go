@@ -104,7 +104,7 @@ func (l *watchLoop) selectUpdates(tick <-chan time.Time, poll bool) (int, *bucke
 		c[caseDefault] = reflect.SelectCase{Dir: reflect.SelectDefault}
 	} else {
 		c[caseStop] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.ctx.Done())}
-		c[caseConnKick] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.k.connKick)}
+		c[caseConnKick] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.k.events.watch)}
 		c[caseTick] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)}
 		c[caseDefault] = reflect.SelectCase{Dir: reflect.SelectRecv} // zero Chan: ignored
 	}
@@ -190,13 +190,13 @@ func (l *watchLoop) checkConn() {
 	if !connected {
 		return
 	}
-	rc := l.k.reconnects.Load()
+	rc := l.k.events.reconnects.Load()
 	if rc == l.seenReconnects {
 		return
 	}
 	l.seenReconnects = rc
 	var outage time.Duration
-	if at := l.k.disconnectedAt.Swap(0); at != 0 {
+	if at := l.k.events.disconnectedAt.Swap(0); at != 0 {
 		outage = time.Since(time.Unix(0, at))
 	}
 	// Markers of keys deleted or expired during the outage are kept for
