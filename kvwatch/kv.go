@@ -72,8 +72,7 @@ type KV struct {
 
 	writes writeLog // own writes not yet delivered, for the stall check
 
-	putMu sync.Mutex         // guards puts and the ownPuts in it
-	puts  map[string]*ownPut // Versions entries written by Put, by key, for repair
+	puts putLog // Versions entries written by Put, for repair
 
 	// reloadWanted asks the watch loop to reload a bucket whole (after a
 	// repair); set by the heartbeat, cleared by the watch loop.
@@ -111,7 +110,7 @@ func New(cfg Config) (*KV, error) {
 		log:     cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),
 		ready:   make(chan struct{}),
 		own:     make(map[ownKey]*ownEntry),
-		puts:    make(map[string]*ownPut),
+		puts:    putLog{m: make(map[string]*ownPut)},
 		buckets: watchedBuckets(cfg.ClusterName),
 	}
 	k.met = newMetrics(k.staleSeconds)

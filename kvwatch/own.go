@@ -186,7 +186,7 @@ func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint6
 		return 0, fmt.Errorf("kvwatch: put %s %s: %w", b, key, err)
 	}
 	k.writes.note(b, rev)
-	k.notePut(key, value, rev)
+	k.puts.note(key, value, rev)
 	return rev, nil
 }
 
@@ -206,7 +206,7 @@ func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
 	if err != nil {
 		return err
 	}
-	k.forgetPut(key)
+	k.puts.forget(key)
 	return k.purge(ctx, kvs[b], b, key)
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,58 +24,14 @@ import (
 // whole (the snapshot would otherwise keep purged keys of others for
 // good). Versions entries (Put) come back only where the key is absent,
 // and only while the watcher has seen no other write of the key since
-// (sawVersionsWrite): a newer version written by another node or a
+// (putLog.saw): a newer version written by another node or a
 // publisher stays, and is not replaced by ours after a purge; the KV
 // forgets its own (another node's activation replaces the entry all
 // the time: that is not a loss, and is neither logged nor counted).
 
-// ownPut is a permanent entry this KV wrote with Put and has not deleted,
-// kept for repair. Its fields are guarded by KV.putMu.
-type ownPut struct {
-	value []byte
-	rev   uint64
-	// writing is set while a repair writes the entry again: the watcher
-	// may deliver that write before the repair learns its revision, so
-	// writes seen meanwhile are only noted (seen, the highest revision)
-	// and judged when the repair's own revision is known.
-	writing bool
-	seen    uint64
-}
-
 // bucketSeen is what the heartbeat last saw of a bucket's stream.
 type bucketSeen struct {
 	created time.Time
-}
-
-// notePut records a Put of key for repair; value is owned by the caller.
-func (k *KV) notePut(key string, value []byte, rev uint64) {
-	k.putMu.Lock()
-	defer k.putMu.Unlock()
-	k.puts[key] = &ownPut{value: slices.Clone(value), rev: rev}
-}
-
-// forgetPut stops repairing key (Delete).
-func (k *KV) forgetPut(key string) {
-	k.putMu.Lock()
-	defer k.putMu.Unlock()
-	delete(k.puts, key)
-}
-
-// sawVersionsWrite forgets the Put of key when the watcher delivers a
-// write of it that is not that Put (another node's newer version, a
-// delete): repair must not bring back a value someone replaced. Called by
-// the watch loop.
-func (k *KV) sawVersionsWrite(key string, rev uint64) {
-	k.putMu.Lock()
-	defer k.putMu.Unlock()
-	p, ok := k.puts[key]
-	switch {
-	case !ok:
-	case p.writing:
-		p.seen = max(p.seen, rev)
-	case p.rev != rev:
-		delete(k.puts, key)
-	}
 }
 
 // ownRevisions returns the revisions of this KV's writes in bucket b that
@@ -85,12 +39,7 @@ func (k *KV) sawVersionsWrite(key string, rev uint64) {
 func (k *KV) ownRevisions(b Bucket) []uint64 {
 	var revs []uint64
 	if b == Versions {
-		k.putMu.Lock()
-		for _, p := range k.puts {
-			revs = append(revs, p.rev)
-		}
-		k.putMu.Unlock()
-		return revs
+		return k.puts.revisions()
 	}
 	for _, e := range k.ownIn(b) {
 		l := k.keyLock(e.b, e.key)
@@ -211,17 +160,14 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 	if err != nil {
 		return 0, 0
 	}
-	k.putMu.Lock()
-	puts := maps.Clone(k.puts)
-	k.putMu.Unlock()
-	for key, p := range puts {
-		if !k.startRepairPut(key, p) {
+	for key, p := range k.puts.all() {
+		if !k.puts.start(key, p) {
 			continue
 		}
 		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 		rev, err := kvs[Versions].Create(octx, key, p.value)
 		cancel()
-		k.endRepairPut(key, p, rev, err)
+		k.puts.end(key, p, rev, err)
 		switch {
 		case err == nil:
 			n++
@@ -232,38 +178,6 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 		}
 	}
 	return n, failed
-}
-
-// startRepairPut marks p, the Put of key, as being written again, unless
-// it was put again or deleted since the repair took it (false).
-func (k *KV) startRepairPut(key string, p *ownPut) bool {
-	k.putMu.Lock()
-	defer k.putMu.Unlock()
-	if k.puts[key] != p {
-		return false
-	}
-	p.writing, p.seen = true, 0
-	return true
-}
-
-// endRepairPut settles p after its Create (rev, err): kept with its new
-// revision, or forgotten when someone else wrote the key meanwhile (a
-// revision above ours seen while writing, or the key exists).
-func (k *KV) endRepairPut(key string, p *ownPut, rev uint64, err error) {
-	k.putMu.Lock()
-	defer k.putMu.Unlock()
-	p.writing = false
-	if k.puts[key] != p { // put again or deleted meanwhile
-		return
-	}
-	switch {
-	case err == nil && p.seen > rev:
-		delete(k.puts, key) // written again by someone else since
-	case err == nil:
-		p.rev = rev
-	case errors.Is(err, jetstream.ErrKeyExists):
-		delete(k.puts, key) // someone else's value now: theirs to keep
-	}
 }
 
 // ownIn returns this node's own entries in bucket b.

@@ -59,7 +59,7 @@ func TestRepairBucket(t *testing.T) {
 					if _, err := k.Put(ctx, Versions, "other", []byte("x")); err != nil {
 						t.Fatal(err)
 					}
-					k.forgetPut("other") // as if another node had written it
+					k.puts.forget("other") // as if another node had written it
 					waitFor(t, 5*time.Second, "the other key", hasValue(k, Versions, "other", "x"))
 				}
 				before := testutil.ToFloat64(k.met.bucketRepairs.WithLabelValues(b.String(), action))
@@ -138,9 +138,7 @@ func TestRepairKeepsNewerVersion(t *testing.T) {
 	// revision the bucket no longer holds, and tries to create the key
 	// again, which exists: v2 stays, and the KV forgets its v1.
 	waitFor(t, 5*time.Second, "v1 forgotten", func() error {
-		k.putMu.Lock()
-		defer k.putMu.Unlock()
-		if _, ok := k.puts["db"]; ok {
+		if _, _, ok := k.puts.get("db"); ok {
 			return fmt.Errorf("still tracked")
 		}
 		return nil
@@ -339,36 +337,30 @@ func TestRepairPutSeenEarly(t *testing.T) {
 		{"nothing seen", 0, 9, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k.notePut("db", []byte("v1"), 5)
-			k.putMu.Lock()
-			p := k.puts["db"]
-			k.putMu.Unlock()
-			if !k.startRepairPut("db", p) {
+			k.puts.note("db", []byte("v1"), 5)
+			p, _, _ := k.puts.get("db")
+			if !k.puts.start("db", p) {
 				t.Fatal("the repair did not start")
 			}
 			if tc.seen != 0 {
-				k.sawVersionsWrite("db", tc.seen)
+				k.puts.saw("db", tc.seen)
 			}
-			k.endRepairPut("db", p, tc.rev, nil)
-			k.putMu.Lock()
-			got, kept := k.puts["db"]
-			k.putMu.Unlock()
+			k.puts.end("db", p, tc.rev, nil)
+			_, gotRev, kept := k.puts.get("db")
 			switch {
 			case tc.forget && kept:
-				t.Fatalf("kept the entry (rev %d) after another writer's revision %d", got.rev, tc.seen)
+				t.Fatalf("kept the entry (rev %d) after another writer's revision %d", gotRev, tc.seen)
 			case !tc.forget && !kept:
 				t.Fatal("forgot the entry the repair wrote again")
-			case !tc.forget && got.rev != tc.rev:
-				t.Fatalf("entry at revision %d, want the repair's %d", got.rev, tc.rev)
+			case !tc.forget && gotRev != tc.rev:
+				t.Fatalf("entry at revision %d, want the repair's %d", gotRev, tc.rev)
 			}
 		})
 	}
 	// Outside a repair, a write that is not the KV's own still forgets it.
-	k.notePut("db", []byte("v1"), 5)
-	k.sawVersionsWrite("db", 6)
-	k.putMu.Lock()
-	_, kept := k.puts["db"]
-	k.putMu.Unlock()
+	k.puts.note("db", []byte("v1"), 5)
+	k.puts.saw("db", 6)
+	_, _, kept := k.puts.get("db")
 	if kept {
 		t.Fatal("kept an entry another writer replaced")
 	}

@@ -429,7 +429,7 @@ func (l *watchLoop) recv(bw *bucketWatch, e jetstream.KeyValueEntry, ok bool) {
 	case e.Revision() > bw.lastRev:
 		bw.lastRev = e.Revision()
 		if b == Versions {
-			l.k.sawVersionsWrite(e.Key(), e.Revision())
+			l.k.puts.saw(e.Key(), e.Revision())
 		}
 		if b.TTL() && isRefresh(l.view(b), e) {
 			// The same value written again to keep it alive: the snapshot
