@@ -65,10 +65,7 @@ type KV struct {
 	loopCancel  context.CancelFunc // stops the watch loop
 	shutdownErr error
 
-	keyLocks [keyLockStripes]sync.Mutex // serialise the writes of each own key; see keyLock
-
-	ownMu sync.Mutex // guards own (nil once Shutdown withdrew everything)
-	own   map[ownKey]*ownEntry
+	own ownTable // this node's own TTL'd entries and their key locks
 
 	writes writeLog // own writes not yet delivered, for the stall check
 
@@ -109,7 +106,7 @@ func New(cfg Config) (*KV, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),
 		ready:   make(chan struct{}),
-		own:     make(map[ownKey]*ownEntry),
+		own:     newOwnTable(),
 		puts:    putLog{m: make(map[string]*ownPut)},
 		buckets: watchedBuckets(cfg.ClusterName),
 	}

@@ -287,9 +287,7 @@ func TestTakeOver(t *testing.T) {
 	})
 	// Written back with a TTL: once withdrawn from the registry (but not
 	// deleted) it expires.
-	k.ownMu.Lock()
-	delete(k.own, ownKey{Nodes, "n1"})
-	k.ownMu.Unlock()
+	k.own.remove(Nodes, "n1")
 	waitFor(t, 3*time.Second, "expired after the heartbeat stopped", hasNoKey(k, Nodes, "n1"))
 }
 

@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,17 +18,8 @@ import (
 // and the concurrent deletes of Shutdown.
 const refreshParallelism = 8
 
-type ownKey struct {
-	b   Bucket
-	key string
-}
-
-// keyLockStripes is the number of locks that serialise the writes of own
-// keys.
-const keyLockStripes = 64
-
 // ownEntry is a TTL'd entry this KV publishes and keeps alive. Its fields
-// are guarded by its key's lock (KV.keyLock), held across each write.
+// are guarded by its key's lock (ownTable.keyLock), held across each write.
 type ownEntry struct {
 	b     Bucket
 	key   string
@@ -55,25 +43,6 @@ func (k *KV) ttl(b Bucket) time.Duration {
 // be too late.
 func (k *KV) due(e *ownEntry, now time.Time) bool {
 	return e.rev == 0 || now.Sub(e.written)+k.cfg.heartbeat() >= k.ttl(e.b)/3
-}
-
-// keyLock returns the lock that serialises every write of key in b:
-// Publish, Withdraw, heartbeat refreshes and the deletes of Shutdown. It is
-// per key, not per registration, so that a Withdraw's delete and the next
-// Publish's create of the same key never overlap (they would take the key
-// from each other). Keys share a few locks (striping).
-func (k *KV) keyLock(b Bucket, key string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte{byte(b)})
-	h.Write([]byte(key))
-	return &k.keyLocks[h.Sum32()%keyLockStripes]
-}
-
-// registered reports whether e is still the registered entry of its key.
-func (k *KV) registered(e *ownEntry) bool {
-	k.ownMu.Lock()
-	defer k.ownMu.Unlock()
-	return k.own[ownKey{e.b, e.key}] == e
 }
 
 // Publish makes key in bucket b (Nodes or Partitions) hold value, as an
@@ -109,31 +78,15 @@ func (k *KV) Publish(ctx context.Context, b Bucket, key string, value []byte) er
 	if value == nil {
 		value = []byte{}
 	}
-	l := k.keyLock(b, key)
+	l := k.own.keyLock(b, key)
 	l.Lock()
 	defer l.Unlock()
-	e, err := k.ownEntryFor(b, key)
+	e, err := k.own.entryFor(b, key)
 	if err != nil {
 		return err
 	}
 	e.value = value
 	return k.writeOwnLocked(ctx, e)
-}
-
-// ownEntryFor returns the own entry of (b, key), registering a new one.
-func (k *KV) ownEntryFor(b Bucket, key string) (*ownEntry, error) {
-	k.ownMu.Lock()
-	defer k.ownMu.Unlock()
-	if k.own == nil {
-		return nil, ErrClosed
-	}
-	id := ownKey{b, key}
-	e := k.own[id]
-	if e == nil {
-		e = &ownEntry{b: b, key: key}
-		k.own[id] = e
-	}
-	return e, nil
 }
 
 // Withdraw deletes the own entry key of bucket b and stops refreshing it.
@@ -148,14 +101,10 @@ func (k *KV) Withdraw(ctx context.Context, b Bucket, key string) error {
 	if err != nil {
 		return err
 	}
-	l := k.keyLock(b, key)
+	l := k.own.keyLock(b, key)
 	l.Lock()
 	defer l.Unlock()
-	k.ownMu.Lock()
-	e := k.own[ownKey{b, key}]
-	delete(k.own, ownKey{b, key})
-	k.ownMu.Unlock()
-	if e == nil {
+	if e := k.own.remove(b, key); e == nil {
 		return nil
 	}
 	return k.purge(ctx, kvs[b], b, key)
@@ -370,12 +319,8 @@ func (k *KV) heartbeat(ctx context.Context) {
 // (Publish) is refreshed after that write, and one withdrawn meanwhile is
 // skipped.
 func (k *KV) refreshAll(ctx context.Context, all bool) {
-	k.ownMu.Lock()
-	entries := slices.Collect(maps.Values(k.own))
-	k.ownMu.Unlock()
-
-	k.forEachOwn(entries, func(e *ownEntry) {
-		if !k.registered(e) || !(all || k.due(e, time.Now())) {
+	k.own.forEach(k.own.all(), func(e *ownEntry) {
+		if !k.own.registered(e) || !(all || k.due(e, time.Now())) {
 			return
 		}
 		if err := k.writeOwnLocked(ctx, e); err != nil && ctx.Err() == nil {
@@ -389,34 +334,10 @@ func (k *KV) refreshAll(ctx context.Context, all bool) {
 // Shutdown. Failures are logged, not returned: the entries expire within
 // EntryTTL anyway.
 func (k *KV) withdrawAll(ctx context.Context, kvs [numBuckets]jetstream.KeyValue) {
-	k.ownMu.Lock()
-	entries := slices.Collect(maps.Values(k.own))
-	k.own = nil
-	k.ownMu.Unlock()
-
-	k.forEachOwn(entries, func(e *ownEntry) {
+	k.own.forEach(k.own.closeAll(), func(e *ownEntry) {
 		if err := k.purge(ctx, kvs[e.b], e.b, e.key); err != nil {
 			k.log.Warn("could not delete own entry at shutdown; it expires after EntryTTL",
 				"bucket", e.b, "key", e.key, "err", err)
 		}
 	})
-}
-
-// forEachOwn calls fn on every entry, refreshParallelism at a time, each
-// call holding its entry's key lock (keyLock), and returns when all calls
-// have returned. It must be called without any key lock held.
-func (k *KV) forEachOwn(entries []*ownEntry, fn func(*ownEntry)) {
-	sem := make(chan struct{}, refreshParallelism)
-	var wg sync.WaitGroup
-	for _, e := range entries {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			l := k.keyLock(e.b, e.key)
-			l.Lock()
-			defer l.Unlock()
-			fn(e)
-		})
-	}
-	wg.Wait()
 }

@@ -41,8 +41,8 @@ func (k *KV) ownRevisions(b Bucket) []uint64 {
 	if b == Versions {
 		return k.puts.revisions()
 	}
-	for _, e := range k.ownIn(b) {
-		l := k.keyLock(e.b, e.key)
+	for _, e := range k.own.in(b) {
+		l := k.own.keyLock(e.b, e.key)
 		l.Lock()
 		revs = append(revs, e.rev)
 		l.Unlock()
@@ -122,10 +122,10 @@ func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
 	if b == Versions {
 		n, failed = k.repairPuts(ctx)
 	} else {
-		entries := k.ownIn(b)
+		entries := k.own.in(b)
 		var counted = make(chan bool, len(entries))
-		k.forEachOwn(entries, func(e *ownEntry) {
-			if !k.registered(e) {
+		k.own.forEach(entries, func(e *ownEntry) {
+			if !k.own.registered(e) {
 				return
 			}
 			err := k.writeOwnLocked(ctx, e)
@@ -178,17 +178,4 @@ func (k *KV) repairPuts(ctx context.Context) (n, failed int) {
 		}
 	}
 	return n, failed
-}
-
-// ownIn returns this node's own entries in bucket b.
-func (k *KV) ownIn(b Bucket) []*ownEntry {
-	k.ownMu.Lock()
-	defer k.ownMu.Unlock()
-	var entries []*ownEntry
-	for _, e := range k.own {
-		if e.b == b {
-			entries = append(entries, e)
-		}
-	}
-	return entries
 }
