@@ -18,7 +18,7 @@ func lastSeq(t *testing.T, k *KV, b Bucket) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := k.js.Stream(ctx, "KV_"+bucketName(k.cfg.ClusterName, b))
+	s, err := k.JetStream().Stream(ctx, "KV_"+bucketName(k.cfg.ClusterName, b))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func (k *KV) checkDomain(ctx context.Context, nc *nats.Conn) error {
 // error while the hub is unreachable, naming what to check; an
 // announcement refused) and keeps the hub_connected gauge. Nothing else
 // depends on it: the region serves from its mirrors either way.
-func (k *KV) watchHub(ctx context.Context) {
+func (k *KV) watchHub(ctx context.Context, nc *nats.Conn) {
 	var leafs func() int
 	if k.cfg.Embedded() {
 		leafs = func() int {
@@ -59,9 +59,6 @@ func (k *KV) watchHub(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		k.mu.Lock()
-		nc := k.nc
-		k.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, k.cfg.Region.HubCheckTimeout)
 		err := region.CheckHub(cctx, nc, k.cfg.Region, leafs)
 		cancel()

@@ -58,9 +58,7 @@ type KV struct {
 	state       lifeState
 	startCancel context.CancelFunc // cancels a Start in progress
 	startDone   chan struct{}      // closed when Start returns
-	nc          *nats.Conn
-	js          jetstream.JetStream
-	kvs         [numBuckets]jetstream.KeyValue
+	ln          *link              // set once running
 	hbCancel    context.CancelFunc // stops the heartbeat
 	loopCancel  context.CancelFunc // stops the watch loop
 	shutdownErr error
@@ -78,6 +76,17 @@ type KV struct {
 	hbWG   sync.WaitGroup // the heartbeat goroutine
 	loopWG sync.WaitGroup // the watch loop
 	bgWG   sync.WaitGroup // watcher drains, waited for after the connection closed
+}
+
+// link is KV's connection part: the NATS connection and the JetStream
+// handles bound by Start. It never changes once made (a reconnect, or a
+// restart of the embedded server, keeps the connection), so each loop is
+// handed it at start and reads it without a lock; API callers reach it
+// through handles, which checks the lifecycle first.
+type link struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kvs [numBuckets]jetstream.KeyValue
 }
 
 type lifeState int
@@ -168,7 +177,8 @@ func (k *KV) Start(ctx context.Context) error {
 		return err
 	}
 	k.state = stateRunning
-	k.nc, k.js, k.kvs = nc, js, kvs
+	ln := &link{nc: nc, js: js, kvs: kvs}
+	k.ln = ln
 	hbCtx, hbCancel := context.WithCancel(context.Background())
 	k.hbCancel = hbCancel
 	loopCtx, loopCancel := context.WithCancel(context.Background())
@@ -176,7 +186,7 @@ func (k *KV) Start(ctx context.Context) error {
 	k.hbWG.Add(1)
 	go func() {
 		defer k.hbWG.Done()
-		k.heartbeat(hbCtx)
+		k.heartbeat(hbCtx, ln)
 	}()
 	if k.cfg.Embedded() {
 		k.hbWG.Add(1)
@@ -189,13 +199,13 @@ func (k *KV) Start(ctx context.Context) error {
 		k.hbWG.Add(1)
 		go func() {
 			defer k.hbWG.Done()
-			k.watchHub(hbCtx)
+			k.watchHub(hbCtx, ln.nc)
 		}()
 	}
 	k.loopWG.Add(1)
 	go func() {
 		defer k.loopWG.Done()
-		newWatchLoop(loopCtx, k).run()
+		newWatchLoop(loopCtx, k, ln).run()
 	}()
 	return nil
 }
@@ -359,18 +369,28 @@ func (k *KV) Snapshot() *Snapshot { return k.snaps.load() }
 // door), or nil before Start. The KV owns it: callers must not close or
 // drain it; Shutdown closes it.
 func (k *KV) Conn() *nats.Conn {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.nc
+	if ln := k.link(); ln != nil {
+		return ln.nc
+	}
+	return nil
 }
 
 // JetStream returns the KV's JetStream handle, on Conn, for other
 // packages (the Object Store source), or nil before Start. It is safe for
 // concurrent use; the KV owns its connection.
 func (k *KV) JetStream() jetstream.JetStream {
+	if ln := k.link(); ln != nil {
+		return ln.js
+	}
+	return nil
+}
+
+// link returns the connection part, nil before Start bound it; it stays
+// after Shutdown (closed).
+func (k *KV) link() *link {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.js
+	return k.ln
 }
 
 // ClientURL returns the URL at which the embedded server accepts clients
@@ -389,7 +409,7 @@ func (k *KV) handles() (jetstream.JetStream, *[numBuckets]jetstream.KeyValue, er
 	defer k.mu.Unlock()
 	switch k.state {
 	case stateRunning:
-		return k.js, &k.kvs, nil
+		return k.ln.js, &k.ln.kvs, nil
 	case stateClosed:
 		return nil, nil, ErrClosed
 	}
@@ -432,7 +452,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	k.state = stateClosed
-	nc, kvs := k.nc, k.kvs
+	nc, kvs := k.ln.nc, k.ln.kvs
 	k.mu.Unlock()
 
 	var errs []error

@@ -287,11 +287,11 @@ func isWrongLastSeq(err error) bool {
 // kicked (after a reconnect), until ctx ends; each Heartbeat it also
 // repairs the buckets that lost own entries (checkBuckets). It skips
 // rounds while disconnected: those writes could only fail.
-func (k *KV) heartbeat(ctx context.Context) {
+func (k *KV) heartbeat(ctx context.Context, ln *link) {
 	t := time.NewTicker(k.cfg.heartbeat())
 	defer t.Stop()
 	var seen [numBuckets]bucketSeen
-	if k.nc.IsConnected() {
+	if ln.nc.IsConnected() {
 		k.checkBuckets(ctx, &seen) // learn the streams' creation times
 	}
 	for {
@@ -299,7 +299,7 @@ func (k *KV) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if k.nc.IsConnected() {
+			if ln.nc.IsConnected() {
 				// The check first: a refresh re-creates a purged own
 				// entry quietly, and the bucket would then look whole
 				// while others' purged keys stay in the snapshot.
@@ -307,7 +307,7 @@ func (k *KV) heartbeat(ctx context.Context) {
 				k.refreshAll(ctx, false)
 			}
 		case <-k.events.refresh:
-			if k.nc.IsConnected() {
+			if ln.nc.IsConnected() {
 				k.refreshAll(ctx, true)
 			}
 		}

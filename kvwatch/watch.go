@@ -45,6 +45,7 @@ type bucketWatch struct {
 // handled here, in order.
 type watchLoop struct {
 	k   *KV
+	ln  *link           // the connection, as Start bound it
 	ctx context.Context // ends when the loop must stop
 	bw  []*bucketWatch  // one per watched bucket, in k.buckets' order
 
@@ -68,8 +69,8 @@ type watchLoop struct {
 	ready        bool
 }
 
-func newWatchLoop(ctx context.Context, k *KV) *watchLoop {
-	l := &watchLoop{k: k, ctx: ctx, pubStale: true, since: time.Now()}
+func newWatchLoop(ctx context.Context, k *KV, ln *link) *watchLoop {
+	l := &watchLoop{k: k, ln: ln, ctx: ctx, pubStale: true, since: time.Now()}
 	k.staleSince.Store(l.since.UnixNano())
 	for _, w := range k.buckets {
 		l.bw = append(l.bw, &bucketWatch{watched: w})
@@ -174,7 +175,7 @@ func (l *watchLoop) drainPending() {
 // re-created: the old ones would stay silent for 10-20 s (their ordered
 // consumers wait for missed heartbeats before they reset).
 func (l *watchLoop) checkConn() {
-	connected := l.k.nc.IsConnected()
+	connected := l.ln.nc.IsConnected()
 	if connected != l.connected {
 		l.connected = connected
 		l.dirty = true
@@ -336,7 +337,7 @@ func (k *KV) WatchError() error {
 // due, or when the bucket's stream is behind that revision (it was
 // re-created).
 func (l *watchLoop) start(bw *bucketWatch) error {
-	kv := l.k.kvs[bw.b]
+	kv := l.ln.kvs[bw.b]
 	full := bw.lastRev == 0 || bw.reload
 	if !full {
 		ctx, cancel := context.WithTimeout(l.ctx, l.k.cfg.OpTimeout)
@@ -393,7 +394,7 @@ func (l *watchLoop) bucketGone(w watched, err error) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) ||
 		errors.Is(err, jetstream.ErrBucketNotFound) {
 		l.k.log.Warn("bucket missing; re-creating it", "bucket", w.b)
-		if _, cerr := l.k.ensureBucket(l.ctx, l.k.js, w, l.k.cfg.OpTimeout); cerr != nil {
+		if _, cerr := l.k.ensureBucket(l.ctx, l.ln.js, w, l.k.cfg.OpTimeout); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 	}
