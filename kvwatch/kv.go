@@ -25,12 +25,26 @@ import (
 // node's own TTL'd entries alive and mirrors every bucket into an immutable
 // Snapshot. Its methods are safe for concurrent use. Create it with New.
 //
-// It is a facade over parts that each own their state: snapshots (the
-// current snapshot and the subscribers), writes (the stall check's log of
-// own writes), and the fields below.
+// KV is a facade over parts that each own their state, under at most one
+// lock of their own:
 //
-// Lock order: a key lock (keyLocks) is taken before mu, ownMu and
-// writes.mu; snaps.mu is never held with another lock.
+//   - link (conn.go's connection, bound by Start, immutable): handed to
+//     each loop at start; connEvents (conn.go): what the NATS callbacks
+//     learn, and the kicks of the loops;
+//   - ownTable (own_table.go): this node's own TTL'd entries and their key
+//     locks, written by Publish/Withdraw and refreshed by the heartbeat
+//     (own.go); putLog (puts.go): the Versions entries of Put, for repair
+//     (repair.go); writeLog (stall.go): own writes not yet delivered, for
+//     the stall check;
+//   - the watch loop (watch.go): one goroutine owning the watchers and the
+//     maps they fill, which publishes into snapshots (subscribe.go): the
+//     current snapshot and the subscribers;
+//   - the hub check (hub.go), the embedded server's supervisor
+//     (recover.go) and the heartbeat: the background routines;
+//   - mu: the lifecycle below, and nothing else.
+//
+// Lock order: a key lock (ownTable.keyLock) is taken before mu,
+// ownTable.mu and writeLog.mu; every other lock is a leaf.
 type KV struct {
 	cfg Config
 	log *slog.Logger
@@ -59,8 +73,8 @@ type KV struct {
 	startCancel context.CancelFunc // cancels a Start in progress
 	startDone   chan struct{}      // closed when Start returns
 	ln          *link              // set once running
-	hbCancel    context.CancelFunc // stops the heartbeat
-	loopCancel  context.CancelFunc // stops the watch loop
+	background  *routines          // heartbeat, embedded server's supervisor, hub check; set once running
+	loop        *routines          // the watch loop; set once running
 	shutdownErr error
 
 	own ownTable // this node's own TTL'd entries and their key locks
@@ -73,9 +87,7 @@ type KV struct {
 	// repair); set by the heartbeat, cleared by the watch loop.
 	reloadWanted [numBuckets]atomic.Bool
 
-	hbWG   sync.WaitGroup // the heartbeat goroutine
-	loopWG sync.WaitGroup // the watch loop
-	bgWG   sync.WaitGroup // watcher drains, waited for after the connection closed
+	drains sync.WaitGroup // watcher drains, waited for after the connection closed
 }
 
 // link is KV's connection part: the NATS connection and the JetStream
@@ -179,34 +191,15 @@ func (k *KV) Start(ctx context.Context) error {
 	k.state = stateRunning
 	ln := &link{nc: nc, js: js, kvs: kvs}
 	k.ln = ln
-	hbCtx, hbCancel := context.WithCancel(context.Background())
-	k.hbCancel = hbCancel
-	loopCtx, loopCancel := context.WithCancel(context.Background())
-	k.loopCancel = loopCancel
-	k.hbWG.Add(1)
-	go func() {
-		defer k.hbWG.Done()
-		k.heartbeat(hbCtx, ln)
-	}()
+	k.background, k.loop = newRoutines(), newRoutines()
+	k.background.goFunc(func(ctx context.Context) { k.heartbeat(ctx, ln) })
 	if k.cfg.Embedded() {
-		k.hbWG.Add(1)
-		go func() {
-			defer k.hbWG.Done()
-			k.superviseEmbedded(hbCtx)
-		}()
+		k.background.goFunc(k.superviseEmbedded)
 	}
 	if k.cfg.Region.Enabled() {
-		k.hbWG.Add(1)
-		go func() {
-			defer k.hbWG.Done()
-			k.watchHub(hbCtx, ln.nc)
-		}()
+		k.background.goFunc(func(ctx context.Context) { k.watchHub(ctx, ln.nc) })
 	}
-	k.loopWG.Add(1)
-	go func() {
-		defer k.loopWG.Done()
-		newWatchLoop(loopCtx, k, ln).run()
-	}()
+	k.loop.goFunc(func(ctx context.Context) { newWatchLoop(ctx, k, ln).run() })
 	return nil
 }
 
@@ -452,20 +445,18 @@ func (k *KV) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	k.state = stateClosed
-	nc, kvs := k.ln.nc, k.ln.kvs
+	nc, kvs, background, loop := k.ln.nc, k.ln.kvs, k.background, k.loop
 	k.mu.Unlock()
 
 	var errs []error
 	// 2. Stop the heartbeat and the embedded server's supervisor.
-	k.hbCancel()
-	k.hbWG.Wait()
+	background.stop()
 
 	// 3. Delete own entries.
 	k.withdrawAll(ctx, kvs)
 
 	// 4. Stop the watchers.
-	k.loopCancel()
-	k.loopWG.Wait()
+	loop.stop()
 
 	// 5. Flush and close the connection. Closing ends the watcher drains.
 	if nc.IsConnected() {
@@ -474,7 +465,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 		cancel()
 	}
 	nc.Close()
-	k.bgWG.Wait()
+	k.drains.Wait()
 
 	// 6. Shut the embedded server down.
 	if s := k.emb.srv.Swap(nil); s != nil {

@@ -271,7 +271,7 @@ func (l *watchLoop) stopWatcher(bw *bucketWatch) {
 
 // drainWatcher stops w and reads its channel until the client closes it.
 func (k *KV) drainWatcher(w jetstream.KeyWatcher, cancel context.CancelFunc) {
-	k.bgWG.Go(func() {
+	k.drains.Go(func() {
 		_ = w.Stop()
 		cancel()
 		for range w.Updates() {
