@@ -8,10 +8,22 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
+
+// link is KV's connection part: the NATS connection and the JetStream
+// handles bound by Start. It never changes once made (a reconnect, or a
+// restart of the embedded server, keeps the connection), so each loop is
+// handed it at start and reads it without a lock; API callers reach it
+// through handles, which checks the lifecycle first.
+type link struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kvs [numBuckets]jetstream.KeyValue
+}
 
 // connOptions returns the client options besides natsOptions' (name,
 // timeout, credentials, TLS). The client:

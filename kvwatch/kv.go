@@ -90,17 +90,6 @@ type KV struct {
 	drains sync.WaitGroup // watcher drains, waited for after the connection closed
 }
 
-// link is KV's connection part: the NATS connection and the JetStream
-// handles bound by Start. It never changes once made (a reconnect, or a
-// restart of the embedded server, keeps the connection), so each loop is
-// handed it at start and reads it without a lock; API callers reach it
-// through handles, which checks the lifecycle first.
-type link struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	kvs [numBuckets]jetstream.KeyValue
-}
-
 type lifeState int
 
 const (
