@@ -3,7 +3,10 @@
 // murmur3), and the host of WebAssembly plugins, partitioners and value
 // decoders, that run sandboxed in wazero (ABI spangle/v1, see ABI.md).
 //
-// The hash functions themselves are in the leaf package plugins/partition.
+// The Partitioner interface, the built-ins and their hash functions are
+// the leaf package plugins/partition (Partitioner and Builtin here are
+// its): a program that routes keys with the built-ins, as the Go client
+// does, imports it and not wazero.
 //
 // # Partitioners
 //
