@@ -1,7 +1,6 @@
 package plugins
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/internal/promreg"
