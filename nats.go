@@ -8,14 +8,9 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
-	"github.com/spangledb/spangle/kvwatch/region"
-	"github.com/spangledb/spangle/node/source/objstore"
 )
 
 // natsDoor starts kvwatch and then the NATS front door in the background,
@@ -115,43 +110,4 @@ func advertisedAddress(bound net.Addr, hostname string) string {
 		}
 	}
 	return net.JoinHostPort(hostname, port)
-}
-
-// kvJetStream returns kvwatch's JetStream handle once kvwatch is ready,
-// for the Object Store source.
-func kvJetStream(kv *kvwatch.KV) objstore.JetStreamFunc {
-	return func(ctx context.Context) (jetstream.JetStream, error) {
-		select {
-		case <-kv.Ready():
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		js := kv.JetStream()
-		if js == nil {
-			return nil, fmt.Errorf("NATS connection closed")
-		}
-		return js, nil
-	}
-}
-
-// regionJetStream is kvJetStream in a region: the handle is returned once
-// the region's mirror of the hub's Object Store bucket exists (created by
-// the first call that finds it missing; region.EnsureObjectMirror is
-// idempotent across the region's nodes), so that the source reads the
-// mirror, in the region, under the bucket's own name.
-func regionJetStream(kv *kvwatch.KV, bucket string, replicas int) objstore.JetStreamFunc {
-	base := kvJetStream(kv)
-	var ensured atomic.Bool
-	return func(ctx context.Context) (jetstream.JetStream, error) {
-		js, err := base(ctx)
-		if err != nil || ensured.Load() {
-			return js, err
-		}
-		r := kv.Region()
-		if err := region.EnsureObjectMirror(ctx, js, bucket, r.HubDomain, replicas); err != nil {
-			return nil, err
-		}
-		ensured.Store(true)
-		return js, nil
-	}
 }

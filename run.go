@@ -24,7 +24,6 @@ import (
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/kvcluster"
-	"github.com/spangledb/spangle/node/source"
 	"github.com/spangledb/spangle/node/source/objstore"
 	"github.com/spangledb/spangle/node/source/s3"
 )
@@ -116,13 +115,14 @@ func Start(cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	if cfg.Node.OpenedSource, err = openSource(cfg, kv); err != nil {
+	objects, err := openSource(&cfg, kv)
+	if err != nil {
 		return nil, err
 	}
 	if s.node, err = node.New(cfg.Node); err != nil {
 		return nil, err
 	}
-	s.startFeeds(cfg, kv)
+	s.startFeeds(cfg, kv, objects)
 	if err := s.startPurger(cfg.Purge, reg); err != nil {
 		return nil, err
 	}
@@ -235,17 +235,18 @@ func (s *Server) startCluster(cfg Config, kv *kvwatch.KV, reg prometheus.Registe
 }
 
 // startFeeds starts the feeds of the versions bucket: the change feed
-// (versions announced by spangle publish) for an Object Store source,
-// and the pins (spangle activate, spangle rollback). In a region the
-// change feed is the mirror of the Object Store bucket itself, which
-// has a version whole once its _SUCCESS arrives (the announcements come
-// through another mirror, maybe sooner than the objects).
-func (s *Server) startFeeds(cfg Config, kv *kvwatch.KV) {
-	if src, ok := cfg.Node.OpenedSource.(*objstore.Source); ok && kv.Region().Enabled() {
-		feed := objstore.NewFeed(src, s.node, s.log, cfg.NATS.ReconnectWait)
+// (versions announced by spangle publish) for an Object Store source
+// (objects, nil for another source), and the pins (spangle activate,
+// spangle rollback). In a region the change feed is the mirror of the
+// Object Store bucket itself, which has a version whole once its
+// _SUCCESS arrives (the announcements come through another mirror, maybe
+// sooner than the objects).
+func (s *Server) startFeeds(cfg Config, kv *kvwatch.KV, objects *objstore.Source) {
+	if objects != nil && kv.Region().Enabled() {
+		feed := objstore.NewFeed(objects, s.node, s.log, cfg.NATS.ReconnectWait)
 		feed.Start()
 		s.closer = append(s.closer, feed.Stop)
-	} else if objstore.IsURL(cfg.Node.Source) {
+	} else if objects != nil {
 		feed := kvcluster.NewVersionFeed(kv, s.node, s.log)
 		feed.Start()
 		s.closer = append(s.closer, feed.Stop)
@@ -313,28 +314,36 @@ func (s *Server) serve(cfg Config) {
 	}
 }
 
-// openSource opens the sources a node cannot open by itself: the Object
-// Store (over kvwatch's connection: its listings wait until NATS is up)
-// and S3 (credentials from [s3], else the environment, the shared AWS
-// files or IAM). Nil for a local source.
-func openSource(cfg Config, kv *kvwatch.KV) (source.Source, error) {
+// openSource sets cfg.Node.OpenedSource to the sources a node cannot open
+// by itself: the Object Store (over kvwatch's connection: its listings
+// wait until NATS is up; in a region, the hub's bucket through the
+// region's mirror of it, which kvwatch makes) and S3 (credentials from
+// [s3], else the environment, the shared AWS files or IAM); nil for a
+// local source. It returns the Object Store source, for its feed, or nil.
+func openSource(cfg *Config, kv *kvwatch.KV) (*objstore.Source, error) {
+	cfg.Node.OpenedSource = nil
 	switch root := cfg.Node.Source; {
 	case objstore.IsURL(root):
 		bucket, err := objstore.ParseURL(root)
 		if err != nil {
 			return nil, err
 		}
-		if kv.Region().Enabled() {
-			// The hub's bucket, read through the region's mirror of it.
-			return objstore.New(bucket, regionJetStream(kv, bucket, cfg.NATS.Replicas))
+		src, err := objstore.New(bucket, kv.SourceJetStream(bucket))
+		if err != nil {
+			return nil, err
 		}
-		return objstore.New(bucket, kvJetStream(kv))
+		cfg.Node.OpenedSource = src
+		return src, nil
 	case s3.IsURL(root):
 		bucket, prefix, err := s3.ParseURL(root)
 		if err != nil {
 			return nil, err
 		}
-		return s3.New(bucket, prefix, cfg.S3)
+		src, err := s3.New(bucket, prefix, cfg.S3)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Node.OpenedSource = src
 	}
 	return nil, nil
 }

@@ -109,6 +109,19 @@ func testRegion(t *testing.T, users bool) {
 		}
 		return nil
 	})
+	// The Object Store source's JetStream: the region's mirror of the
+	// hub's bucket exists once it is returned, under the bucket's name.
+	rjs, err := k.SourceJetStream("data")(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rjs.Stream(ctx, "OBJ_data")
+	if err != nil {
+		t.Fatalf("the region's Object Store mirror: %v", err)
+	}
+	if !region.IsMirrorOf(s.CachedInfo().Config, "OBJ_data", "hub") {
+		t.Errorf("OBJ_data in the region is %+v, want the hub's mirror", s.CachedInfo().Config.Mirror)
+	}
 }
 
 // TestRegionWrongDomain: with [nats] url, a server whose JetStream domain
