@@ -110,6 +110,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	cfg.Node.AdvertiseSubjects = edge.SubjectPrefix(kcfg.ClusterName)
 	cfg.Node.AdvertiseAddress = advertisedAddress(s.ln.Addr(), cfg.AdvertisedHostname)
 	cfg.Node.BinaryVersion = cfg.Version
+	cfg.Node.WatchError = kv.WatchError
 	if cfg.Clustered {
 		if cfg.Node.Cluster, err = s.startCluster(cfg, kv, reg); err != nil {
 			return nil, err
@@ -274,6 +275,7 @@ func (s *Server) startPurger(pcfg edge.PurgeConfig, reg prometheus.Registerer) e
 func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, error) {
 	ecfg := cfg.HTTP
 	ecfg.Backend, ecfg.Batch, ecfg.SourceError, ecfg.Versions = s.node, s.node, s.node.SourceError, s.node
+	ecfg.WatchError = s.node.WatchError
 	ecfg.List = s.node
 	ecfg.NodeName = s.node.Name()
 	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg

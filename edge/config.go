@@ -26,6 +26,10 @@ type Config struct {
 	// ("" when it can): a /readyz that is 503 gives it. Default nil: the
 	// 503 says "not ready" only.
 	SourceError func() string
+	// WatchError, when set, says why the node cannot follow the
+	// cluster's buckets ("" when it can; node.Node.WatchError): a /readyz
+	// that is 503 gives it. Default nil: not said.
+	WatchError func() string
 	// Versions tells the hot cache (HotCacheBytes) which version of a db
 	// lookups read now, and when versions change; *node.Node implements
 	// it. Default nil: no hot cache.

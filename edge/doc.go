@@ -20,7 +20,7 @@
 //	                             prefix, start, end, limit, cursor, values makes it one
 //	GET /healthz                 sequins' health check (see "Health")
 //	GET /livez                   200 "ok" while the process runs
-//	GET /readyz                  200 "ok" when Backend.Ready, else 503
+//	GET /readyz                  200 "ok" when Backend.Ready, else 503 with Config.WatchError's and SourceError's reasons
 //	GET /metrics                 Prometheus exposition of Config.Gatherer
 //	GET //<anything>             400: empty db name
 //	HEAD <any of the above>      as GET, without the body (same Content-Length)

@@ -41,3 +41,30 @@ func (s *Server) serveHealthz(w http.ResponseWriter, r *http.Request) {
 	}
 	writeBody(w, r, status, valJSON, body)
 }
+
+// serveReadyz answers /readyz: 200 "ok" when Backend.Ready, else 503 "not
+// ready", with the reasons the configuration can give: the node cannot
+// watch the cluster's buckets (Config.WatchError), its source cannot be
+// listed (Config.SourceError).
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.backend.Ready() {
+		writeText(w, r, http.StatusOK, "ok\n")
+		return
+	}
+	text := "not ready"
+	if msg := call(s.watchError); msg != "" {
+		text += ": watch: " + msg
+	}
+	if msg := call(s.sourceError); msg != "" {
+		text += ": source: " + msg
+	}
+	writeText(w, r, http.StatusServiceUnavailable, text+"\n")
+}
+
+// call returns f's answer, or "" without f.
+func call(f func() string) string {
+	if f == nil {
+		return ""
+	}
+	return f()
+}

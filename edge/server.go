@@ -40,6 +40,7 @@ type Server struct {
 	batch          BatchBackend  // nil: batch lookups are 501
 	list           ListBackend   // nil: key listings are 501
 	sourceError    func() string // nil: /readyz does not say why
+	watchError     func() string // nil: /readyz does not say why
 	nodeName       string
 	sequinsHeaders bool
 	cacheTags      bool
@@ -107,6 +108,7 @@ func NewServer(cfg Config) (*Server, error) {
 		batch:          cfg.Batch,
 		list:           cfg.List,
 		sourceError:    cfg.SourceError,
+		watchError:     cfg.WatchError,
 		nodeName:       cfg.NodeName,
 		sequinsHeaders: cfg.SequinsHeaders,
 		cacheTags:      cfg.CacheTags,
@@ -253,13 +255,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeLivez:
 		writeText(w, r, http.StatusOK, "ok\n")
 	case routeReadyz:
-		if s.backend.Ready() {
-			writeText(w, r, http.StatusOK, "ok\n")
-		} else if msg := s.sourceErr(); msg != "" {
-			writeText(w, r, http.StatusServiceUnavailable, "not ready: source: "+msg+"\n")
-		} else {
-			writeText(w, r, http.StatusServiceUnavailable, "not ready\n")
-		}
+		s.serveReadyz(w, r)
 	case routeMetrics:
 		s.metricsHandler.ServeHTTP(w, r)
 	default:
@@ -277,12 +273,4 @@ func knownMethod(method string) bool {
 		return true
 	}
 	return false
-}
-
-// sourceErr is Config.SourceError's answer, or "" without one.
-func (s *Server) sourceErr() string {
-	if s.sourceError == nil {
-		return ""
-	}
-	return s.sourceError()
 }

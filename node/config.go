@@ -108,6 +108,13 @@ type Config struct {
 	AdvertiseRetry time.Duration
 	// BinaryVersion is the release published in the node entry. Default "".
 	BinaryVersion string
+	// WatchError, when set, says why the node cannot follow the
+	// cluster's buckets (kvwatch.KV.WatchError: its watchers cannot be
+	// started, say the streams' consumer limit is taken by others): while
+	// it returns an error the node is not ready (Ready, /readyz,
+	// spangle_ready) and Status.WatchError says why. It must not block.
+	// Default nil: never.
+	WatchError func() error
 
 	// Cluster is the cluster this node is part of (package node/cluster);
 	// nil, the default, runs the node alone.

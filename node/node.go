@@ -263,16 +263,16 @@ func (n *Node) removeVersionFiles(db, version string) {
 func (n *Node) Loaded() <-chan struct{} { return n.readyCh }
 
 // Ready reports whether Loaded is closed, the node is not shutting down,
-// and it has something to serve: its source was listed once, or it
-// serves versions kept on disk. (A mistyped source once made a node ready
-// with no dbs at all.)
+// it can follow the cluster's buckets (WatchError), and it has something
+// to serve: its source was listed once, or it serves versions kept on
+// disk. (A mistyped source once made a node ready with no dbs at all.)
 func (n *Node) Ready() bool {
 	select {
 	case <-n.readyCh:
 	default:
 		return false
 	}
-	if n.ctx == nil || n.ctx.Err() != nil || n.draining.Load() {
+	if n.ctx == nil || n.ctx.Err() != nil || n.draining.Load() || n.WatchError() != "" {
 		return false
 	}
 	if n.listed.Load() {
@@ -284,6 +284,18 @@ func (n *Node) Ready() bool {
 		}
 	}
 	return false
+}
+
+// WatchError returns why the node cannot follow the cluster's buckets
+// (Config.WatchError), or "" when it can.
+func (n *Node) WatchError() string {
+	if n.cfg.WatchError == nil {
+		return ""
+	}
+	if err := n.cfg.WatchError(); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // SourceError returns why the last listing of the source's dbs failed,

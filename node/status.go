@@ -25,6 +25,9 @@ type Status struct {
 	SourceError string `json:"source_error,omitempty"`
 	// Release is the spangle release the node runs (Config.BinaryVersion).
 	Release string `json:"release,omitempty"`
+	// WatchError is why the node cannot follow the cluster's buckets
+	// (Config.WatchError), which makes it not ready; empty while it can.
+	WatchError string `json:"watch_error,omitempty"`
 }
 
 // DBStatus is one db's versions, as served at "/<db>/".
@@ -128,7 +131,7 @@ func (h *HealStatus) clone() *HealStatus {
 // holding it, and the replica counters count them all against the
 // cluster's Replication (Cluster.Status).
 func (n *Node) Status() Status {
-	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError(), Release: n.cfg.BinaryVersion}
+	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError(), Release: n.cfg.BinaryVersion, WatchError: n.WatchError()}
 	if !n.clustered() {
 		for name, d := range *n.dbs.Load() {
 			st.DBs[name] = d.status(n.cfg.Name, 1)

@@ -29,7 +29,7 @@ func newStatusCollector(n *Node) *statusCollector {
 	return &statusCollector{
 		n: n,
 		ready: prometheus.NewDesc("spangle_ready",
-			"1 while the node is ready (GET /readyz answers 200: initial load done, not draining, something to serve), else 0.", nil, nil),
+			"1 while the node is ready (GET /readyz answers 200: initial load done, not draining, the cluster's buckets watched, something to serve), else 0.", nil, nil),
 		versions: prometheus.NewDesc("spangle_db_versions",
 			"Versions of the db on this node, by this node's state (BUILDING, AVAILABLE, ACTIVE, REMOVING, ERROR); every state is reported, 0 included.",
 			[]string{"db", "state"}, nil),

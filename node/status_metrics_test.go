@@ -52,7 +52,7 @@ spangle_db_versions{db="e",state="AVAILABLE"} 0
 spangle_db_versions{db="e",state="BUILDING"} 0
 spangle_db_versions{db="e",state="ERROR"} 1
 spangle_db_versions{db="e",state="REMOVING"} 0
-# HELP spangle_ready 1 while the node is ready (GET /readyz answers 200: initial load done, not draining, something to serve), else 0.
+# HELP spangle_ready 1 while the node is ready (GET /readyz answers 200: initial load done, not draining, the cluster's buckets watched, something to serve), else 0.
 # TYPE spangle_ready gauge
 spangle_ready 1
 `
@@ -64,7 +64,7 @@ spangle_ready 1
 		t.Fatal(err)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP spangle_ready 1 while the node is ready (GET /readyz answers 200: initial load done, not draining, something to serve), else 0.
+# HELP spangle_ready 1 while the node is ready (GET /readyz answers 200: initial load done, not draining, the cluster's buckets watched, something to serve), else 0.
 # TYPE spangle_ready gauge
 spangle_ready 0
 `), "spangle_ready"); err != nil {

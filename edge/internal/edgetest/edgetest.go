@@ -141,6 +141,7 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	cfg.Advertiser = kvcluster.NewAdvertiser(kv)
 	cfg.AdvertiseSubjects = names.Prefix(Cluster)
 	cfg.AdvertiseRetry = 50 * time.Millisecond
+	cfg.WatchError = kv.WatchError // as spangle.Start wires it
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +167,7 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	hcfg := edge.DefaultConfig()
 	hcfg.Backend, hcfg.Batch, hcfg.SourceError, hcfg.List = n, n, n.SourceError, n // as spangle.Start wires them
 	hcfg.NodeName = n.Name()                                                       // as spangle serve sets it
+	hcfg.WatchError = n.WatchError
 	hcfg.Logger = Logger()
 	if opts.HTTP != nil {
 		opts.HTTP(&hcfg)
