@@ -55,15 +55,9 @@ func (r reader) getPart(ctx context.Context, p int, key []byte) (Result, error) 
 	case n == 0: // an empty version: every key is missing
 		return Result{Version: r.v.name, Modified: r.v.lastModified()}, nil
 	case parts[0] == p:
-		return r.get(ctx, key, -1)
+		return r.getFrom(ctx, key, parts[:n], -1)
 	case n == 2 && parts[1] == p:
-		res := Result{Version: r.v.name, Modified: r.v.lastModified()}
-		val, found, _, err := r.getIn(ctx, p, key, -1)
-		if err != nil {
-			return Result{}, err
-		}
-		res.Value, res.Found = val, found
-		return res, nil
+		return r.getFrom(ctx, key, parts[1:2], -1)
 	}
 	return Result{}, fmt.Errorf("%w: the key is in partition %d of version %s, not %d", ErrWrongPartition, parts[0], r.v.name, p)
 }

@@ -101,12 +101,17 @@ func (r reader) local(q int) bool { return r.v.data.Holds(q) }
 // not, a local-only reader answers not found: the proxying node asks the
 // alternate's holders next. The caller owns key and the returned value.
 func (r reader) get(ctx context.Context, key []byte, limit int) (Result, error) {
-	res := Result{Version: r.v.name, Modified: r.v.lastModified()}
 	parts, n, err := r.v.keyPartitions(key)
 	if err != nil {
 		return Result{}, err
 	}
-	for i, q := range parts[:n] {
+	return r.getFrom(ctx, key, parts[:n], limit)
+}
+
+// getFrom is get in parts, the key's partitions in the order to try them.
+func (r reader) getFrom(ctx context.Context, key []byte, parts []int, limit int) (Result, error) {
+	res := Result{Version: r.v.name, Modified: r.v.lastModified()}
+	for i, q := range parts {
 		val, found, peer, err := r.getIn(ctx, q, key, limit)
 		switch {
 		case i > 0 && r.peers == nil && errors.Is(err, ErrPartitionNotHeld):
