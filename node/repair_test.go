@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,10 +19,11 @@ import (
 
 // damagePartitions overwrites with random bytes, in place (the node's
 // mappings see the change), the first 12 KiB of every 32 KiB of every
-// partition file of db's version in dataDir past the first 64 KiB (the
-// meta pages), and returns how many files. 32 KiB is a multiple of every
-// layout's page size (4 KiB, or 32 KiB for s2-blocks), so that each
-// damage takes a page's header.
+// partition file of db's version in dataDir past its two meta pages (of
+// the page size the first says), and returns how many files. 32 KiB is a
+// multiple of every layout's page size (4 KiB, or 32 KiB for s2-blocks
+// partitions of 128 KiB of records or more), so that each damage takes a
+// page's header.
 func damagePartitions(t *testing.T, dataDir, db, version string) int {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dataDir, "dbs", db, version, "p-*.bolt"))
@@ -39,7 +41,12 @@ func damagePartitions(t *testing.T, dataDir, db, version string) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for off := int64(64 << 10); off+int64(len(junk)) <= st.Size(); off += 32 << 10 {
+		var meta [28]byte // the page header, the magic, the version, the page size
+		if _, err := f.ReadAt(meta[:], 0); err != nil {
+			t.Fatal(err)
+		}
+		page := int64(binary.LittleEndian.Uint32(meta[24:]))
+		for off := 2 * page; off+int64(len(junk)) <= st.Size(); off += 32 << 10 {
 			for i := range junk {
 				junk[i] = byte(r.Uint32())
 			}
