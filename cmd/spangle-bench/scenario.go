@@ -84,7 +84,7 @@ func scenarioNames() []string {
 // its values compressed as b.compression says, then loads it with GETs of
 // random keys.
 func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
-	return runSpangleWith(ctx, b, "spangle", "", b.cfg.Zipf)
+	return runSpangleWith(ctx, b, "spangle", b.compression, "", b.cfg.Zipf)
 }
 
 // accessLogName is the scenario of spangle with its access log on.
@@ -95,14 +95,15 @@ const accessLogName = "access-log"
 const accessLogFile = "access.log"
 
 // runAccessLog is runSpangle with [http] access_log on (the Combined Log
-// Format, to a file of the work dir), uniform keys only: its rows' ratio
-// to the baseline, beside the spangle rows', is the log's cost, and the
-// notes say how many lines were written and dropped.
+// Format, to a file of the work dir), with the default compression
+// (s2-blocks) and uniform keys only: its rows' ratio to the baseline,
+// beside those of spangle-s2-blocks, is the log's cost, and the notes
+// say how many lines were dropped.
 func runAccessLog(ctx context.Context, b *bench) (scenarioResult, error) {
 	path := filepath.Join(b.cfg.Work, accessLogFile)
 	os.Remove(path)
 	defer os.Remove(path)
-	res, err := runSpangleWith(ctx, b, accessLogName, fmt.Sprintf("[http]\naccess_log = %q\n", accessLogFile), false)
+	res, err := runSpangleWith(ctx, b, accessLogName, "s2-blocks", fmt.Sprintf("[http]\naccess_log = %q\n", accessLogFile), false)
 	if st, serr := os.Stat(path); serr == nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("the access log took %.1f MiB", float64(st.Size())/(1<<20)))
 	} else if err == nil {
@@ -112,10 +113,11 @@ func runAccessLog(ctx context.Context, b *bench) (scenarioResult, error) {
 }
 
 // runSpangleWith runs spangle as the spangle scenario does, named name,
-// with extra lines of config, and with the Zipf load when zipf is set.
-func runSpangleWith(ctx context.Context, b *bench, name, extra string, zipf bool) (res scenarioResult, err error) {
+// with compression ("": none), extra lines of config, and the Zipf load
+// when zipf is set.
+func runSpangleWith(ctx context.Context, b *bench, name, compression, extra string, zipf bool) (res scenarioResult, err error) {
 	res.Name = name
-	conf := fmt.Sprintf("[storage]\ncompression = %q\n%s%s", cmp.Or(b.compression, "none"), b.hotCacheLine(), extra)
+	conf := fmt.Sprintf("[storage]\ncompression = %q\n%s%s", cmp.Or(compression, "none"), b.hotCacheLine(), extra)
 	start := func() (*benchServer, error) {
 		return b.startServer(name, b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
 			return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
