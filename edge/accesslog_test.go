@@ -649,3 +649,35 @@ type pinAdmin struct{}
 func (pinAdmin) CheckPin(context.Context, string, node.Pin) error { return nil }
 func (pinAdmin) Pin(string, node.Pin) error                       { return nil }
 func (pinAdmin) Pins() map[string]node.Pin                        { return map[string]node.Pin{} }
+
+// TestAccessLogHTTP2TLS: over HTTPS, a line says TLS and the protocol
+// the request came in, HTTP/2 or HTTP/1.1.
+func TestAccessLogHTTP2TLS(t *testing.T) {
+	ca := nodetest.NewCA(t)
+	tc := tlsFiles(t, ca, t.TempDir(), 2)
+	tc.Logger = nodetest.Logger()
+	tl, err := edge.NewTLS(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.Start()
+	t.Cleanup(tl.Stop)
+	l, path := startAccessLog(t, nil, func(c *edge.AccessLogConfig) { c.Format = edge.AccessLogJSON })
+	ts := startServer(t, newFake(), func(c *edge.Config) { c.TLS, c.AccessLog = tl.ServerConfig(), l })
+	for _, h2 := range []bool{true, false} {
+		c := h2Client(ca, h2)
+		resp, err := c.Get("https://" + ts.addr + "/baby-names/1881")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		c.CloseIdleConnections()
+	}
+	flush(t, l)
+	lines := decodeJSONLines(t, path)
+	if len(lines) != 2 || lines[0].Proto != "HTTP/2.0" || lines[1].Proto != "HTTP/1.1" || !lines[0].TLS || !lines[1].TLS ||
+		lines[0].Bytes != int64(len("value of 1881")) || lines[0].Path != "/baby-names/1881" {
+		t.Fatalf("%+v", lines)
+	}
+}
