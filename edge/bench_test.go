@@ -63,6 +63,14 @@ func newBenchServer(b *testing.B) *edge.Server {
 // ("": none) to a file of b's, shut down at b's end.
 func newBenchServerLog(b *testing.B, format string) *edge.Server {
 	b.Helper()
+	srv, _ := newBenchServerWithLog(b, format)
+	return srv
+}
+
+// newBenchServerWithLog is newBenchServerLog, also returning the log
+// (nil for none).
+func newBenchServerWithLog(b *testing.B, format string) (*edge.Server, *edge.AccessLog) {
+	b.Helper()
 	cfg := edge.DefaultConfig()
 	cfg.Backend = benchBackend{}
 	if format != "" {
@@ -80,7 +88,7 @@ func newBenchServerLog(b *testing.B, format string) *edge.Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return srv
+	return srv, cfg.AccessLog
 }
 
 // nullWriter is the least http.ResponseWriter: it keeps the header map and

@@ -117,7 +117,7 @@ func (h *dbHandle) headersFor(res *node.Result) *headerSet {
 // serveKey answers GET or HEAD /<db>/<key>. It is the hot path: no maps,
 // no formatting, no logging on success, one write of the body.
 func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string) {
-	start := time.Now()
+	start := requestStart(w)
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
 
