@@ -82,22 +82,24 @@ func (g *replyGuard) check(reply string) string {
 // to as it is: non-empty tokens without wildcards, white space or
 // control characters.
 func plainSubject(s string) bool {
-	token := 0 // length of the current token
+	prev := byte('.') // a leading "." is an empty token
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '.':
-			if token == 0 {
-				return false
-			}
-			token = 0
-		case c == '*' || c == '>' || c <= ' ' || c == 0x7f:
+		c := s[i]
+		if badSubjectByte[c] || c == '.' && prev == '.' {
 			return false
-		default:
-			token++
 		}
+		prev = c
 	}
-	return token > 0
+	return prev != '.'
 }
+
+// badSubjectByte marks the bytes no token of a plain subject holds.
+var badSubjectByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c <= ' ' || c == 0x7f || c == '*' || c == '>'
+	}
+	return t
+}()
 
 // refused counts and logs (rate-limited) a request of op whose reply
 // subject was refused for reason.
