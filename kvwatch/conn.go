@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/kvwatch/natsconn"
+	"github.com/spangledb/spangle/kvwatch/region"
 )
 
 // link is KV's connection part: the NATS connection and the JetStream
@@ -54,6 +55,10 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 		nats.ErrorHandler(k.onAsyncError),
 		nats.ReconnectErrHandler(k.events.onReconnectError),
 		nats.NoCallbacksAfterClientClose(),
+	}
+	if c.Region.Enabled() {
+		// The hub sends a region only the replies under its prefix.
+		opts = append(opts, nats.CustomInboxPrefix(region.InboxPrefix(c.Region.Name)))
 	}
 	if c.Embedded() {
 		opts = append(opts, nats.InProcessServer(&k.emb))

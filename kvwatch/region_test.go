@@ -336,8 +336,14 @@ func TestRegionPermissions(t *testing.T) {
 	// What each login may and may not do.
 	conns := map[string]*nats.Conn{}
 	for user, s := range map[string]*server.Server{"node": ra, "client": ra, "ops": hub, "ops-ra": hub, "etl": hub} {
-		nc, err := nats.Connect(as(s, user), nats.Timeout(5*time.Second),
-			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // violations are read with LastError
+		opts := []nats.Option{nats.Timeout(5 * time.Second),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})} // violations are read with LastError
+		if user == "node" {
+			// A region's nodes' inbox prefix: the hub sends the region
+			// only the replies under it.
+			opts = append(opts, nats.CustomInboxPrefix(region.InboxPrefix("ra")))
+		}
+		nc, err := nats.Connect(as(s, user), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

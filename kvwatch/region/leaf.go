@@ -102,9 +102,18 @@ func HubLeafPublish(hubDomain, cluster, region string) []string {
 // ("$JS.<region>.API.>": the hub's operator reading the region), the
 // flow-control answers to the consumers those reads create, the
 // deliveries of the region's mirrors' consumers at the hub ("$JS.M.>")
-// and the answers to their creation ("$JSC.R.>"), and replies
-// ("_INBOX.>"). Without it a region could listen for the requests meant
-// for another region ("$JS.<other>.API.>") and answer them in its place.
+// and the answers to their creation ("$JSC.R.>"), and the replies to its
+// nodes' requests (under InboxPrefix(region)). Without it a region could
+// listen for the requests meant for another region ("$JS.<other>.API.>")
+// and answer them in its place, or read the replies to the hub's other
+// clients and to other regions' nodes. The server-made subjects ($JS.M,
+// $JSC.R) carry no region and stay shared (docs/SECURITY.md).
 func HubLeafSubscribe(region string) []string {
-	return []string{names.APIPrefix(region) + ".>", "$JS.FC.>", "$JS.M.>", "$JSC.R.>", "_INBOX.>"}
+	return []string{names.APIPrefix(region) + ".>", "$JS.FC.>", "$JS.M.>", "$JSC.R.>", InboxPrefix(region) + ".>"}
 }
+
+// InboxPrefix is the inbox prefix of the NATS connections of region's
+// nodes ("_INBOX.<region>"; kvwatch sets it): the hub sends a region only
+// the replies under its own prefix (HubLeafSubscribe), so regions do not
+// share the hub's "_INBOX.>".
+func InboxPrefix(region string) string { return "_INBOX." + region }

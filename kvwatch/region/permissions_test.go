@@ -56,8 +56,10 @@ func TestLeafPermissions(t *testing.T) {
 	}
 	ra, rb := regionSrv("ra"), regionSrv("rb")
 	hjs := natstest.JetStream(t, strings.Replace(hub.ClientURL(), "nats://", "nats://admin:pw-admin@", 1))
-	ajs := natstest.JetStream(t, ra.ClientURL())
-	bjs := natstest.JetStream(t, rb.ClientURL())
+	// The regions' nodes' connections, with their regions' inbox
+	// prefixes (kvwatch sets them).
+	ajs := natstest.JetStream(t, ra.ClientURL(), nats.CustomInboxPrefix(InboxPrefix("ra")))
+	bjs := natstest.JetStream(t, rb.ClientURL(), nats.CustomInboxPrefix(InboxPrefix("rb")))
 
 	hkv, err := hjs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "spangle_c_versions"})
 	if err != nil {
@@ -221,6 +223,66 @@ func TestLeafPermissions(t *testing.T) {
 	}
 	if m, err := forged.NextMsg(0); err == nil {
 		t.Errorf("ra received %s, a request for rb", m.Subject)
+	}
+	// Nor does rb hear what is meant for ra or for the hub's clients
+	// (issue 32): replies to ra's nodes and to the hub's own clients.
+	bspy, err := nats.Connect(rb.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bspy.Close()
+	snoop := make(chan *nats.Msg, 1024)
+	for _, subject := range []string{">", "_INBOX.>", "$JS.M.>"} {
+		if _, err := bspy.ChanSubscribe(subject, snoop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bsentinel, err := bspy.SubscribeSync(InboxPrefix("rb") + ".sentinel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bspy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, 10*time.Second, "rb's interest at the hub", func() error {
+		if err := hnc.Publish(InboxPrefix("rb")+".sentinel", nil); err != nil {
+			return err
+		}
+		_, err := bsentinel.NextMsg(50 * time.Millisecond)
+		return err
+	})
+	if err := Announce(ctx, ajs.Conn(), ra2, "c", time.Minute); err != nil { // a reply to ra's node
+		t.Fatal(err)
+	}
+	if _, err := hjs.AccountInfo(ctx); err != nil { // a reply to the hub's client
+		t.Fatal(err)
+	}
+	if _, err := hkv.Put(ctx, "d", []byte("v2")); err != nil { // a delivery to ra's mirror
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, 30*time.Second, "v2 in ra's mirror", func() error {
+		if e, err := kv.Get(ctx, "d"); err != nil || string(e.Value()) != "v2" {
+			return fmt.Errorf("versions: %v", err)
+		}
+		return nil
+	})
+	if err := hnc.Publish(InboxPrefix("rb")+".sentinel", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := bsentinel.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the sentinel after ra's traffic: %v", err)
+		}
+		if string(m.Data) == "after" {
+			break
+		}
+	}
+	for len(snoop) > 0 {
+		m := <-snoop
+		if strings.HasPrefix(m.Subject, "_INBOX.") && !strings.HasPrefix(m.Subject, InboxPrefix("rb")+".") {
+			t.Errorf("rb heard %s, meant for someone else", m.Subject)
+		}
 	}
 	// Bad credentials: the link never comes up, and the check says so
 	// and what to look at.
