@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/internal/backoff"
 )
 
 // maxBatch bounds the updates applied between two published snapshots.
@@ -38,6 +40,7 @@ type bucketWatch struct {
 	startedAt time.Time
 	nextTry   time.Time
 	failures  int
+	retry     backoff.Backoff // the pauses between failed starts
 }
 
 // watchLoop is the one goroutine that owns the watchers and builds the
@@ -73,7 +76,8 @@ func newWatchLoop(ctx context.Context, k *KV, ln *link) *watchLoop {
 	l := &watchLoop{k: k, ln: ln, ctx: ctx, pubStale: true, since: time.Now()}
 	k.staleSince.Store(l.since.UnixNano())
 	for _, w := range k.buckets {
-		l.bw = append(l.bw, &bucketWatch{watched: w})
+		hb := k.cfg.heartbeat()
+		l.bw = append(l.bw, &bucketWatch{watched: w, retry: backoff.New(min(100*time.Millisecond, hb), hb)})
 		l.cur[w.b] = map[string]Entry{}
 	}
 	return l
@@ -255,6 +259,7 @@ func (l *watchLoop) restart(bw *bucketWatch, reload bool) {
 	bw.caughtUp = false
 	bw.nextTry = time.Time{}
 	bw.failures = 0
+	bw.retry.Reset()
 	l.dirty = true
 }
 
@@ -292,8 +297,7 @@ func (l *watchLoop) startWatchers() {
 		}
 		if err := l.start(bw); err != nil {
 			bw.failures++
-			wait := min(50*time.Millisecond<<min(bw.failures, 10), l.k.cfg.heartbeat())
-			bw.nextTry = now.Add(wait)
+			bw.nextTry = now.Add(bw.retry.Next())
 			lvl := l.k.log.Debug
 			if bw.failures%10 == 3 {
 				lvl = l.k.log.Warn
@@ -314,7 +318,7 @@ func (l *watchLoop) startWatchers() {
 }
 
 // watchFailures is how many failed starts in a row of one watcher, while
-// connected, make WatchError report it: the third (about 0.35 s after the
+// connected, make WatchError report it: the third (0.2 to 0.35 s after the
 // first when the server refuses at once; a few OpTimeouts when it does not
 // answer), the same at which the failure is first logged as a warning.
 const watchFailures = 3
@@ -384,6 +388,7 @@ func (l *watchLoop) start(bw *bucketWatch) error {
 	bw.w, bw.cancel, bw.updates = w, wcancel, w.Updates()
 	bw.started, bw.startedAt = true, time.Now()
 	bw.caughtUp, bw.failures = false, 0
+	bw.retry.Reset()
 	l.k.log.Debug("watcher started", "bucket", bw.b, "mode", mode, "after_revision", bw.lastRev)
 	return nil
 }

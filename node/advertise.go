@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/node/advert"
 )
 
@@ -93,12 +94,13 @@ func newAdvertiser(n *Node) *advertiser {
 
 // run keeps the entries in step until ctx ends. After a failed write it
 // tries again after a pause that doubles from 50ms up to
-// Config.AdvertiseRetry.
+// Config.AdvertiseRetry, with jitter (internal/backoff).
 func (a *advertiser) run(ctx context.Context) {
 	defer close(a.done)
 	loaded, drain := a.n.readyCh, a.n.drainCh
 	acked := false
 	failures := 0
+	pause := backoff.New(min(50*time.Millisecond, a.n.cfg.AdvertiseRetry), a.n.cfg.AdvertiseRetry)
 	for {
 		held, changed := a.n.Held()
 		state := advert.StateStarting
@@ -113,6 +115,7 @@ func (a *advertiser) run(ctx context.Context) {
 				a.log.Info("this node's entries are written again", "failures", failures)
 			}
 			failures = 0
+			pause.Reset()
 		} else {
 			failures++
 			if failures == 5 {
@@ -126,7 +129,7 @@ func (a *advertiser) run(ctx context.Context) {
 		var retry <-chan time.Time
 		var timer *time.Timer
 		if failures > 0 {
-			timer = time.NewTimer(min(a.n.cfg.AdvertiseRetry, 50*time.Millisecond<<min(failures-1, 10)))
+			timer = time.NewTimer(pause.Next())
 			retry = timer.C
 		}
 		select {

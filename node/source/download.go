@@ -7,12 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/spangledb/spangle/internal/backoff"
 )
 
 // DownloadConfig sets the limits of Downloads.
@@ -214,7 +215,7 @@ func (r *sourceReader) retry(err error) error {
 	if delay <= 0 { // the shift overflowed
 		delay = r.d.backoffMax
 	}
-	delay = delay/2 + rand.N(delay/2+1) // jitter: nodes retrying together spread out
+	delay = backoff.Jitter(delay) // nodes retrying together spread out
 	r.d.retried.WithLabelValues(r.db).Inc()
 	r.d.log.Warn("source read failed; retrying", "db", r.db, "version", r.version, "file", r.file.Name,
 		"offset", r.off, "retry", r.tries, "of", r.d.retries, "delay", delay, "err", err)
