@@ -88,16 +88,17 @@ const progressInterval = 250 * time.Millisecond
 
 // builder is the state of one Build.
 type builder struct {
-	spec      BuildSpec
-	modified  time.Time     // the newest file's ModTime, whole seconds
-	loadSlots chan struct{} // the store's, shared by all builds
-	opts      Options
-	log       *slog.Logger
-	dir       string
-	n         int         // partitions
-	comp      Compression // normalized
-	held      []int       // partitions held, increasing
-	slot      []int32     // by partition: index into held and parts, -1 if not held
+	spec       BuildSpec
+	modified   time.Time     // the newest file's ModTime, whole seconds
+	loadSlots  chan struct{} // the store's, shared by all builds
+	bigRecords chan struct{} // the store's: see seqfileOptions
+	opts       Options
+	log        *slog.Logger
+	dir        string
+	n          int         // partitions
+	comp       Compression // normalized
+	held       []int       // partitions held, increasing
+	slot       []int32     // by partition: index into held and parts, -1 if not held
 
 	parts     []*partBuf
 	mem       *memory
@@ -236,15 +237,16 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		}
 	}
 	b := &builder{
-		spec:      spec,
-		loadSlots: s.loadSlots,
-		opts:      s.opts,
-		log:       s.log,
-		dir:       s.versionDir(spec.DB, spec.Version),
-		n:         n,
-		comp:      comp,
-		held:      held,
-		slot:      make([]int32, n),
+		spec:       spec,
+		loadSlots:  s.loadSlots,
+		bigRecords: s.bigRecords,
+		opts:       s.opts,
+		log:        s.log,
+		dir:        s.versionDir(spec.DB, spec.Version),
+		n:          n,
+		comp:       comp,
+		held:       held,
+		slot:       make([]int32, n),
 	}
 	for i := range b.slot {
 		b.slot[i] = -1

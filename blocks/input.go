@@ -89,7 +89,10 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 	closer := io.Closer(rc)
 	switch format {
 	case FormatSequenceFile:
-		rr, err = seqfile.NewReader(br, f.Name)
+		var sr *seqfile.Reader
+		if sr, err = seqfile.NewReaderOptions(br, f.Name, b.seqfileOptions(ctx)); err == nil {
+			rr, closer = sr, releaseCloser{sr, rc}
+		}
 	case FormatParquet:
 		rr, closer, err = b.openParquet(ctx, rc, br, i, bytes)
 	default:

@@ -2,8 +2,10 @@ package blocks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -63,6 +65,52 @@ func (b *builder) loadFiles(ctx context.Context, files []int, filePart []int) er
 		})
 	}
 	return g.Wait()
+}
+
+// seqfileOptions bound the decompressed bytes of the SequenceFiles read
+// at once, over all builds, by the memory budget: a record-compressed
+// value of 200 MiB takes 207 KB in its file, and four such files loaded
+// at once took 1.28 GB. Each load decompresses up to its share of half
+// the budget (half over MaxParallelLoads) on its own; beyond it, one load
+// at a time (the store's bigRecords) may decompress up to the other half,
+// the largest record a build accepts: a larger one fails the build,
+// naming its file.
+func (b *builder) seqfileOptions(ctx context.Context) seqfile.ReaderOptions {
+	half := int(min(b.opts.MemoryBudget/2, math.MaxInt32))
+	return seqfile.ReaderOptions{
+		MaxSize: half,
+		Share:   half / max(b.opts.MaxParallelLoads, 1),
+		Gate:    slotGate{ctx: ctx, slot: b.bigRecords},
+	}
+}
+
+// slotGate is a seqfile.Gate over a channel of one slot.
+type slotGate struct {
+	ctx  context.Context
+	slot chan struct{}
+}
+
+func (g slotGate) Enter() error {
+	select {
+	case g.slot <- struct{}{}:
+		return nil
+	case <-g.ctx.Done():
+		return g.ctx.Err()
+	}
+}
+
+func (g slotGate) Leave() { <-g.slot }
+
+// releaseCloser closes a SequenceFile: its Reader leaves the gate, then
+// the file closes.
+type releaseCloser struct {
+	r *seqfile.Reader
+	c io.Closer
+}
+
+func (rc releaseCloser) Close() error {
+	rc.r.Release()
+	return rc.c.Close()
 }
 
 // countingReader counts bytes read into a build's progress.
@@ -196,6 +244,9 @@ func (b *builder) loadFile(ctx context.Context, l *loader, i int, filePart int) 
 		off = r.Offset()
 	}
 	if err := r.Err(); err != nil {
+		if errors.Is(err, seqfile.ErrTooLarge) {
+			return fmt.Errorf("%w (a record may take at most half the build's memory budget, %d bytes: raise it to load this file)", err, b.opts.MemoryBudget)
+		}
 		return err
 	}
 	if err := flush(); err != nil {

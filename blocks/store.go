@@ -41,6 +41,9 @@ type Store struct {
 	// loadSlots bounds the source files read at once over all builds
 	// (MaxParallelLoads), as sequins' shared work queue did.
 	loadSlots chan struct{}
+	// bigRecords admits one load at a time to decompressed buffers beyond
+	// its share of the memory budget (load.go's seqfileOptions).
+	bigRecords chan struct{}
 
 	mu       sync.Mutex      // guards lock, building
 	lock     *os.File        // nil once closed
@@ -93,14 +96,15 @@ func OpenStore(dir string, opts Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		dir:       dir,
-		opts:      opts,
-		log:       opts.Logger,
-		ctx:       ctx,
-		cancel:    cancel,
-		lock:      lock,
-		building:  map[string]bool{},
-		loadSlots: make(chan struct{}, opts.MaxParallelLoads),
+		dir:        dir,
+		opts:       opts,
+		log:        opts.Logger,
+		ctx:        ctx,
+		cancel:     cancel,
+		lock:       lock,
+		building:   map[string]bool{},
+		loadSlots:  make(chan struct{}, opts.MaxParallelLoads),
+		bigRecords: make(chan struct{}, 1),
 	}
 	if err := s.cleanup(); err != nil {
 		_ = s.Close()

@@ -2,6 +2,7 @@ package seqfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -66,12 +67,35 @@ func lookupCodec(class string) (codecKind, bool) {
 type decompressor struct {
 	kind  codecKind
 	limit int // the largest output accepted
+	max   int // the largest limit ever set (the zstd decoder's bound)
 
 	src   bytes.Reader
 	zlib  io.ReadCloser // implements zlib.Resetter once created
 	gzip  *gzip.Reader
 	zstd  *zstd.Decoder
+	zstdS *zstd.Decoder // streams, below limit (zstdStreamed)
 	bzip2 *dsbzip2.Reader
+}
+
+// zstdStreamed decodes src as a stream, its output bounded by d.limit.
+func (d *decompressor) zstdStreamed(dst, src []byte) ([]byte, error) {
+	d.src.Reset(src)
+	in := struct{ io.Reader }{&d.src} // no Len: the decoder would decode it whole at once
+	if d.zstdS == nil {
+		zd, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxWindow(uint64(max(d.max, zstdMinWindow))))
+		if err != nil {
+			return dst[:0], err
+		}
+		d.zstdS = zd
+	} else if err := d.zstdS.Reset(in); err != nil {
+		return dst[:0], err
+	}
+	out, err := readAllLimit(dst, d.zstdS, d.limit)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return dst[:0], ErrTooLarge
+	}
+	return out, err
 }
 
 // decompressBzip2 decodes with dsnet's bzip2 reader, which, unlike the
@@ -96,7 +120,11 @@ func (d *decompressor) decompressBzip2(dst, src []byte) (out []byte, err error) 
 	} else if err := d.bzip2.Reset(&d.src); err != nil {
 		return dst[:0], err
 	}
-	return readAllLimit(dst, d.bzip2, d.limit)
+	out, err = readAllLimit(dst, d.bzip2, d.limit)
+	if err != nil {
+		d.bzip2 = nil // stopped mid-stream, it does not Reset cleanly: start afresh
+	}
+	return out, err
 }
 
 // decompress decodes src into dst[:0], growing it as needed, and returns the
@@ -126,6 +154,20 @@ func (d *decompressor) decompress(dst, src []byte) ([]byte, error) {
 		} else if err := d.gzip.Reset(&d.src); err != nil {
 			return dst[:0], err
 		}
+		// The trailer's ISIZE is the (last member's) size mod 2^32: room
+		// for it at once spares the doubling steps and their garbage (a
+		// value of 200 MiB took 200 + 128 MiB at its last step). A lying
+		// ISIZE costs at most limit, as a lying stream does; one over limit
+		// fails (a Reader's share: decoded again, in its gate).
+		if len(src) >= 18 {
+			n := int64(binary.LittleEndian.Uint32(src[len(src)-4:])) + 1
+			if n > int64(d.limit)+1 {
+				return dst[:0], ErrTooLarge // said at once: no buffer grown to learn it
+			}
+			if int64(cap(dst)) < n {
+				dst = make([]byte, 0, n)
+			}
+		}
 		return readAllLimit(dst, d.gzip, d.limit)
 	case codecBzip2:
 		return d.decompressBzip2(dst, src)
@@ -135,13 +177,27 @@ func (d *decompressor) decompress(dst, src []byte) ([]byte, error) {
 		if d.zstd == nil {
 			zd, err := zstd.NewReader(nil,
 				zstd.WithDecoderConcurrency(1),
-				zstd.WithDecoderMaxMemory(uint64(d.limit)),
-				zstd.WithDecoderMaxWindow(uint64(max(d.limit, zstdMinWindow))),
+				zstd.WithDecoderMaxMemory(uint64(d.max)),
+				zstd.WithDecoderMaxWindow(uint64(max(d.max, zstdMinWindow))),
 			)
 			if err != nil {
 				return dst[:0], err
 			}
 			d.zstd = zd
+		}
+		if d.limit < d.max {
+			// Below the bound the decoder was made with (a Reader's share):
+			// a frame that says its size is decoded at once if that fits;
+			// one that does not (Hadoop's streams) is streamed by a decoder
+			// of its own, so that the output grows only up to limit.
+			var fh zstd.Header
+			if fh.Decode(src) == nil && fh.HasFCS {
+				if fh.FrameContentSize > uint64(d.limit) {
+					return dst[:0], ErrTooLarge
+				}
+			} else {
+				return d.zstdStreamed(dst, src)
+			}
 		}
 		out, err := d.zstd.DecodeAll(src, dst[:0])
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) {

@@ -138,7 +138,7 @@ func FuzzDecompress(f *testing.F) {
 	const limit = 64 << 10
 	f.Fuzz(func(t *testing.T, k byte, data []byte) {
 		kind := kinds[int(k)%len(kinds)]
-		d := &decompressor{kind: kind, limit: limit}
+		d := &decompressor{kind: kind, limit: limit, max: limit}
 		out, err := d.decompress(nil, data)
 		if err != nil {
 			return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -20,6 +21,27 @@ type ReaderOptions struct {
 	// and after decompression. Longer ones fail with ErrTooLarge. Default
 	// 256 MiB.
 	MaxSize int
+	// Share and Gate bound the memory of decompressed buffers (a
+	// record-compressed value; a block's four buffers) when many Readers
+	// run at once. With a Gate, a Reader decompresses up to Share bytes
+	// on its own; a buffer that takes it beyond Share is decompressed
+	// again after passing the Gate, which admits one Reader at a time,
+	// up to MaxSize. The Reader leaves the Gate, dropping its buffers,
+	// when it next decompresses (the record or block read before is done
+	// with) and on Release. So the Readers sharing a Gate hold at most
+	// their Shares plus one MaxSize of decompressed bytes (and as much
+	// again while a buffer grows). Default: no Gate, each buffer bounded
+	// by MaxSize alone.
+	Share int
+	Gate  Gate
+}
+
+// Gate admits one Reader at a time to decompressed buffers beyond its
+// ReaderOptions.Share. Enter waits for it; an error stops the Reader
+// with it (a cancelled build). Leave lets the next one in.
+type Gate interface {
+	Enter() error
+	Leave()
 }
 
 const (
@@ -52,6 +74,10 @@ type Reader struct {
 
 	big  []byte // lengths too long for br's buffer are read here
 	vbuf []byte // a decompressed value, for RecordCompressed
+
+	share  int  // ReaderOptions.Share, with a gate
+	gate   Gate // nil: buffers bounded by maxSize alone
+	inGate bool
 
 	// BlockCompressed state.
 	inBlock   bool
@@ -98,7 +124,7 @@ func NewReaderOptions(r io.Reader, name string, opts ReaderOptions) (*Reader, er
 	if !ok {
 		br = bufio.NewReaderSize(r, opts.BufferSize)
 	}
-	rd := &Reader{br: br, name: name, maxSize: opts.MaxSize}
+	rd := &Reader{br: br, name: name, maxSize: opts.MaxSize, gate: opts.Gate, share: max(opts.Share, 0)}
 	if err := rd.readHeader(); err != nil {
 		return nil, err
 	}
@@ -307,7 +333,7 @@ func (r *Reader) readHeader() error {
 		if !ok {
 			return r.errAt(off, fmt.Sprintf("unsupported codec %q", h.Codec), ErrUnsupportedCodec)
 		}
-		r.dec = &decompressor{kind: kind, limit: r.maxSize}
+		r.dec = &decompressor{kind: kind, limit: r.maxSize, max: r.maxSize}
 	}
 	if h.Version >= metadataVersion {
 		off = r.off
@@ -406,8 +432,9 @@ func (r *Reader) nextRecord() error {
 		r.rawKey = rec[:keyLen:keyLen]
 		r.rawVal = rec[keyLen:]
 		if r.dec != nil {
-			if r.vbuf, err = r.dec.decompress(r.vbuf, r.rawVal); err != nil {
-				return r.errAt(start, "decompress value", err)
+			r.leaveGate()
+			if r.vbuf, err = r.decompress(r.vbuf, r.rawVal, 0); err != nil {
+				return r.decompressErr(start, "value", err)
 			}
 			r.rawVal = r.vbuf
 		}
@@ -498,10 +525,17 @@ func (r *Reader) readBlock() error {
 		if err != nil {
 			return r.readErr(off, "block "+bufNames[i], err)
 		}
-		out, err := r.dec.decompress(r.bufs[i].b, c)
+		if i == 0 {
+			r.leaveGate()
+		}
+		before := 0 // this block's buffers so far
+		for j := range i {
+			before += cap(r.bufs[j].b)
+		}
+		out, err := r.decompress(r.bufs[i].b, c, before)
 		r.bufs[i] = blockBuf{b: out}
 		if err != nil {
-			return r.errAt(off, "decompress block "+bufNames[i], err)
+			return r.decompressErr(off, "block "+bufNames[i], err)
 		}
 	}
 	// Every record has a length of at least one byte in each lengths
@@ -553,4 +587,60 @@ func unwrap(k wrapKind, raw []byte) ([]byte, bool) {
 		return raw[n:], true
 	}
 	return raw, true
+}
+
+// decompress decodes src into dst[:0] (see decompressor.decompress).
+// With a gate, outside it, the output is bounded by the share left
+// beside the held bytes of other buffers; output beyond it is decoded
+// again in the gate, bounded by maxSize.
+func (r *Reader) decompress(dst, src []byte, held int) ([]byte, error) {
+	if r.gate == nil || r.inGate {
+		r.dec.limit = r.maxSize
+		return r.dec.decompress(dst, src)
+	}
+	r.dec.limit = max(min(r.share-held, r.maxSize), 0)
+	out, err := r.dec.decompress(dst, src)
+	if !errors.Is(err, ErrTooLarge) || r.dec.limit == r.maxSize {
+		return out, err
+	}
+	if err := r.gate.Enter(); err != nil {
+		return out, err
+	}
+	r.inGate = true
+	r.dec.limit = r.maxSize
+	return r.dec.decompress(out, src)
+}
+
+// decompressErr is the error of a failed decompression of what at off.
+func (r *Reader) decompressErr(off int64, what string, err error) error {
+	if errors.Is(err, ErrTooLarge) {
+		return r.errAt(off, fmt.Sprintf("decompressed %s over limit %d", what, r.maxSize), ErrTooLarge)
+	}
+	return r.errAt(off, "decompress "+what, err)
+}
+
+// leaveGate drops the decompressed buffers and leaves the gate, if in
+// it: what they held has been read.
+func (r *Reader) leaveGate() {
+	if !r.inGate {
+		return
+	}
+	r.vbuf = nil
+	for i := range r.bufs {
+		r.bufs[i] = blockBuf{}
+	}
+	r.inGate = false
+	r.gate.Leave()
+}
+
+// Release leaves the gate (ReaderOptions.Gate) if the Reader is in it and
+// drops its buffers; the current record's Key and Value are no longer
+// valid. The Reader must not be used after Release; it may be called
+// more than once.
+func (r *Reader) Release() {
+	r.leaveGate()
+	r.vbuf, r.big = nil, nil
+	r.bufs = [4]blockBuf{}
+	r.rawKey, r.rawVal, r.key, r.val = nil, nil, nil, nil
+	r.eof = true
 }
