@@ -36,6 +36,7 @@ type fileConfig struct {
 	DownloadBackoff      duration `toml:"download_backoff"`
 	RetryFailedAfter     duration `toml:"retry_failed_after"` // negative: only on SIGHUP
 	RefreshPeriod        duration `toml:"refresh_period"`
+	RemoveMissingAfter   duration `toml:"remove_missing_after"` // negative: only by an operator
 	RequireSuccessFile   bool     `toml:"require_success_file"`
 	// AllowExternalSymlinks follows symlinks that leave a local source root.
 	AllowExternalSymlinks bool   `toml:"allow_external_symlinks"`
@@ -504,6 +505,7 @@ func (fc *fileConfig) apply(cfg *Config) error {
 	setNonZero(&n.DownloadRetries, fc.DownloadRetries)
 	setDuration(&n.DownloadBackoff, fc.DownloadBackoff)
 	setDuration(&n.RetryFailedAfter, fc.RetryFailedAfter)
+	setDuration(&n.RemoveMissingAfter, fc.RemoveMissingAfter)
 	return nil
 }
 

@@ -58,6 +58,9 @@ var bounds = []bound{
 	durBound("download_backoff", 10*time.Millisecond, 30*time.Second, func(c *Config) time.Duration { return c.Node.DownloadBackoff }),
 	durBound("retry_failed_after", time.Second, 24*time.Hour, func(c *Config) time.Duration { return c.Node.RetryFailedAfter }).
 		withNegative("retry only on SIGHUP"),
+	// A floor well above a listing's hiccup: removal must be deliberate.
+	durBound("remove_missing_after", time.Minute, 365*24*time.Hour, func(c *Config) time.Duration { return c.Node.RemoveMissingAfter }).
+		withNegative("only an operator removes a db missing from the source (DELETE /admin/dbs/<db>)"),
 	sizeBound("max_download_bandwidth", 64*kib, tib, func(c *Config) int64 { return c.Node.MaxDownloadBandwidth }).
 		withZero("unlimited"),
 

@@ -312,7 +312,7 @@ func (s *Server) serve(cfg Config) {
 		} else {
 			s.wg.Go(func() { s.fail(s.debug.ListenAndServe()) })
 		}
-		s.log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins", "https", s.tls != nil)
+		s.log.Info("debug listener", "bind", cfg.DebugBind, "pprof", cfg.Pprof, "admin", "/admin/pins /admin/dbs", "https", s.tls != nil)
 	}
 }
 
@@ -351,7 +351,8 @@ func openSource(cfg *Config, kv *kvwatch.KV) (*objstore.Source, error) {
 }
 
 // debugServer is the debug listener: pprof when enabled, and the admin
-// API (pins), whose requests alog logs (nil: none).
+// API (pins, the removal of a db missing from the source), whose
+// requests alog logs (nil: none).
 func debugServer(cfg Config, n *node.Node, alog *edge.AccessLog) *http.Server {
 	mux := http.NewServeMux()
 	if cfg.Pprof {
@@ -367,6 +368,11 @@ func debugServer(cfg Config, n *node.Node, alog *edge.AccessLog) *http.Server {
 	}
 	mux.Handle("/admin/pins", admin)
 	mux.Handle("/admin/pins/", admin)
+	dbs := edge.RequireToken(edge.DBAdminHandler(n), cfg.AdminToken, listenaddr.Loopback(cfg.DebugBind))
+	if alog != nil {
+		dbs = alog.Handler(dbs)
+	}
+	mux.Handle("/admin/dbs/", dbs)
 	return &http.Server{Addr: cfg.DebugBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }
 

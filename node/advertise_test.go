@@ -193,6 +193,10 @@ func TestHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Refresh()
+	waitFor(t, "b missing", func() bool { return !n.missingSince("b").IsZero() })
+	if err := n.RemoveDB("b"); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "b gone", func() bool {
 		held, _ := n.Held()
 		return heldNames(held) == "a/2[0]/1"

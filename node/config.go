@@ -38,6 +38,18 @@ type Config struct {
 	// RefreshPeriod is how often the source is listed for new versions;
 	// 0 (the default) lists it only at start and on Refresh (SIGHUP).
 	RefreshPeriod time.Duration
+	// RemoveMissingAfter is how long a db that holds a version may be
+	// missing from the source's listings before the node removes it
+	// (deleting its data); until then it keeps serving, marked missing in
+	// the status and metrics. Negative: only RemoveDB (an operator)
+	// removes it. A db that holds no version is removed at once. Default
+	// 24h: a source that empties by accident (an unmounted mount point, an
+	// rsync target mid-sync, an Object Store bucket re-created empty) must
+	// not cost the data it serves, and a day leaves an operator time to
+	// see the alert and act on it, night or not; a db deleted on purpose
+	// only holds its disk space for that day, or an operator removes it
+	// at once.
+	RemoveMissingAfter time.Duration
 	// RequireSuccessFile makes only versions holding _SUCCESS visible.
 	// Default false.
 	RequireSuccessFile bool
@@ -188,6 +200,7 @@ func DefaultConfig() Config {
 		DownloadBackoff:      time.Second,
 		DownloadBackoffMax:   30 * time.Second,
 		RetryFailedAfter:     time.Minute,
+		RemoveMissingAfter:   24 * time.Hour,
 		Compression:          string(blocks.CompressionS2Blocks),
 		CacheControl:         "public, max-age=60",
 		NegativeCacheControl: "public, max-age=10",
@@ -227,6 +240,8 @@ func (c Config) Validate() error {
 		return bad("max_download_bandwidth %d is negative", c.MaxDownloadBandwidth)
 	case c.RetryFailedAfter == 0:
 		return bad("retry_failed_after is 0: want a pause, or a negative value for only on SIGHUP")
+	case c.RemoveMissingAfter == 0:
+		return bad("remove_missing_after is 0: want a pause, or a negative value for only by an operator")
 	case c.DownloadBackoff <= 0:
 		return bad("download_backoff %v: want a positive pause", c.DownloadBackoff)
 	case c.DownloadBackoffMax < c.DownloadBackoff:

@@ -42,6 +42,7 @@ func TestConfigBounds(t *testing.T) {
 		{"memory_budget", func(c *Config) { c.MemoryBudget = 1000 }},
 		{"max_download_bandwidth", func(c *Config) { c.MaxDownloadBandwidth = -1 }},
 		{"retry_failed_after", func(c *Config) { c.RetryFailedAfter = 0 }},
+		{"remove_missing_after", func(c *Config) { c.RemoveMissingAfter = 0 }},
 		{"download_backoff", func(c *Config) { c.DownloadBackoff = 0 }},
 		{"download backoff maximum", func(c *Config) { c.DownloadBackoffMax = c.DownloadBackoff / 2 }},
 		{"advertise retry", func(c *Config) { c.AdvertiseRetry = 0 }},

@@ -64,6 +64,10 @@ type db struct {
 	// "" without a pin. The loop's only.
 	pinTarget string
 
+	// missingSince is when a listing of the source first lacked the db,
+	// in Unix nanoseconds; 0 while it is listed (missing.go).
+	missingSince atomic.Int64
+
 	kickCh   chan kick
 	nudgeCh  chan struct{} // cluster mode: re-check the pending version
 	repairCh chan *version // a damaged version to rebuild (repair.go)
@@ -596,6 +600,13 @@ func (d *db) status(self string, target int) DBStatus {
 	}
 	if d.manual() {
 		out.Activation = ActivationManual
+	}
+	if since, missing := d.missingFor(); missing {
+		out.MissingSince = &since
+		if grace := d.node.cfg.RemoveMissingAfter; grace >= 0 {
+			at := since.Add(grace)
+			out.RemoveAt = &at
+		}
 	}
 	for name, s := range d.versions {
 		nv := NodeVersionStatus{

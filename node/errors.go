@@ -46,3 +46,7 @@ var (
 	// mix versions.
 	ErrVersionGone = errors.New("node: the cursor's version is gone")
 )
+
+// ErrDBInSource: RemoveDB was asked to remove a db the source's last
+// listing holds (remove it from the source first, or it comes back).
+var ErrDBInSource = errors.New("node: the db is in the source")

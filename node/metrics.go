@@ -17,6 +17,7 @@ type metrics struct {
 	active        *prometheus.GaugeVec   // db, version
 	refreshErrors prometheus.Counter
 	corrupt       *prometheus.CounterVec // db, where (open, serving)
+	removed       *prometheus.CounterVec // reason (missing, empty, operator)
 
 	// Healing (heal.go).
 	healed       *prometheus.CounterVec // db
@@ -65,6 +66,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_corrupt_versions_total",
 			Help: "Local versions found damaged (files that differ from their manifest, or pages bbolt cannot read), by db and where: at open (removed and rebuilt) or while serving (rebuilt, then switched to).",
 		}, []string{"db", "where"}),
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_dbs_removed_total",
+			Help: "Dbs removed from this node (versions closed, data deleted), by reason: missing (absent from the source for remove_missing_after), empty (absent from the source, holding no version), operator (DELETE /admin/dbs/<db>).",
+		}, []string{"reason"}),
 		healed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_heal_partitions_total", Help: "Partitions of an active version this node loaded because they had lost replicas, by db.",
 		}, []string{"db"}),
@@ -92,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt,
+		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes)
 	}
 	return m

@@ -43,7 +43,12 @@ type Node struct {
 	listed    atomic.Bool
 	sourceErr atomic.Pointer[string]
 	readyCh   chan struct{}
-	wg        sync.WaitGroup // every goroutine the node starts
+	// dbsMu serialises the changes of dbs after Start: refresh and
+	// RemoveDB. removeAt is when the next db missing from the source is
+	// due for removal (missing.go), in Unix nanoseconds; 0: none.
+	dbsMu    sync.Mutex
+	removeAt atomic.Int64
+	wg       sync.WaitGroup // every goroutine the node starts
 
 	cursorKey []byte         // Config.CursorKey; nil: cursorDefaultKey
 	positions *listPositions // listings' positions between pages
@@ -385,21 +390,37 @@ func (n *Node) refreshLoop() {
 			return
 		}
 	}
+	// removal fires when a db missing from the source is due for removal:
+	// the loop lists the source again, which removes it if still missing.
+	var removal loopTimer
+	defer removal.stop()
+	armRemoval := func() {
+		if at := n.removeAt.Load(); at != 0 {
+			removal.arm(time.Until(time.Unix(0, at)))
+		} else {
+			removal.stop()
+		}
+	}
 	n.refresh(true, false)
+	armRemoval()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-removal.C():
+			n.refresh(false, false)
 		case <-tick:
 			n.refresh(false, false)
 		case <-n.refreshCh:
 			n.refresh(false, n.forceRefresh.Swap(false))
 		}
+		armRemoval()
 	}
 }
 
-// refresh lists the source's dbs, starts the new ones, removes the ones
-// gone, and tells every db to look for a new version.
+// refresh lists the source's dbs, starts the new ones, marks the ones the
+// listing lacks missing and removes those missing for too long
+// (missing.go), and tells every listed db to look for a new version.
 func (n *Node) refresh(first, force bool) {
 	names, err := n.source.ListDBs(n.ctx)
 	if err != nil {
@@ -407,6 +428,8 @@ func (n *Node) refresh(first, force bool) {
 		n.sourceErr.Store(&msg)
 		n.log.Error("cannot list dbs; serving what we have", "source", n.source, "err", err)
 		n.metrics.refreshErrors.Inc()
+		// A removal due waits for a listing that succeeds (missing.go).
+		n.removeAt.Store(0)
 		if first {
 			close(n.readyCh) // ready to serve what was on disk
 		}
@@ -414,11 +437,15 @@ func (n *Node) refresh(first, force bool) {
 	}
 	n.sourceErr.Store(nil)
 	n.listed.Store(true)
+	n.dbsMu.Lock()
 	old := *n.dbs.Load()
 	dbs := make(map[string]*db, len(names))
+	listed := make([]*db, 0, len(names))
 	for _, name := range names {
 		if d, ok := old[name]; ok {
+			n.listedAgain(d)
 			dbs[name] = d
+			listed = append(listed, d)
 			continue
 		}
 		d, err := n.newDB(name)
@@ -428,21 +455,39 @@ func (n *Node) refresh(first, force bool) {
 		}
 		n.startDB(d)
 		dbs[name] = d
+		listed = append(listed, d)
+	}
+	// A db the listing lacks keeps serving until it has been missing for
+	// remove_missing_after (missing.go).
+	now := time.Now()
+	var gone []*db
+	for name, d := range old {
+		if _, ok := dbs[name]; ok {
+			continue
+		}
+		if n.keepMissing(d, now) {
+			dbs[name] = d
+			continue
+		}
+		gone = append(gone, d)
 	}
 	n.dbs.Store(&dbs)
-	for name, d := range old {
-		if _, ok := dbs[name]; !ok {
-			n.log.Info("db is gone from the source; removing it", "db", name)
-			d.shutdown()
-			if err := n.store.RemoveDB(name); err != nil {
-				n.log.Warn("cannot remove db data", "db", name, "err", err)
-			}
-			n.metrics.forgetDB(name)
-		}
+	var removeAt int64 // none due
+	if at := n.nextRemoval(dbs); !at.IsZero() {
+		removeAt = at.UnixNano()
 	}
+	n.removeAt.Store(removeAt)
+	for _, d := range gone {
+		why := "missing"
+		if !d.holdsVersion() {
+			why = "empty"
+		}
+		n.dropDB(d, why)
+	}
+	n.dbsMu.Unlock()
 	n.heldChanged()
 	var pending []chan struct{}
-	for _, d := range dbs {
+	for _, d := range listed {
 		done := d.kick(force)
 		if first {
 			pending = append(pending, done)

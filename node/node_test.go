@@ -335,29 +335,6 @@ func TestPartiallyHealthy(t *testing.T) {
 	}
 }
 
-func TestDBRemoved(t *testing.T) {
-	root := t.TempDir()
-	writeVersion(t, root, "a", "1", 1, 5)
-	writeVersion(t, root, "b", "1", 1, 5)
-	n := newTestNode(t, root, nil)
-	if err := os.RemoveAll(filepath.Join(root, "b")); err != nil {
-		t.Fatal(err)
-	}
-	n.Refresh()
-	waitFor(t, "db b to go", func() bool {
-		_, err := n.get(t, "b", "key-1")
-		return errors.Is(err, ErrUnknownDB)
-	})
-	// Its files go right after it leaves the read path.
-	waitFor(t, "data of db b to be deleted", func() bool {
-		_, err := os.Stat(filepath.Join(n.data, "dbs", "b", "1"))
-		return errors.Is(err, os.ErrNotExist)
-	})
-	if res, err := n.get(t, "a", "key-1"); err != nil || !res.Found {
-		t.Fatalf("db a: %+v %v", res, err)
-	}
-}
-
 // TestRestartReuses: a restarted node serves its complete version from disk
 // without rebuilding it.
 func TestRestartReuses(t *testing.T) {

@@ -43,6 +43,12 @@ type DBStatus struct {
 	Pinned     string `json:"pinned,omitempty"`
 	PinError   string `json:"pin_error,omitempty"`
 	Activation string `json:"activation,omitempty"`
+	// MissingSince is when a listing of the source first lacked the db,
+	// which keeps serving; nil while it is listed. RemoveAt is when the
+	// node removes it if it stays missing (remove_missing_after); nil when
+	// only an operator removes it.
+	MissingSince *time.Time `json:"missing_from_source_since,omitempty"`
+	RemoveAt     *time.Time `json:"remove_at,omitempty"`
 }
 
 // VersionStatus describes one version across the nodes this node knows of.

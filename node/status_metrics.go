@@ -2,6 +2,7 @@ package node
 
 import (
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,6 +24,7 @@ type statusCollector struct {
 	underrepl   *prometheus.Desc
 	missing     *prometheus.Desc
 	replication *prometheus.Desc
+	missingSrc  *prometheus.Desc
 }
 
 func newStatusCollector(n *Node) *statusCollector {
@@ -42,12 +44,15 @@ func newStatusCollector(n *Node) *statusCollector {
 		replication: prometheus.NewDesc("spangle_db_target_replication",
 			"Replicas each partition of the db's active version should have (1 for a node alone).",
 			[]string{"db"}, nil),
+		missingSrc: prometheus.NewDesc("spangle_db_missing_from_source_seconds",
+			"Seconds since a listing of the source first lacked the db, which keeps serving until remove_missing_after or an operator removes it; 0 while the source lists it.",
+			[]string{"db"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.versions, c.underrepl, c.missing, c.replication} {
+	for _, d := range []*prometheus.Desc{c.ready, c.versions, c.underrepl, c.missing, c.replication, c.missingSrc} {
 		ch <- d
 	}
 }
@@ -77,6 +82,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.replication, prometheus.GaugeValue, float64(vs.TargetReplication), db)
 			}
 		}
+		missingFor := 0.0
+		if ds.MissingSince != nil {
+			missingFor = max(time.Since(*ds.MissingSince).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(c.missingSrc, prometheus.GaugeValue, missingFor, db)
 		for _, s := range versionStates {
 			ch <- prometheus.MustNewConstMetric(c.versions, prometheus.GaugeValue, float64(counts[s]), db, s)
 		}

@@ -111,6 +111,23 @@ func (s *Source) list(ctx context.Context) ([]object, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
+	// An empty bucket lists as empty without a watcher: jetstream's List
+	// waits for a first entry that never comes when its bucket was
+	// re-created empty between its two requests (a listing then hung
+	// until the node stopped). A bucket gone drops the handle, so that a
+	// re-created one is bound again.
+	st, err := obs.Status(ctx)
+	if err != nil {
+		s.mu.Lock()
+		if s.obs == obs {
+			s.obs = nil
+		}
+		s.mu.Unlock()
+		return nil, fmt.Errorf("objstore: %s: status: %w", s, err)
+	}
+	if st.Size() == 0 {
+		return nil, nil
+	}
 	infos, err := obs.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/johannesboyne/gofakes3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/node"
@@ -187,4 +188,59 @@ func sourceErrors(t testing.TB, reg *prometheus.Registry) float64 {
 		}
 	}
 	return 0
+}
+
+// TestNodeSourceEmptied: a bucket whose objects of one db are deleted,
+// then a bucket re-created empty, list fewer dbs, then none: with lookups
+// running, the node keeps serving both dbs, marked missing; none fails,
+// no key is lost, no file deleted. Before, each db was removed at the
+// first listing that lacked it.
+func TestNodeSourceEmptied(t *testing.T) {
+	f := startS3(t)
+	const keys = 30
+	f.putVersion(t, "", "a", "v1", 2, keys)
+	f.putVersion(t, "", "b", "v1", 3, keys)
+	n := startNode(t, f.source(t, ""), nil)
+	waitServing(t, n, "a", "v1", "v1", keys)
+	waitServing(t, n, "b", "v1", "v1", keys)
+	lookups := nodetest.StartLookups(t, 2, 2*keys, func(i int) error {
+		db := []string{"a", "b"}[i%2]
+		want := fmt.Sprintf("v1:%d", i/2)
+		if val, v, err := get(n, db, fmt.Sprintf("key-%d", i/2)); err != nil || val != want || v != "v1" {
+			return fmt.Errorf("%s key-%d = %q from %q, %v", db, i/2, val, v, err)
+		}
+		return nil
+	})
+
+	list, err := f.backend.ListBucket(bucket, &gofakes3.Prefix{HasPrefix: true, Prefix: "b/"}, gofakes3.ListBucketPage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range list.Contents {
+		if _, err := f.backend.DeleteObject(bucket, o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "b marked missing", func() bool { return n.Status().DBs["b"].MissingSince != nil })
+	if err := f.backend.ForceDeleteBucket(bucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.backend.CreateBucket(bucket); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a marked missing", func() bool { return n.Status().DBs["a"].MissingSince != nil })
+	before := lookups.Done()
+	waitFor(t, "more lookups", func() bool { return lookups.Done() > before+100 })
+	done, failed, first := lookups.Stop()
+	if failed != 0 {
+		t.Fatalf("%d of %d lookups failed; the first: %v", failed, done, first)
+	}
+	waitServing(t, n, "a", "v1", "v1", keys)
+	waitServing(t, n, "b", "v1", "v1", keys)
+
+	f.putVersion(t, "", "a", "v1", 2, keys)
+	waitFor(t, "a listed again", func() bool { return n.Status().DBs["a"].MissingSince == nil })
+	if n.Status().DBs["b"].MissingSince == nil {
+		t.Fatal("b, still missing, is not marked")
+	}
 }
