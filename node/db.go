@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,6 +287,7 @@ func (d *db) update(force bool) {
 		d.node.metrics.refreshErrors.Inc()
 		return
 	}
+	d.forgetGoneFailures(versions)
 	if len(versions) == 0 {
 		return
 	}
@@ -353,6 +355,38 @@ func (d *db) update(force bool) {
 		d.mu.Lock()
 		d.failed[name] = failed
 		d.mu.Unlock()
+		d.armRetry()
+	}
+}
+
+// forgetGoneFailures drops the failed versions that listed, the source's
+// versions of the db (sorted), no longer holds: they serve nothing, and
+// their ERROR would otherwise stay in the status, in
+// spangle_db_versions{state="ERROR"} and so in the SpangleVersionBuildFailed
+// alert until a newer version built. No grace applies, unlike a db
+// missing from the source (missing.go): nothing is lost. Called on the
+// loop.
+func (d *db) forgetGoneFailures(listed []string) {
+	gone := func(name string) bool {
+		_, ok := slices.BinarySearch(listed, name)
+		return !ok
+	}
+	forgot := 0
+	d.mu.Lock()
+	for name, s := range d.versions {
+		if s.state == StateError && gone(name) {
+			delete(d.versions, name)
+			forgot++
+		}
+	}
+	for name := range d.failed {
+		if gone(name) {
+			delete(d.failed, name)
+		}
+	}
+	d.mu.Unlock()
+	if forgot > 0 {
+		d.node.log.Info("failed versions gone from the source; forgotten", "db", d.name, "versions", forgot)
 		d.armRetry()
 	}
 }

@@ -231,3 +231,31 @@ func TestStartWithEmptySource(t *testing.T) {
 		t.Fatal("a's data deleted, or the node not ready")
 	}
 }
+
+// TestFailedVersionGoneFromSource: a version that failed to build and is
+// then deleted from the source leaves the status and
+// spangle_db_versions{state="ERROR"} at the next listing. Before, it
+// stayed ERROR (and SpangleVersionBuildFailed firing) until a newer
+// version built.
+func TestFailedVersionGoneFromSource(t *testing.T) {
+	root := t.TempDir()
+	writeVersion(t, root, "d", "1", 1, 5)
+	bad := filepath.Join(root, "d", "2")
+	must0(t, os.MkdirAll(bad, 0o755))
+	must0(t, os.WriteFile(filepath.Join(bad, "part-00000"), []byte("not a sequence file"), 0o644))
+	must0(t, os.WriteFile(filepath.Join(bad, "_SUCCESS"), nil, 0o644))
+	reg := prometheus.NewRegistry()
+	n := newTestNode(t, root, func(c *Config) { c.Registerer = reg })
+	<-n.Loaded()
+	waitFor(t, "d/2 failed", func() bool { return n.state("d", "2") == StateError })
+	if got := nodetest.Metric(t, reg, "spangle_db_versions", "db", "d", "state", StateError); got != 1 {
+		t.Fatalf("spangle_db_versions{state=ERROR} = %v, want 1", got)
+	}
+	must0(t, os.RemoveAll(bad))
+	n.Refresh()
+	waitFor(t, "d/2 gone from the status", func() bool { return n.state("d", "2") == "" })
+	if got := nodetest.Metric(t, reg, "spangle_db_versions", "db", "d", "state", StateError); got != 0 {
+		t.Fatalf("spangle_db_versions{state=ERROR} = %v after d/2 left the source, want 0", got)
+	}
+	n.checkServes(t, "d", "1", 5)
+}
