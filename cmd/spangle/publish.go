@@ -189,30 +189,46 @@ func openVersions(ctx context.Context, js jetstream.JetStream, cfg kvwatch.Confi
 
 // withdrawAnnouncement removes db's announcement from the versions
 // bucket if it names version (a newer one stays), with a purge marker
-// that expires as the bucket's markers do. Each request is bounded by
-// opTimeout.
+// that expires as the bucket's markers do. The purge is a compare-and-set
+// on the revision read: an announcement written in between (a newer
+// version published meanwhile) makes it fail, and the entry is read
+// again, never purged unread. Each request is bounded by opTimeout.
 func withdrawAnnouncement(ctx context.Context, versions jetstream.KeyValue, db, version string, opTimeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*opTimeout)
 	defer cancel()
 	key := advert.VersionKey(db)
-	e, err := versions.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("announcement of %s: %w", db, err)
-	}
-	if v, err := advert.DecodeVersion(db, e.Value()); err != nil || v.Version != version {
-		return nil
-	}
 	var opts []jetstream.KVDeleteOpt
 	if st, err := versions.Status(ctx); err == nil && st.Config().LimitMarkerTTL > 0 {
 		opts = append(opts, jetstream.PurgeTTL(st.Config().LimitMarkerTTL))
 	}
-	if err := versions.Purge(ctx, key, opts...); err != nil {
-		return fmt.Errorf("withdraw the announcement of %s: %w", db, err)
+	for {
+		e, err := versions.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("announcement of %s: %w", db, err)
+		}
+		if v, err := advert.DecodeVersion(db, e.Value()); err != nil || v.Version != version {
+			return nil
+		}
+		err = versions.Purge(ctx, key, append(opts, jetstream.LastRevision(e.Revision()))...)
+		if err == nil {
+			return nil
+		}
+		if !isWrongLastSeq(err) {
+			return fmt.Errorf("withdraw the announcement of %s: %w", db, err)
+		}
+		// Written since it was read: read it again (ctx bounds the loop).
 	}
-	return nil
+}
+
+// isWrongLastSeq reports a failed compare-and-set: JetStream's "wrong
+// last sequence", 10071, or 10164 on replicated streams.
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // isTerminal reports whether w is a terminal.
