@@ -75,6 +75,14 @@ type metrics struct {
 	dbs     atomic.Pointer[map[string]*dbHandle]
 	dbsMu   sync.Mutex // serialises the copies of dbs
 	unknown *dbHandle  // db=""
+
+	// removed, when the backend can tell, says which dbs it has removed;
+	// follow forgets their handles.
+	removed  RemovedDBs
+	followMu sync.Mutex // guards stopped
+	stopped  bool
+	quit     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // dbHandle is one db's metric handles and cached response headers.
@@ -110,6 +118,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: durationBuckets,
 		}, []string{"db"}),
 		inflight: newGaugeInt("spangle_http_inflight_requests", "Key lookups being answered over HTTP."),
+		quit:     make(chan struct{}),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -195,6 +204,77 @@ func (m *metrics) known(db string) *dbHandle {
 	dbs[db] = h
 	m.dbs.Store(&dbs)
 	return h
+}
+
+// RemovedDBs is what the front doors need to forget a db the backend has
+// removed (its metric series, cached headers, hot-version pointer): the
+// held versions to follow, and whether a db is still there. *node.Node
+// implements it; a Backend that does not is never forgotten.
+type RemovedDBs interface {
+	HeldSource
+	HasDB(db string) bool
+}
+
+// follow starts the goroutine that forgets the handles of the dbs the
+// backend removes, at each change of its held versions, until stop. It
+// does nothing without m.removed, or after stop.
+func (m *metrics) follow() {
+	m.followMu.Lock()
+	defer m.followMu.Unlock()
+	if m.removed == nil || m.stopped {
+		return
+	}
+	m.wg.Go(func() {
+		for {
+			_, changed := m.removed.Held()
+			m.forget(m.removed.HasDB)
+			select {
+			case <-m.quit:
+				return
+			case <-changed:
+			}
+		}
+	})
+}
+
+// stop ends follow's goroutine and waits for it; idempotent.
+func (m *metrics) stop() {
+	m.followMu.Lock()
+	if !m.stopped {
+		m.stopped = true
+		close(m.quit)
+	}
+	m.followMu.Unlock()
+	m.wg.Wait()
+}
+
+// forget drops the handles of the dbs has reports gone, and their
+// db=<name> series: a removed db's lookups counted and timed stay out of
+// /metrics, and its cached headers and hot-version pointer are freed. A
+// lookup still holding a handle counts into a series no longer exported;
+// one after it is the unknown db's.
+func (m *metrics) forget(has func(db string) bool) {
+	m.dbsMu.Lock()
+	defer m.dbsMu.Unlock()
+	p := m.dbs.Load()
+	if p == nil {
+		return
+	}
+	var dbs map[string]*dbHandle
+	for db := range *p {
+		if has(db) {
+			continue
+		}
+		if dbs == nil {
+			dbs = maps.Clone(*p)
+		}
+		delete(dbs, db)
+		m.requests.DeletePartialMatch(prometheus.Labels{"db": db})
+		m.duration.DeleteLabelValues(db)
+	}
+	if dbs != nil {
+		m.dbs.Store(&dbs)
+	}
 }
 
 // handle returns db's handle if it exists.

@@ -76,6 +76,22 @@ func (s *NATSServer) headersFor(db string, res *node.Result) *natsHeaders {
 	return hs
 }
 
+// forgetRemoved drops the cached headers of the dbs the backend has
+// removed (RemovedDBs); called by follow at each change of the held
+// versions.
+func (s *NATSServer) forgetRemoved() {
+	rd, ok := s.backend.(RemovedDBs)
+	if !ok {
+		return
+	}
+	s.headers.Range(func(db, _ any) bool {
+		if !rd.HasDB(db.(string)) {
+			s.headers.Delete(db)
+		}
+		return true
+	})
+}
+
 // onGet answers spangle.<cluster>.get.<db>: the payload is the key.
 func (s *NATSServer) onGet(m *nats.Msg) {
 	if !s.replyAllowed(m, s.met.get) {

@@ -162,7 +162,8 @@ func (s *NATSServer) Start() error {
 }
 
 // follow keeps one part subscription per partition of every held version,
-// until Shutdown. It is the only goroutine that changes them.
+// until Shutdown. It is the only goroutine that changes them. It also
+// forgets the cached headers of the dbs the backend removes.
 func (s *NATSServer) follow() {
 	for {
 		held, changed := s.backend.Held()
@@ -172,6 +173,7 @@ func (s *NATSServer) follow() {
 			timer = time.NewTimer(s.cfg.RetryInterval)
 			retry = timer.C
 		}
+		s.forgetRemoved()
 		select {
 		case <-s.quit:
 		case <-changed:

@@ -94,6 +94,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.removed, _ = cfg.Backend.(RemovedDBs) // a removed db's handles are forgotten
+
 	panics, err := newPanicCounter(reg)
 	if err != nil {
 		return nil, err
@@ -171,6 +173,7 @@ func (s *Server) Serve(l net.Listener) error {
 		if s.hot != nil {
 			s.hot.follow() // drops the entries of versions switched away from
 		}
+		s.metrics.follow() // forgets the dbs the backend removes
 	})
 	l = newLimitListener(l, s.maxConns)
 	var err error
@@ -194,7 +197,7 @@ func (s *Server) Serve(l net.Listener) error {
 //  3. return when none is left; if ctx ends first, close the remaining
 //     connections at once (their handlers see their requests' contexts
 //     end) and return ctx's error;
-//  4. stop the hot cache's follower of versions.
+//  4. stop the hot cache's and the metrics' followers of versions.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	if err != nil {
@@ -203,6 +206,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.hot != nil {
 		s.hot.stop()
 	}
+	s.metrics.stop()
 	return err
 }
 

@@ -126,3 +126,11 @@ func (n *Node) dropDB(d *db, why string) {
 	n.metrics.forgetDB(d.name)
 	n.metrics.removed.WithLabelValues(why).Inc()
 }
+
+// HasDB reports whether the node has db: listed by its source, or
+// missing from it but not yet removed. The front doors forget what they
+// keep for a db once it is false (edge). Safe for concurrent use.
+func (n *Node) HasDB(db string) bool {
+	_, ok := (*n.dbs.Load())[db]
+	return ok
+}
