@@ -68,6 +68,8 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// spangle ready (the image's HEALTHCHECK) follows --bind and TLS.
+	writeProbeFile(cfg, s)
 	sd := &sdNotifier{log: cfg.Logger} // systemd's Type=notify (sdnotify.go)
 	loaded := s.Node().Loaded()
 	for {
