@@ -19,11 +19,9 @@ import (
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
-// mirrorWait bounds the waits for a region's mirror to fill: a mirror
-// whose first consumer request failed (the leafnode link was not up yet,
-// or the machine is loaded) is retried by nats-server after 10 s, then
-// 20 s.
-const mirrorWait = 60 * time.Second
+// mirrorWait bounds the waits for a region's mirror to fill
+// (natstest.MirrorWait).
+const mirrorWait = natstest.MirrorWait
 
 // TestRegion runs a KV whose embedded server is region ra of a hub: the
 // server has the region's domain and is a leafnode of the hub, Versions is

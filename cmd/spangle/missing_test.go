@@ -256,7 +256,7 @@ name = "ra"
 hub = "nats-leaf://%s"
 hub_check_interval = "1s"
 `, natsPort, relay.addr()))
-	waitFor(t, "the region serves v1", func() error { return readAll(a.base, "v1", keys) })
+	waitMirror(t, "the region serves v1", func() error { return readAll(a.base, "v1", keys) })
 	readers := startLookups(t, "v1", keys, a.base)
 
 	relay.setCut(true)
@@ -277,7 +277,13 @@ hub_check_interval = "1s"
 	}
 
 	relay.setCut(false)
-	waitMissing(t, a.base, false)
+	waitMirror(t, "the mirror filled again", func() error {
+		m, err := missingFromSource(a.base)
+		if err == nil && m["d"] {
+			err = fmt.Errorf("d still missing")
+		}
+		return err
+	})
 	if err := readAll(a.base, "v1", keys); err != nil {
 		t.Fatal(err)
 	}

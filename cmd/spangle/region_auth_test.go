@@ -129,7 +129,7 @@ authorization {
 	b2 := startRegionNode(t, bin, 2, "data", regionBNode(2, as(rb, "node")))
 	nodes := []*clusterProc{b1, b2}
 	for _, n := range nodes {
-		waitFor(t, "rb serves v1", func() error { return readAll(n.base, "v1", keys) })
+		waitMirror(t, "rb serves v1", func() error { return readAll(n.base, "v1", keys) })
 	}
 	if p, err := proxiedKeys(b1.base, "v1", keys); err != nil || p == 0 {
 		t.Errorf("rb node 1: %d of %d keys proxied (%v): want some, inside the region", p, keys, err)
@@ -141,7 +141,7 @@ authorization {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		waitFor(t, "rb serves v2", func() error { return readAll(n.base, "v2", keys) })
+		waitMirror(t, "rb serves v2", func() error { return readAll(n.base, "v2", keys) })
 	}
 
 	// rb's operator.
@@ -149,7 +149,7 @@ authorization {
 		t.Fatalf("rollback --region rb as rb's operator: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, n := range nodes {
-		waitFor(t, "rb back at v1", func() error { return readAll(n.base, "v1", keys) })
+		waitMirror(t, "rb back at v1", func() error { return readAll(n.base, "v1", keys) })
 	}
 	waitFor(t, "status --regions as rb's operator", func() error {
 		code, stdout, stderr := runCLI(t, bin, "status", "--regions", "--json", "--timeout", "3s", "--nats", as(hub, "ops"))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -83,6 +84,14 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// waitMirror waits as waitFor does, for what depends on a region's
+// mirror of the hub filling, up to natstest.MirrorWait (nats-server
+// retries a mirror's failed consumer request after 10 s, then 20 s).
+func waitMirror(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	nodetest.WaitFor(t, natstest.MirrorWait, what, cond)
 }
 
 // startRegionNode starts "spangle serve" in a region with the given
@@ -251,7 +260,7 @@ hub_check_interval = "1s"
 	all := []*clusterProc{a, b1, b2}
 	regionOf := map[*clusterProc]string{a: "ra", b1: "rb", b2: "rb"}
 	for _, n := range all {
-		waitFor(t, regionOf[n]+" serves v1", func() error { return readAll(n.base, "v1", keys) })
+		waitMirror(t, regionOf[n]+" serves v1", func() error { return readAll(n.base, "v1", keys) })
 	}
 	for _, n := range []*clusterProc{b1, b2} {
 		if p, err := proxiedKeys(n.base, "v1", keys); err != nil || p == 0 || p == keys {
@@ -271,7 +280,7 @@ hub_check_interval = "1s"
 	published := time.Now()
 	servingAfter := map[string]time.Duration{}
 	for _, n := range all {
-		waitFor(t, regionOf[n]+" serves v2", func() error { return readAll(n.base, "v2", keys) })
+		waitMirror(t, regionOf[n]+" serves v2", func() error { return readAll(n.base, "v2", keys) })
 		servingAfter[regionOf[n]] = time.Since(published)
 	}
 	after, err := leafBytes(hub.monitor)
@@ -294,7 +303,7 @@ hub_check_interval = "1s"
 		t.Fatal(err)
 	}
 	for _, n := range []*clusterProc{b1, b2} {
-		waitFor(t, "rb serves v3", func() error { return readAll(n.base, "v3", keys) })
+		waitMirror(t, "rb serves v3", func() error { return readAll(n.base, "v3", keys) })
 	}
 	if err := readAll(a.base, "v2", keys); err != nil {
 		t.Fatalf("ra cut off: %v", err)
@@ -312,7 +321,7 @@ hub_check_interval = "1s"
 	})
 	relayA.setCut(false)
 	restored := time.Now()
-	waitFor(t, "ra serves v3 once restored", func() error { return readAll(a.base, "v3", keys) })
+	waitMirror(t, "ra serves v3 once restored", func() error { return readAll(a.base, "v3", keys) })
 	t.Logf("ra serves v3 %v after its link is back", time.Since(restored).Round(time.Millisecond))
 
 	// 4. Flapping: serving goes on, nothing is built again.
@@ -348,7 +357,7 @@ hub_check_interval = "1s"
 	b2.kill(t)
 	// (Until it has healed, answers of the dead node may still come from
 	// the proxy's hot cache; healed, the node answers every key itself.)
-	waitFor(t, "rb1 healed while cut off", func() error {
+	waitMirror(t, "rb1 healed while cut off", func() error {
 		p, err := proxiedKeys(b1.base, "v3", keys)
 		if err == nil && p > 0 {
 			err = fmt.Errorf("%d keys proxied", p)
@@ -357,7 +366,7 @@ hub_check_interval = "1s"
 	})
 	relayB.setCut(false)
 	b2.start(t)
-	waitFor(t, "rb2 back", func() error { return readAll(b2.base, "v3", keys) })
+	waitMirror(t, "rb2 back", func() error { return readAll(b2.base, "v3", keys) })
 
 	// 6. A region-targeted rollback at the hub: rb goes back to v2, ra
 	// stays at v3; the hub's status shows both.
@@ -366,7 +375,7 @@ hub_check_interval = "1s"
 		t.Fatalf("rollback --region rb: exit %d: %s", code, stderr)
 	}
 	for _, n := range []*clusterProc{b1, b2} {
-		waitFor(t, "rb back at v2", func() error { return readAll(n.base, "v2", keys) })
+		waitMirror(t, "rb back at v2", func() error { return readAll(n.base, "v2", keys) })
 	}
 	if err := readAll(a.base, "v3", keys); err != nil {
 		t.Fatalf("ra after rb's rollback: %v", err)

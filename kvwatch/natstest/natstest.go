@@ -24,6 +24,14 @@ import (
 	"github.com/spangledb/spangle/kvwatch/natsconn"
 )
 
+// MirrorWait bounds a test's wait for a region's mirror of a hub stream
+// to fill: a mirror whose first consumer request failed (the leafnode
+// link was not up yet, or the machine is loaded) is retried by nats-server
+// after 10 s, then 20 s more. Every region test derives its waits from it
+// (a context of a test that waits for mirrors: 3×), so that none gives up
+// before the retry it depends on.
+const MirrorWait = 60 * time.Second
+
 // RunServer starts a stand-alone JetStream server with o (nil: no
 // settings), which it does not modify, and waits until it accepts
 // connections. The server listens on the loopback at o.Port (a random

@@ -23,7 +23,7 @@ import (
 // buckets; each region announces itself in the hub's bucket of regions,
 // and cannot write another region's entry.
 func TestLeafPermissions(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*natstest.MirrorWait)
 	defer cancel()
 	leaf := freePort(t)
 	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
@@ -85,7 +85,7 @@ func TestLeafPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodetest.WaitFor(t, 30*time.Second, "ra's mirrors", func() error {
+	nodetest.WaitFor(t, natstest.MirrorWait, "ra's mirrors", func() error {
 		if b, err := obs.GetBytes(ctx, "d/v1/part-0"); err != nil || string(b) != "hello" {
 			return fmt.Errorf("object: %q, %v", b, err)
 		}

@@ -146,7 +146,7 @@ func freePort(t *testing.T) int {
 // reads through them what the hub holds, including what the hub writes
 // after the mirrors exist.
 func TestMirrors(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*natstest.MirrorWait)
 	defer cancel()
 	_, hub, reg, _ := hubAndRegion(t)
 	hjs, _ := jetstream.New(hub)
@@ -182,7 +182,7 @@ func TestMirrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodetest.WaitFor(t, 20*time.Second, "the mirrors", func() error {
+	nodetest.WaitFor(t, natstest.MirrorWait, "the mirrors", func() error {
 		b, err := obs.GetBytes(ctx, "d/v1/part-0")
 		if err != nil || string(b) != "hello" {
 			return fmt.Errorf("object: %q, %v", b, err)
