@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spangledb/spangle/edge"
@@ -48,6 +49,11 @@ func TestAdminDBs(t *testing.T) {
 		}
 		return nil
 	})
+	// The status page says so.
+	page := startServer(t, n).do(t, "GET", "/")
+	if !strings.Contains(page.body, "Missing from the source since") || !strings.Contains(page.body, "unless it comes back") {
+		t.Errorf("the dashboard does not say d is missing:\n%s", page.body)
+	}
 	do("DELETE", "/admin/dbs/d", http.StatusNoContent)
 	if _, ok := n.Status().DBs["d"]; ok {
 		t.Fatal("d is still in the status")
