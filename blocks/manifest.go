@@ -70,10 +70,12 @@ type PartitionInfo struct {
 	// on the logical content: the same records give the same checksum
 	// whatever the compression, writer or node.
 	Checksum string `json:"checksum"`
-	// FileChecksum is "xxh64:" and 16 hex digits: XXH64 (seed 0) over the
-	// bbolt file's bytes, which Store.Open verifies (with StoredBytes)
-	// unless Options.SkipVerify. Empty in manifests written before it
-	// existed: those files are checked by size only.
+	// FileChecksum is the bbolt file's checksum, which Store.Open and
+	// VerifyPartitionFile check (with StoredBytes; Open unless
+	// Options.SkipVerify): "xxh64s:<n>:<16 hex>", hashed as the file was
+	// written, or "xxh64:<16 hex>" over the whole file (TxWrites, and
+	// older releases); see checksum.go. Empty in manifests written before
+	// it existed: those files are checked by size only.
 	FileChecksum string `json:"file_checksum,omitempty"`
 }
 

@@ -56,6 +56,9 @@ func (p *packWriter) syncClose() (int64, error) {
 	return p.w.Size(), p.w.Close()
 }
 
+// checksum is the file's split checksum, hashed as it was written.
+func (p *packWriter) checksum() string { return splitChecksum(p.w.Sums()) }
+
 func (p *packWriter) abort() {
 	_ = p.w.Close()
 	_ = os.Remove(p.path)

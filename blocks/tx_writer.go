@@ -114,6 +114,10 @@ func (w *txWriter) syncClose() (int64, error) {
 	return fi.Size(), nil
 }
 
+// checksum is empty: bbolt writes pages out of order and in place, so the
+// file is hashed by reading it back.
+func (w *txWriter) checksum() string { return "" }
+
 func (w *txWriter) abort() {
 	if w.tx != nil {
 		_ = w.tx.Rollback()

@@ -26,37 +26,14 @@ func fileChecksum(path string) (string, error) {
 	return fmt.Sprintf("xxh64:%016x", h.Sum64()), nil
 }
 
-// verifyFiles checks every held partition's file in dir against m: its
-// size, then its checksum where m records one (manifests written before
-// file checksums have none: those files are checked by size only). Files
-// are read in parallel, GOMAXPROCS at a time. A mismatch is an error
-// wrapping ErrCorrupt that names the file.
+// verifyFiles checks every held partition's file in dir against m
+// (VerifyPartitionFile). Files are read in parallel, GOMAXPROCS at a time.
 func verifyFiles(dir string, m *Manifest) error {
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range m.Partitions {
 		pi := m.PartitionInfo[i]
-		g.Go(func() error {
-			path := filepath.Join(dir, partitionFile(p))
-			st, err := os.Stat(path)
-			if err != nil {
-				return fmt.Errorf("%w: %v", ErrCorrupt, err)
-			}
-			if pi.StoredBytes > 0 && st.Size() != pi.StoredBytes {
-				return fmt.Errorf("%w: %s: %d bytes, the manifest says %d", ErrCorrupt, path, st.Size(), pi.StoredBytes)
-			}
-			if pi.FileChecksum == "" {
-				return nil
-			}
-			sum, err := fileChecksum(path)
-			if err != nil {
-				return fmt.Errorf("%w: %v", ErrCorrupt, err)
-			}
-			if sum != pi.FileChecksum {
-				return fmt.Errorf("%w: %s: checksum %s, the manifest says %s", ErrCorrupt, path, sum, pi.FileChecksum)
-			}
-			return nil
-		})
+		g.Go(func() error { return VerifyPartitionFile(filepath.Join(dir, partitionFile(p)), pi) })
 	}
 	return g.Wait()
 }

@@ -59,7 +59,7 @@ func buildOnDisk(t *testing.T, dir string) *dataset {
 		t.Fatal(err)
 	}
 	for _, pi := range v.Manifest().PartitionInfo {
-		if !strings.HasPrefix(pi.FileChecksum, "xxh64:") || len(pi.FileChecksum) != 6+16 {
+		if !strings.HasPrefix(pi.FileChecksum, sumSplit) {
 			t.Fatalf("partition %d: file checksum %q", pi.Partition, pi.FileChecksum)
 		}
 	}

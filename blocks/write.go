@@ -62,6 +62,9 @@ type partWriter interface {
 	finish(meta map[string][]byte) error
 	// syncClose fsyncs and closes the file; size is its size.
 	syncClose() (size int64, err error)
+	// checksum is the file's FileChecksum, computed as it was written,
+	// once finish has returned; "" if it must be read back.
+	checksum() string
 	// abort closes the file after a failure.
 	abort()
 }
@@ -96,9 +99,10 @@ func (b *builder) write(ctx context.Context) ([]PartitionInfo, error) {
 			var first error
 			for wr := range queue {
 				size, err := wr.w.syncClose()
-				if err == nil {
-					// Read back from the page cache: the writers lay pages
-					// out of order, so the file cannot be hashed as written.
+				wr.info.FileChecksum = wr.w.checksum()
+				if err == nil && wr.info.FileChecksum == "" {
+					// Read back from the page cache: bbolt's transactions
+					// write pages out of order and in place.
 					wr.info.FileChecksum, err = fileChecksum(filepath.Join(b.dir, partitionFile(wr.info.Partition)))
 				}
 				if err != nil && first == nil {

@@ -30,6 +30,8 @@ import (
 	"hash/fnv"
 	"os"
 	"slices"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Limits, as bbolt enforces them on Put.
@@ -93,6 +95,10 @@ type Writer struct {
 	out      []byte // pages waiting to be written; len is a multiple of pageSize
 	err      error  // sticky
 	finished bool
+	// body hashes the pages from firstPgid on as they are written, in
+	// file order; headSum is XXH64 of pages 0 to 3, set by Finish.
+	body    *xxhash.Digest
+	headSum uint64
 
 	buckets []bucketRoot
 	cur     *bucketRoot // nil before the first Bucket call
@@ -145,6 +151,7 @@ func Create(path string, opts Options) (*Writer, error) {
 		pageSize: opts.PageSize,
 		next:     firstPgid,
 		out:      make([]byte, 0, bufPages*opts.PageSize),
+		body:     xxhash.New(),
 		data:     make([]byte, 0, opts.PageSize),
 	}, nil
 }
@@ -246,7 +253,16 @@ func (w *Writer) Finish() error {
 	if _, err := w.f.WriteAt(head, 0); err != nil {
 		return w.fail(err)
 	}
+	w.headSum = xxhash.Sum64(head)
 	return nil
+}
+
+// Sums returns, once Finish has returned, the file's checksums computed as
+// it was written: XXH64 (seed 0) of its first headLen bytes (pages 0 to 3,
+// written last) and of the rest (written in file order), so that the file
+// need not be read back to be hashed.
+func (w *Writer) Sums() (headLen int64, head, body uint64) {
+	return firstPgid * int64(w.pageSize), w.headSum, w.body.Sum64()
 }
 
 // Size returns the size of the file in bytes, once Finish has returned.
@@ -308,6 +324,7 @@ func (w *Writer) flushOut() error {
 	if len(w.out) == 0 {
 		return nil
 	}
+	_, _ = w.body.Write(w.out)
 	_, err := w.f.Write(w.out)
 	w.out = w.out[:0]
 	return err
