@@ -3,6 +3,7 @@ GO        ?= go
 BIN       := bin/spangle
 BIND      ?= 127.0.0.1:9599
 DATA_DIR  ?= .run/data
+NATS_LISTEN ?= 127.0.0.1:4222
 TEST_FLAGS ?= -race -timeout 25m
 
 .PHONY: all build image run test deps-test deps-cache deps-deploy test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example regions-example diagram clean
@@ -21,9 +22,11 @@ IMAGE ?= spangle:latest
 image: build
 	examples/deploy/image.sh $(BIN) $(IMAGE)
 
-# Serve the example source root (the sequins baby-names dataset) on $(BIND).
+# Serve the example source root (the sequins baby-names dataset) on
+# $(BIND), its embedded NATS server on $(NATS_LISTEN) (make run
+# NATS_LISTEN=127.0.0.1:4223 when 4222 is taken).
 run: build
-	./$(BIN) serve --config examples/spangle.toml --data-dir $(DATA_DIR) --bind $(BIND)
+	./$(BIN) serve --config examples/spangle.toml --data-dir $(DATA_DIR) --bind $(BIND) --nats-listen $(NATS_LISTEN)
 
 # The example Wasm plugins, built with the standard Go toolchain.
 examples:

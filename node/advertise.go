@@ -166,7 +166,7 @@ func (a *advertiser) desired(held []HeldVersion, state string) map[advertKey]str
 	}
 	put(AdvertNode, advert.NodeKey(n.id), advert.Node{
 		ID:            n.id,
-		Name:          n.cfg.Name,
+		Name:          n.advertName(),
 		ShardID:       n.shardID(),
 		Address:       n.cfg.AdvertiseAddress,
 		State:         state,
@@ -268,4 +268,15 @@ func (n *Node) shardID() string {
 		return n.cfg.ShardID
 	}
 	return n.id
+}
+
+// advertName is the node's name in its node entry: its status name, but
+// for an unclustered node left with the default name ("localhost", as
+// every such node is) its address, so that the nodes of one NATS server
+// (spangle status --nats, --regions) have names of their own.
+func (n *Node) advertName() string {
+	if name := n.Name(); name != DefaultConfig().Name {
+		return name
+	}
+	return StatusName(n.cfg.AdvertiseAddress, n.id)
 }

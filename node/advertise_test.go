@@ -126,7 +126,9 @@ func TestAdvertise(t *testing.T) {
 	}
 	raw, _ = fa.get(AdvertNode, id)
 	nd, err := advert.DecodeNode(id, []byte(raw))
-	if err != nil || nd.ShardID != "shard-a" || nd.Address != "node-1:9599" || nd.BinaryVersion != "test" || nd.Started.IsZero() {
+	// Named by its address, not "localhost" as every unclustered node is
+	// (issue 38: the example cluster's nodes were all "localhost").
+	if err != nil || nd.ShardID != "shard-a" || nd.Address != "node-1:9599" || nd.Name != "node-1:9599" || nd.BinaryVersion != "test" || nd.Started.IsZero() {
 		t.Errorf("node entry %+v, %v", nd, err)
 	}
 

@@ -11,7 +11,8 @@
 #
 # Environment: NATS_PORT (default 4330: clients on 4331..4333), ROUTE_BASE
 # (default 6330: routes on 6331..6333), HTTP_BASE (default 9600: nodes on
-# 9601..9603), WORK (default: a new temporary directory, removed on exit).
+# 9601..9603), WORK (default: a new temporary directory, removed on exit),
+# BIN (default bin: where spangle is built).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -20,6 +21,7 @@ ROUTE_BASE=${ROUTE_BASE:-6330}
 HTTP_BASE=${HTTP_BASE:-9600}
 DEADLINE_SECS=${DEADLINE_SECS:-60}
 KEEP=${KEEP:-}
+BIN=${BIN:-bin}
 if [[ -z "${WORK:-}" ]]; then
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/spangle-cluster.XXXXXX")
 	REMOVE_WORK=1
@@ -46,8 +48,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "building bin/spangle"
-go build -trimpath -o bin/spangle ./cmd/spangle
+echo "building $BIN/spangle"
+go build -trimpath -o "$BIN/spangle" ./cmd/spangle
 
 for i in 1 2 3; do
 	dir="$WORK/node$i"
@@ -78,7 +80,7 @@ time_to_converge = "2s"
 [dbs.baby-names]
 content_type = "text/plain; charset=utf-8"
 TOML
-	./bin/spangle serve --config "$dir/spangle.toml" 2>"$dir/log" &
+	"$BIN/spangle" serve --config "$dir/spangle.toml" 2>"$dir/log" &
 	pids+=($!)
 	echo "node $i: http://127.0.0.1:$((HTTP_BASE + i)) (pid $!, log $dir/log)"
 done
@@ -123,7 +125,7 @@ until [[ -n "$found" ]]; do
 	if [[ -z "$found" ]]; then
 		if ((SECONDS > deadline)); then
 			echo "no key was proxied within ${DEADLINE_SECS}s: some node holds every partition" >&2
-			./bin/spangle status --nats "nats://127.0.0.1:$((NATS_PORT + 1))" --cluster example >&2 || true
+			"$BIN/spangle" status --nats "nats://127.0.0.1:$((NATS_PORT + 1))" --cluster example >&2 || true
 			exit 1
 		fi
 		sleep 0.5 # the cluster may still be converging
@@ -135,7 +137,7 @@ curl -sS -i "$found"
 echo
 echo
 echo "\$ spangle status --nats nats://127.0.0.1:$((NATS_PORT + 1)) --cluster example"
-./bin/spangle status --nats "nats://127.0.0.1:$((NATS_PORT + 1))" --cluster example
+"$BIN/spangle" status --nats "nats://127.0.0.1:$((NATS_PORT + 1))" --cluster example
 
 if [[ -n "$KEEP" ]]; then
 	echo
