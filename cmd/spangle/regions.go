@@ -109,13 +109,32 @@ func regionsStatus(ctx context.Context, cf *clientFlags, wanted []string, stdout
 
 // regionPins reads the region pins of the hub's versions bucket.
 func regionPins(ctx context.Context, js jetstream.JetStream, bucket string, get func(string) *regionStatus) error {
-	pins, err := bucketPins(ctx, js, bucket)
-	for _, p := range pins {
-		if p.Region != "" {
-			get(p.Region).Pins[p.DB] = p.Pin
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("versions bucket %s: %w", bucket, err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("versions bucket %s: %w", bucket, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("versions bucket %s: %w", bucket, ctx.Err())
+		case e := <-w.Updates():
+			if e == nil {
+				return nil
+			}
+			_, name, ok := advert.ParsePinKey(e.Key())
+			if !ok || name == "" {
+				continue
+			}
+			if p, err := advert.DecodePin(e.Key(), e.Value()); err == nil {
+				get(name).Pins[p.DB] = p
+			}
 		}
 	}
-	return err
 }
 
 // readRegion asks region r, through the hub, for the state of its mirror

@@ -14,12 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/internal/errtext"
-	"github.com/spangledb/spangle/kvwatch/names"
-	"github.com/spangledb/spangle/kvwatch/natsconn"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/advert"
 )
@@ -62,14 +58,12 @@ func status(args []string, stdout, stderr io.Writer) error {
 	}
 	m := c.Map()
 	// Every pin of the versions bucket, a db's that no node serves too.
-	js, err := natsconn.JetStream(cf.nc, natsconn.Options{Timeout: cf.timeout})
-	if err != nil {
-		return err
+	pins := make([]bucketPin, 0, len(m.Pins))
+	for key, p := range m.Pins {
+		_, region, _ := advert.ParsePinKey(key)
+		pins = append(pins, bucketPin{Pin: p, Region: region})
 	}
-	pins, err := bucketPins(ctx, js, names.KVBucket(cf.cluster, names.Versions))
-	if err != nil {
-		return err
-	}
+	sortPins(pins)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -139,43 +133,11 @@ type bucketPin struct {
 	Region string `json:"region,omitempty"`
 }
 
-// maxBucketPins bounds the pins bucketPins reads (advert.MaxPins per
-// node entry: a cluster pins no more).
-const maxBucketPins = advert.MaxPins
-
-// bucketPins reads the pins of the versions bucket, sorted by db then
-// region: every pin written, whether a node serves its db or not.
-func bucketPins(ctx context.Context, js jetstream.JetStream, bucket string) ([]bucketPin, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if err != nil {
-		return nil, fmt.Errorf("versions bucket %s: %w", bucket, err)
-	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("versions bucket %s: %w", bucket, err)
-	}
-	defer w.Stop() //nolint:errcheck // read only
-	var pins []bucketPin
-	for {
-		select {
-		case <-ctx.Done():
-			return pins, fmt.Errorf("versions bucket %s: %w", bucket, ctx.Err())
-		case e := <-w.Updates():
-			if e == nil {
-				slices.SortFunc(pins, func(a, b bucketPin) int {
-					return cmp.Or(strings.Compare(a.DB, b.DB), strings.Compare(a.Region, b.Region))
-				})
-				return pins, nil
-			}
-			_, region, ok := advert.ParsePinKey(e.Key())
-			if !ok || len(pins) == maxBucketPins {
-				continue
-			}
-			if p, err := advert.DecodePin(e.Key(), e.Value()); err == nil {
-				pins = append(pins, bucketPin{Pin: p, Region: region})
-			}
-		}
-	}
+// sortPins sorts pins by db, then region.
+func sortPins(pins []bucketPin) {
+	slices.SortFunc(pins, func(a, b bucketPin) int {
+		return cmp.Or(strings.Compare(a.DB, b.DB), strings.Compare(a.Region, b.Region))
+	})
 }
 
 // printBucketPins prints the pins of the versions bucket: each db's pin

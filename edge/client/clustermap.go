@@ -26,13 +26,17 @@ type Map struct {
 	Partitions []advert.Partitions
 	// Versions holds each db's live version, by db.
 	Versions map[string]advert.Version
+	// Pins holds the pins of the versions bucket (spangle activate and
+	// rollback), by key (advert.PinKey, advert.RegionPinKey): every pin
+	// written, whether a node serves its db or not.
+	Pins map[string]advert.Pin
 }
 
 // Map returns the cluster map (NATS); an empty one over HTTP. It never
 // blocks.
 func (c *Client) Map() Map {
 	m := c.cmap.Load()
-	return Map{Loaded: m.loaded, Nodes: m.nodes, Partitions: m.partitions, Versions: m.versions}
+	return Map{Loaded: m.loaded, Nodes: m.nodes, Partitions: m.partitions, Versions: m.versions, Pins: m.pins}
 }
 
 // clusterMap is one immutable state of the cluster map, with the routes
@@ -42,6 +46,7 @@ type clusterMap struct {
 	nodes      map[string]advert.Node
 	partitions []advert.Partitions
 	versions   map[string]advert.Version
+	pins       map[string]advert.Pin
 	routes     map[string]*route // by db
 }
 
@@ -136,6 +141,7 @@ func (w *mapWatcher) publish(st *mapState) {
 		loaded:   true,
 		nodes:    maps.Clone(st.nodes),
 		versions: maps.Clone(st.versions),
+		pins:     maps.Clone(st.pins),
 		routes:   map[string]*route{},
 	}
 	keys := slices.Sorted(maps.Keys(st.partitions))
@@ -188,6 +194,7 @@ type mapState struct {
 	nodes      map[string]advert.Node
 	partitions map[string]advert.Partitions
 	versions   map[string]advert.Version
+	pins       map[string]advert.Pin
 	raw        [len(names.Kinds)]map[string]string // the values read, to tell a change
 }
 
@@ -196,6 +203,7 @@ func newMapState() *mapState {
 		nodes:      map[string]advert.Node{},
 		partitions: map[string]advert.Partitions{},
 		versions:   map[string]advert.Version{},
+		pins:       map[string]advert.Pin{},
 	}
 	for i := range st.raw {
 		st.raw[i] = map[string]string{}
@@ -235,6 +243,13 @@ func (st *mapState) apply(b int, e kvEntry) error {
 			st.partitions[key] = p
 		}
 	case 2:
+		if _, _, ok := advert.ParsePinKey(key); ok {
+			var p advert.Pin
+			if p, err = advert.DecodePin(key, e.value); err == nil && len(st.pins) < advert.MaxPins {
+				st.pins[key] = p
+			}
+			break
+		}
 		var v advert.Version
 		if v, err = advert.DecodeVersion(key, e.value); err == nil {
 			st.versions[key] = v
