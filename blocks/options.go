@@ -19,7 +19,8 @@ type Options struct {
 	// chunks being filled (at most a quarter of it with the default chunk
 	// sizing) and by the sort index of the partitions being written (48
 	// bytes per record: the index and a radix buffer). It also bounds
-	// the bytes SequenceFile loads decompress at once, over all builds:
+	// the bytes SequenceFile loads decompress (or read as one long
+	// record) at once, over all builds:
 	// each load up to its share of half of it (half over
 	// MaxParallelLoads), one load at a time up to the other half; a
 	// record (or block buffer) that decompresses to more fails the build

@@ -65,20 +65,32 @@ func bigFile(t testing.TB, comp Compression, codec string, n int) ([]byte, [][2]
 	return buf.Bytes(), recs
 }
 
-// TestGate: with a Gate, buffers beyond Share are decompressed in it,
-// one Reader at a time, for every codec, record and block compressed;
+// TestGate: with a Gate, buffers beyond Share are decompressed, and
+// records beyond it read, in it, one Reader at a time, for every codec,
+// record and block compressed, and uncompressed;
 // every record reads as written; a value over MaxSize is ErrTooLarge
 // naming the file; a Gate that fails stops the Reader.
 func TestGate(t *testing.T) {
+	type mode struct {
+		comp  Compression
+		codec string
+	}
+	modes := []mode{{None, ""}}
 	for _, comp := range []Compression{RecordCompressed, BlockCompressed} {
 		for _, codec := range []string{DefaultCodec, GzipCodec, SnappyCodec, ZStandardCodec, BZip2Codec} {
+			modes = append(modes, mode{comp, codec})
+		}
+	}
+	for _, m := range modes {
+		comp, codec := m.comp, m.codec
+		{
 			t.Run(fmt.Sprintf("%v/%s", comp, codec), func(t *testing.T) {
 				file, want := bigFile(t, comp, codec, 40)
 				g := newCountGate()
 				var wg sync.WaitGroup
 				for range 4 {
 					wg.Go(func() {
-						r, err := NewReaderOptions(bytes.NewReader(file), "part-0", ReaderOptions{MaxSize: 1 << 20, Share: 16 << 10, Gate: g})
+						r, err := NewReaderOptions(bytes.NewReader(file), "part-0", ReaderOptions{BufferSize: 8 << 10, MaxSize: 1 << 20, Share: 16 << 10, Gate: g})
 						if err != nil {
 							t.Error(err)
 							return
@@ -102,7 +114,7 @@ func TestGate(t *testing.T) {
 						g.entered.Load(), g.most.Load(), g.in.Load())
 				}
 
-				r, err := NewReaderOptions(bytes.NewReader(file), "part-0", ReaderOptions{MaxSize: 32 << 10, Share: 16 << 10, Gate: newCountGate()})
+				r, err := NewReaderOptions(bytes.NewReader(file), "part-0", ReaderOptions{BufferSize: 8 << 10, MaxSize: 32 << 10, Share: 16 << 10, Gate: newCountGate()})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,7 +126,7 @@ func TestGate(t *testing.T) {
 				}
 
 				stop := errors.New("cancelled")
-				r, err = NewReaderOptions(bytes.NewReader(file), "part-0", ReaderOptions{MaxSize: 1 << 20, Share: 16 << 10, Gate: &countGate{err: stop}})
+				r, err = NewReaderOptions(bytes.NewReader(file), "part-0", ReaderOptions{BufferSize: 8 << 10, MaxSize: 1 << 20, Share: 16 << 10, Gate: &countGate{err: stop}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -22,11 +22,12 @@ type ReaderOptions struct {
 	// 256 MiB.
 	MaxSize int
 	// Share and Gate bound the memory of decompressed buffers (a
-	// record-compressed value; a block's four buffers) when many Readers
-	// run at once. With a Gate, a Reader decompresses up to Share bytes
-	// on its own; a buffer that takes it beyond Share is decompressed
-	// again after passing the Gate, which admits one Reader at a time,
-	// up to MaxSize. The Reader leaves the Gate, dropping its buffers,
+	// record-compressed value; a block's four buffers) and of long
+	// records when many Readers run at once. With a Gate, a Reader
+	// decompresses up to Share bytes on its own; a buffer that takes it
+	// beyond Share is decompressed again after passing the Gate, which
+	// admits one Reader at a time, up to MaxSize; a length over Share
+	// (and the read buffer) is read in the Gate. The Reader leaves the Gate, dropping its buffers,
 	// when it next decompresses (the record or block read before is done
 	// with) and on Release. So the Readers sharing a Gate hold at most
 	// their Shares plus one MaxSize of decompressed bytes (and as much
@@ -234,6 +235,12 @@ func (r *Reader) take(n int) ([]byte, error) {
 		r.off += int64(d)
 		return b, nil
 	}
+	if r.gate != nil && !r.inGate && n > r.share {
+		if err := r.gate.Enter(); err != nil {
+			return nil, err
+		}
+		r.inGate = true
+	}
 	r.big = r.big[:0]
 	for len(r.big) < n {
 		have := len(r.big)
@@ -397,6 +404,7 @@ func (r *Reader) readSync(off int64) error {
 
 // nextRecord reads one record of an uncompressed or record-compressed file.
 func (r *Reader) nextRecord() error {
+	r.leaveGate() // the record before is done with
 	for {
 		start := r.off
 		b, err := r.br.Peek(8)
@@ -432,7 +440,6 @@ func (r *Reader) nextRecord() error {
 		r.rawKey = rec[:keyLen:keyLen]
 		r.rawVal = rec[keyLen:]
 		if r.dec != nil {
-			r.leaveGate()
 			if r.vbuf, err = r.decompress(r.vbuf, r.rawVal, 0); err != nil {
 				return r.decompressErr(start, "value", err)
 			}
@@ -499,6 +506,7 @@ func (r *Reader) finishBlock() error {
 // readBlock reads and decompresses the next block. It returns io.EOF at a
 // clean end of file.
 func (r *Reader) readBlock() error {
+	r.leaveGate() // the block before is done with
 	start := r.off
 	if eof, err := r.atEOF(); eof {
 		return io.EOF
@@ -524,9 +532,6 @@ func (r *Reader) readBlock() error {
 		c, err := r.take(n)
 		if err != nil {
 			return r.readErr(off, "block "+bufNames[i], err)
-		}
-		if i == 0 {
-			r.leaveGate()
 		}
 		before := 0 // this block's buffers so far
 		for j := range i {
@@ -620,12 +625,13 @@ func (r *Reader) decompressErr(off int64, what string, err error) error {
 }
 
 // leaveGate drops the decompressed buffers and leaves the gate, if in
-// it: what they held has been read.
+// it: what they held has been read. Called before a record or block is
+// read: the one before is done with.
 func (r *Reader) leaveGate() {
 	if !r.inGate {
 		return
 	}
-	r.vbuf = nil
+	r.vbuf, r.big = nil, nil
 	for i := range r.bufs {
 		r.bufs[i] = blockBuf{}
 	}
