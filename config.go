@@ -237,6 +237,9 @@ type dbFileConfig struct {
 	Purge                *purgeFileConfig `toml:"purge"`
 	Activation           string           `toml:"activation"`
 	Presharded           bool             `toml:"presharded"`
+	Format               string           `toml:"format"`
+	KeyField             string           `toml:"key_field"`
+	ValueField           string           `toml:"value_field"`
 	Compression          string           `toml:"compression"`
 }
 
@@ -550,6 +553,9 @@ func applyDBs(dbs map[string]dbFileConfig, n *node.Config) {
 			NegativeCacheControl: db.NegativeCacheControl,
 			Activation:           db.Activation,
 			Presharded:           db.Presharded,
+			Format:               db.Format,
+			KeyField:             db.KeyField,
+			ValueField:           db.ValueField,
 			Compression:          db.Compression,
 		}
 	}

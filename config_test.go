@@ -85,3 +85,26 @@ func TestConfigAccessLog(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDBInput: a db's format and key and value fields reach its
+// node.DBConfig, and an unknown format is refused naming the db.
+func TestConfigDBInput(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "dbs.toml")
+	body := "[dbs.events]\nformat = \"parquet\"\nkey_field = \"id\"\nvalue_field = \"payload\"\n[dbs.other]\nformat = \"orc\"\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := spangle.DefaultConfig()
+	if err := spangle.LoadConfig(p, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	db := cfg.Node.DBs["events"]
+	if db.Format != "parquet" || db.KeyField != "id" || db.ValueField != "payload" {
+		t.Fatalf("dbs.events = %+v", db)
+	}
+	cfg.Node.Source, cfg.Node.DataDir = "/src", dir
+	if err := cfg.Node.Validate(); err == nil || !strings.Contains(err.Error(), "dbs.other: format") {
+		t.Fatalf("Validate = %v, want it to refuse dbs.other's format", err)
+	}
+}

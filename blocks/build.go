@@ -33,6 +33,11 @@ type SourceFile struct {
 	// more than once (presharded input), from several goroutines, and
 	// closes what it returns.
 	Open func(ctx context.Context) (io.ReadCloser, error)
+	// OpenAt, if not nil, opens the file for reading from offset. Parquet
+	// files, read from their end, use it: one it opens as an *os.File is
+	// read in place; any other file has its last bytes checked before it
+	// is copied into a spool file to be read.
+	OpenAt func(ctx context.Context, offset int64) (io.ReadCloser, error)
 }
 
 // BuildSpec says what to build.

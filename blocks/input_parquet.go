@@ -2,6 +2,7 @@ package blocks
 
 import (
 	"bufio"
+	"encoding/binary"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 // copied into a spool file in the version directory, removed on Close.
 func (b *builder) openParquet(ctx context.Context, rc io.ReadCloser, br *bufio.Reader, i int, bytes *atomic.Int64) (recordReader, io.Closer, error) {
 	name := b.spec.Files[i].Name
+	if head, _ := br.Peek(4); string(head) != parquetin.Magic { // before a spool copies it all
+		return nil, rc, &parquetin.Error{File: name, Row: -1, Err: fmt.Errorf("not a parquet file: first bytes %q", head)}
+	}
 	ra, size, closer, err := b.randomAccess(ctx, rc, br, i, bytes)
 	if err != nil {
 		return nil, closer, err
@@ -38,20 +42,38 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// randomAccess gives file i's content as an io.ReaderAt: rc itself if it
-// is a local file, else a spool file holding what br reads. The closer
-// closes rc and removes the spool file.
+// randomAccess gives file i's content as an io.ReaderAt: the file itself
+// if rc or the file's OpenAt gives an *os.File, else a spool file holding
+// what br reads, once the file's last bytes are those of a Parquet file.
+// The closer closes what was opened and removes the spool file.
 func (b *builder) randomAccess(ctx context.Context, rc io.ReadCloser, br *bufio.Reader, i int, bytes *atomic.Int64) (io.ReaderAt, int64, io.Closer, error) {
-	name := b.spec.Files[i].Name
+	sf := b.spec.Files[i]
+	if _, ok := rc.(*os.File); !ok && sf.OpenAt != nil {
+		if at, err := sf.OpenAt(ctx, 0); err == nil {
+			if _, ok := at.(*os.File); ok {
+				_ = rc.Close()
+				rc, br = at, nil
+			} else {
+				_ = at.Close()
+			}
+		}
+	}
 	if f, ok := rc.(*os.File); ok {
 		fi, err := f.Stat()
 		if err != nil {
-			return nil, 0, rc, fmt.Errorf("stat %s: %w", name, err)
+			return nil, 0, rc, fmt.Errorf("stat %s: %w", sf.Name, err)
 		}
 		if bytes != nil {
-			bytes.Add(fi.Size() - int64(br.Buffered()))
+			read := int64(0)
+			if br != nil {
+				read = int64(br.Buffered())
+			}
+			bytes.Add(fi.Size() - read)
 		}
 		return f, fi.Size(), rc, nil
+	}
+	if err := checkParquetTail(ctx, sf); err != nil {
+		return nil, 0, rc, err
 	}
 	spool, err := os.CreateTemp(b.dir, ".spool-*")
 	if err != nil {
@@ -64,9 +86,39 @@ func (b *builder) randomAccess(ctx context.Context, rc io.ReadCloser, br *bufio.
 	})
 	size, err := io.Copy(spool, &ctxReader{ctx: ctx, r: br})
 	if err != nil {
-		return nil, 0, closer, fmt.Errorf("read %s: %w", name, err)
+		return nil, 0, closer, fmt.Errorf("read %s: %w", sf.Name, err)
 	}
 	return spool, size, closer, nil
+}
+
+// checkParquetTail reads a file's last 8 bytes, where it can: a Parquet
+// file ends with its footer's length and "PAR1". A file that does not
+// (a truncated one, or gigabytes of zeros behind a first "PAR1") is
+// refused before it is copied.
+func checkParquetTail(ctx context.Context, sf SourceFile) error {
+	if sf.OpenAt == nil || sf.Size < 0 {
+		return nil
+	}
+	fail := func(err error) error { return &parquetin.Error{File: sf.Name, Row: -1, Err: err} }
+	if sf.Size < 12 {
+		return fail(fmt.Errorf("%d bytes: too short for a parquet file", sf.Size))
+	}
+	rc, err := sf.OpenAt(ctx, sf.Size-8)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", sf.Name, err)
+	}
+	defer rc.Close()
+	var tail [8]byte
+	if _, err := io.ReadFull(rc, tail[:]); err != nil {
+		return fmt.Errorf("read %s: %w", sf.Name, err)
+	}
+	if string(tail[4:]) != parquetin.Magic {
+		return fail(fmt.Errorf("invalid magic footer of parquet file: %q", tail[4:]))
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > sf.Size-12 {
+		return fail(fmt.Errorf("footer of %d bytes in a file of %d", n, sf.Size))
+	}
+	return nil
 }
 
 // ctxReader stops reading once ctx is done.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -157,5 +158,46 @@ func TestBuildParquetColumns(t *testing.T) {
 	}
 	if _, err := ParseFormat("orc"); !errors.Is(err, ErrInvalidSpec) {
 		t.Fatalf("ParseFormat(orc) = %v", err)
+	}
+}
+
+// TestParquetTailChecked: a streamed file that starts as Parquet but does
+// not end as one is refused from its last bytes, before it is copied.
+func TestParquetTailChecked(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "part-00000.parquet")
+	b := make([]byte, 8<<20)
+	copy(b, parquetin.Magic)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var read atomic.Int64
+	files := sourceFiles(t, dir, []string{"part-00000.parquet"})
+	files[0].Open = func(context.Context) (io.ReadCloser, error) {
+		f, err := os.Open(path)
+		return struct {
+			io.Reader
+			io.Closer
+		}{&countingReader{r: f, n: &read}, f}, err
+	}
+	files[0].OpenAt = func(_ context.Context, off int64) (io.ReadCloser, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = f.Seek(off, io.SeekStart)
+		return struct {
+			io.Reader
+			io.Closer
+		}{f, f}, err
+	}
+	s := openTestStore(t, t.TempDir(), Options{})
+	_, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: "v1", Files: files, Partitioner: sequinsPartitioner{}})
+	var perr *parquetin.Error
+	if !errors.As(err, &perr) || !strings.Contains(err.Error(), "invalid magic footer") {
+		t.Fatalf("err = %v, want the footer refused", err)
+	}
+	if n := read.Load(); n > inputBuffer {
+		t.Fatalf("%d bytes read: the file was copied before its end was checked", n)
 	}
 }

@@ -177,6 +177,13 @@ type DBConfig struct {
 	// Presharded says each source file holds exactly one partition; every
 	// key is verified. Default false.
 	Presharded bool
+	// Format of the source files: "auto" or "" (default) detects each
+	// file's from its first bytes; "sequencefile" or "parquet" forces
+	// it (docs/SOURCES.md, "Input formats").
+	Format string
+	// KeyField and ValueField name the key and value columns (Parquet)
+	// or fields. Default "": "key" and "value".
+	KeyField, ValueField string
 	// Compression overrides Config.Compression for this db when set.
 	Compression string
 	// Activation is "auto" (default ""): a new version goes active once
@@ -282,6 +289,9 @@ func (c Config) Validate() error {
 			if _, err := blocks.ParseCompression(db.Compression); err != nil {
 				return bad("dbs.%s: %v", name, err)
 			}
+		}
+		if _, err := blocks.ParseFormat(db.Format); err != nil {
+			return bad("dbs.%s: format: %v", name, err)
 		}
 		if db.Activation != "" && db.Activation != "auto" && db.Activation != ActivationManual {
 			return bad("dbs.%s: activation %q: want auto or manual", name, db.Activation)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/node/source"
 	"github.com/spangledb/spangle/plugins"
 )
 
@@ -581,7 +582,10 @@ func (d *db) buildSpec(ctx context.Context, name string, retries *atomic.Int64) 
 		PartitionerID: d.partitioner.Identity(),
 		Compression:   d.compression,
 		Presharded:    d.cfg.Presharded,
+		KeyField:      d.cfg.KeyField,
+		ValueField:    d.cfg.ValueField,
 	}
+	spec.Format, _ = blocks.ParseFormat(d.cfg.Format) // Validate checked it
 	var total int64
 	for _, f := range files {
 		total += max(f.Size, 0)
@@ -592,9 +596,21 @@ func (d *db) buildSpec(ctx context.Context, name string, retries *atomic.Int64) 
 			Open: func(ctx context.Context) (io.ReadCloser, error) {
 				return n.dl.Open(ctx, n.source, d.name, name, f, retries)
 			},
+			OpenAt: openAt(n.source, d.name, name, f.Name),
 		})
 	}
 	return spec, total, nil
+}
+
+// openAt gives a source file's ranged open, if its source has one.
+func openAt(src source.Source, db, version, file string) func(context.Context, int64) (io.ReadCloser, error) {
+	rs, ok := src.(source.RangeSource)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, off int64) (io.ReadCloser, error) {
+		return rs.OpenAt(ctx, db, version, file, off)
+	}
 }
 
 // progressOf is the status of a build or heal from blocks' progress.
