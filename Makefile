@@ -6,7 +6,7 @@ DATA_DIR  ?= .run/data
 NATS_LISTEN ?= 127.0.0.1:4222
 TEST_FLAGS ?= -race -timeout 25m
 
-.PHONY: all build image run test deps-test deps-cache deps-deploy test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example regions-example diagram clean
+.PHONY: all build image run test deps-test deps-cache deps-deploy deps-inputs test-browser check bench bench-go bench-nats bench-e2e bench-scale deps-bench tools examples cluster-example regions-example diagram clean
 
 all: build
 
@@ -50,7 +50,7 @@ regions-example:
 test:
 	$(GO) test $(TEST_FLAGS) ./...
 
-deps-test: deps-cache deps-deploy
+deps-test: deps-cache deps-deploy deps-inputs
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	@command -v goaccess >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends goaccess) || \
@@ -64,6 +64,14 @@ deps-cache:
 	@(command -v nginx && command -v varnishd && command -v gcc) >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx varnish gcc libc6-dev) || \
 		echo "deps-cache: nginx or Varnish could not be installed; TestBehindCaches will skip"
+
+# Apache Avro's Python implementation (with its snappy and zstandard
+# codecs) writes the Avro files blocks/avroin's conformance tests read. A
+# failed install only makes those tests skip.
+deps-inputs:
+	@/usr/bin/python3 -c 'import avro.datafile, snappy, zstandard' 2>/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-avro python3-snappy python3-zstandard) || \
+		echo "deps-inputs: python3-avro could not be installed; the Avro conformance tests will skip"
 
 # The tools of the examples/deploy tests: podman (the image), promtool
 # (Debian's prometheus: the alerting rules), systemd-analyze (the unit),

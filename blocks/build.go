@@ -66,7 +66,7 @@ type BuildSpec struct {
 	// its first bytes.
 	Format Format
 	// KeyField and ValueField name the key and value columns of Parquet
-	// files. "" means "key" and "value".
+	// files and fields of Avro files. "" means "key" and "value".
 	KeyField, ValueField string
 	// Progress, if not nil, is called from one goroutine of the build at
 	// most every 250 ms while it runs and once when it ends. It must not

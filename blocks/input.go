@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/spangledb/spangle/blocks/avroin"
 	"github.com/spangledb/spangle/blocks/parquetin"
 	"github.com/spangledb/spangle/blocks/seqfile"
 )
@@ -20,6 +21,7 @@ const (
 	FormatAuto         Format = ""
 	FormatSequenceFile Format = "sequencefile"
 	FormatParquet      Format = "parquet"
+	FormatAvro         Format = "avro"
 )
 
 // ParseFormat reads a format's name; "" and "auto" are FormatAuto.
@@ -27,10 +29,10 @@ func ParseFormat(s string) (Format, error) {
 	switch f := Format(strings.ToLower(s)); f {
 	case "", "auto":
 		return FormatAuto, nil
-	case FormatSequenceFile, FormatParquet:
+	case FormatSequenceFile, FormatParquet, FormatAvro:
 		return f, nil
 	}
-	return "", fmt.Errorf("%w: unknown input format %q (want auto, sequencefile or parquet)", ErrInvalidSpec, s)
+	return "", fmt.Errorf("%w: unknown input format %q (want auto, sequencefile, parquet or avro)", ErrInvalidSpec, s)
 }
 
 // DetectFormat names the format whose magic bytes head begins with, or
@@ -41,6 +43,8 @@ func DetectFormat(head []byte) Format {
 		return FormatSequenceFile
 	case len(head) >= 4 && string(head[:4]) == parquetin.Magic:
 		return FormatParquet
+	case len(head) >= 4 && string(head[:4]) == avroin.Magic:
+		return FormatAvro
 	}
 	return ""
 }
@@ -52,7 +56,8 @@ type recordReader interface {
 	Value() []byte // valid until the next call to Next
 	Err() error
 	// Offset is where the next record starts, for errors: a byte offset
-	// in a SequenceFile, a row number in a Parquet file.
+	// in a SequenceFile, a row number in a Parquet file, the block's
+	// offset in an Avro file.
 	Offset() int64
 }
 
@@ -81,7 +86,7 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 			if err != nil && err != io.EOF {
 				return nil, nil, fmt.Errorf("read %s: %w", f.Name, err)
 			}
-			return nil, nil, fmt.Errorf("%w: %s: unknown format (first bytes %q): want a SequenceFile or a Parquet file",
+			return nil, nil, fmt.Errorf("%w: %s: unknown format (first bytes %q): want a SequenceFile, a Parquet file or an Avro container file",
 				ErrBadInput, f.Name, head)
 		}
 	}
@@ -95,6 +100,11 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 		}
 	case FormatParquet:
 		rr, closer, err = b.openParquet(ctx, rc, br, i, bytes)
+	case FormatAvro:
+		var ar *avroin.Reader
+		if ar, err = avroin.NewReader(br, f.Name, avroin.Options{Key: b.spec.KeyField, Value: b.spec.ValueField}); err == nil {
+			rr, closer = ar, closerFunc(func() error { _ = ar.Close(); return rc.Close() })
+		}
 	default:
 		err = fmt.Errorf("%w: input format %q", ErrInvalidSpec, format)
 	}

@@ -2,8 +2,8 @@ package blocks
 
 import (
 	"bufio"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"

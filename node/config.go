@@ -178,11 +178,11 @@ type DBConfig struct {
 	// key is verified. Default false.
 	Presharded bool
 	// Format of the source files: "auto" or "" (default) detects each
-	// file's from its first bytes; "sequencefile" or "parquet" forces
-	// it (docs/SOURCES.md, "Input formats").
+	// file's from its first bytes; "sequencefile", "parquet" or "avro"
+	// forces it (docs/SOURCES.md, "Input formats").
 	Format string
 	// KeyField and ValueField name the key and value columns (Parquet)
-	// or fields. Default "": "key" and "value".
+	// or fields (Avro). Default "": "key" and "value".
 	KeyField, ValueField string
 	// Compression overrides Config.Compression for this db when set.
 	Compression string

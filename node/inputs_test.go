@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hamba/avro/v2/ocf"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -139,5 +140,65 @@ func TestParquetColumns(t *testing.T) {
 	st := n.Status().DBs["missing"].Versions["1"].Nodes["localhost"]
 	if !strings.Contains(st.Error, "part-00000") || !strings.Contains(st.Error, `no key column "id"`) {
 		t.Errorf("error %q does not name the file and the column", st.Error)
+	}
+}
+
+// TestAvroVersions serves a directory of Avro container files with no
+// configuration; a truncated one fails naming the file while the old
+// version keeps serving.
+func TestAvroVersions(t *testing.T) {
+	root := t.TempDir()
+	write := func(version string, truncate bool) {
+		dir := filepath.Join(root, "d", version)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			p := filepath.Join(dir, fmt.Sprintf("part-%05d.avro", i))
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := ocf.NewEncoder(`{"type":"record","name":"KV","fields":[{"name":"key","type":"string"},{"name":"value","type":"string"}]}`,
+				f, ocf.WithCodec(ocf.Deflate), ocf.WithBlockLength(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := i; k < 40; k += 2 {
+				if err := enc.Encode(map[string]any{"key": fmt.Sprintf("key-%d", k), "value": fmt.Sprintf("%s:%d", version, k)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := enc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if truncate && i == 1 {
+				fi, _ := os.Stat(p)
+				if err := os.Truncate(p, fi.Size()-20); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("1", false)
+	n := newTestNode(t, root, nil)
+	waitFor(t, "version 1", func() bool { return n.activeVersion("d") == "1" })
+	if res, err := n.get(t, "d", "key-7"); err != nil || string(res.Value) != "1:7" {
+		t.Fatalf("key-7: %+v %v", res, err)
+	}
+	write("2", true)
+	n.Refresh()
+	waitFor(t, "version 2 to fail", func() bool { return n.state("d", "2") == StateError })
+	if st := n.Status().DBs["d"].Versions["2"].Nodes["localhost"]; !strings.Contains(st.Error, "part-00001.avro") {
+		t.Errorf("error %q does not name the file", st.Error)
+	}
+	if res, err := n.get(t, "d", "key-7"); err != nil || string(res.Value) != "1:7" {
+		t.Fatalf("after a failed build: %+v %v", res, err)
 	}
 }
