@@ -176,8 +176,8 @@ func compatible(m *Manifest, spec BuildSpec) error {
 	switch {
 	case spec.DB != m.DB || spec.Version != m.Version:
 		return bad("the spec is for %s/%s", spec.DB, spec.Version)
-	case len(spec.Files) != m.NumPartitions:
-		return bad("%d source files, the version was built from %d", len(spec.Files), m.NumPartitions)
+	case len(spec.Files) != len(m.Files):
+		return bad("%d source files, the version was built from %d", len(spec.Files), len(m.Files))
 	case spec.PartitionerID != m.Partitioner:
 		return bad("partitioner %q, the version was built with %q", spec.PartitionerID, m.Partitioner)
 	case spec.Presharded != m.Presharded:

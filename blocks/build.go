@@ -100,10 +100,11 @@ type builder struct {
 	opts       Options
 	log        *slog.Logger
 	dir        string
-	n          int         // partitions
-	comp       Compression // normalized
-	held       []int       // partitions held, increasing
-	slot       []int32     // by partition: index into held and parts, -1 if not held
+	n          int            // partitions
+	comp       Compression    // normalized
+	held       []int          // partitions held, increasing
+	slot       []int32        // by partition: index into held and parts, -1 if not held
+	sparkey    *sparkeyLayout // Sparkey input, nil for other formats
 
 	parts     []*partBuf
 	mem       *memory
@@ -207,8 +208,16 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		return nil, err
 	}
 	n := len(spec.Files)
-	if n >= maxFiles {
-		return nil, fmt.Errorf("%w: %d files, at most %d", ErrInvalidSpec, n, maxFiles-1)
+	var spk *sparkeyLayout
+	if isSparkey(spec) {
+		var err error
+		if spk, err = layoutSparkey(spec.Files); err != nil {
+			return nil, err
+		}
+		n = spk.n
+	}
+	if len(spec.Files) >= maxFiles {
+		return nil, fmt.Errorf("%w: %d files, at most %d", ErrInvalidSpec, len(spec.Files), maxFiles-1)
 	}
 	if n > 0 && spec.Partitioner == nil {
 		return nil, fmt.Errorf("%w: no partitioner", ErrInvalidSpec)
@@ -252,6 +261,7 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		comp:       comp,
 		held:       held,
 		slot:       make([]int32, n),
+		sparkey:    spk,
 	}
 	for i := range b.slot {
 		b.slot[i] = -1
@@ -270,7 +280,7 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		b.sampleWant = dictMaxSamples
 		b.sampleBytes = int(min(max(s.opts.MemoryBudget/int64(16*max(len(held), 1)), 16<<10), 256<<10))
 	}
-	b.files = make([]FileInfo, n)
+	b.files = make([]FileInfo, len(spec.Files))
 	for i, f := range spec.Files {
 		b.files[i] = FileInfo{Name: f.Name, Size: f.Size, Records: -1, Partition: -1}
 		if f.ModTime.After(b.modified) {
@@ -285,9 +295,12 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 func (b *builder) run(ctx context.Context) (*Manifest, error) {
 	var err error
 	start := time.Now()
-	if b.spec.Presharded {
+	switch {
+	case b.sparkey != nil:
+		err = b.loadSparkey(ctx)
+	case b.spec.Presharded:
 		err = b.loadPresharded(ctx)
-	} else {
+	default:
 		err = b.load(ctx)
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package blocks
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spangledb/spangle/blocks/avroin"
 	"github.com/spangledb/spangle/blocks/parquetin"
 	"github.com/spangledb/spangle/blocks/seqfile"
+	"github.com/spangledb/spangle/blocks/sparkey"
 )
 
 // Format is the format of a version's source files.
@@ -22,6 +24,7 @@ const (
 	FormatSequenceFile Format = "sequencefile"
 	FormatParquet      Format = "parquet"
 	FormatAvro         Format = "avro"
+	FormatSparkey      Format = "sparkey"
 )
 
 // ParseFormat reads a format's name; "" and "auto" are FormatAuto.
@@ -29,10 +32,10 @@ func ParseFormat(s string) (Format, error) {
 	switch f := Format(strings.ToLower(s)); f {
 	case "", "auto":
 		return FormatAuto, nil
-	case FormatSequenceFile, FormatParquet, FormatAvro:
+	case FormatSequenceFile, FormatParquet, FormatAvro, FormatSparkey:
 		return f, nil
 	}
-	return "", fmt.Errorf("%w: unknown input format %q (want auto, sequencefile, parquet or avro)", ErrInvalidSpec, s)
+	return "", fmt.Errorf("%w: unknown input format %q (want auto, sequencefile, parquet, avro or sparkey)", ErrInvalidSpec, s)
 }
 
 // DetectFormat names the format whose magic bytes head begins with, or
@@ -45,6 +48,8 @@ func DetectFormat(head []byte) Format {
 		return FormatParquet
 	case len(head) >= 4 && string(head[:4]) == avroin.Magic:
 		return FormatAvro
+	case len(head) >= 4 && binary.LittleEndian.Uint32(head) == sparkey.LogMagic:
+		return FormatSparkey
 	}
 	return ""
 }
@@ -57,7 +62,7 @@ type recordReader interface {
 	Err() error
 	// Offset is where the next record starts, for errors: a byte offset
 	// in a SequenceFile, a row number in a Parquet file, the block's
-	// offset in an Avro file.
+	// offset in an Avro file, an entry number in a Sparkey log.
 	Offset() int64
 }
 
@@ -79,6 +84,9 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 	}
 	br := bufio.NewReaderSize(r, inputBuffer)
 	format := b.spec.Format
+	if b.sparkey != nil {
+		format = FormatSparkey
+	}
 	if format == FormatAuto {
 		head, err := br.Peek(4)
 		if format = DetectFormat(head); format == "" {
@@ -86,7 +94,7 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 			if err != nil && err != io.EOF {
 				return nil, nil, fmt.Errorf("read %s: %w", f.Name, err)
 			}
-			return nil, nil, fmt.Errorf("%w: %s: unknown format (first bytes %q): want a SequenceFile, a Parquet file or an Avro container file",
+			return nil, nil, fmt.Errorf("%w: %s: unknown format (first bytes %q): want a SequenceFile, a Parquet file, an Avro container file or a Sparkey log (.spl)",
 				ErrBadInput, f.Name, head)
 		}
 	}
@@ -100,6 +108,12 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 		}
 	case FormatParquet:
 		rr, closer, err = b.openParquet(ctx, rc, br, i, bytes)
+	case FormatSparkey:
+		if b.sparkey == nil {
+			err = fmt.Errorf("%w: %s is a Sparkey log: name it .spl, beside its .spi.sz index", ErrBadInput, f.Name)
+			break
+		}
+		rr, closer, err = b.openSparkey(ctx, rc, br, i)
 	case FormatAvro:
 		var ar *avroin.Reader
 		if ar, err = avroin.NewReader(br, f.Name, avroin.Options{Key: b.spec.KeyField, Value: b.spec.ValueField}); err == nil {

@@ -84,8 +84,19 @@ func keyPrefix(k []byte) uint64 {
 }
 
 // sortChunks indexes the records of chunks, sorts them by key then
-// sequence, and keeps the last record of each key.
+// sequence, and keeps the last record of each key. Chunks are taken in
+// input order (file, then record), so that input already in key order
+// (Sparkey logs, sorted job output) is found sorted in one pass and not
+// sorted again.
 func sortChunks(chunks []*chunk) *sortedRecs {
+	slices.SortFunc(chunks, func(a, b *chunk) int {
+		if c := cmp.Compare(a.file, b.file); c != 0 {
+			return c
+		}
+		ra, _ := uvarint(a.buf)
+		rb, _ := uvarint(b.buf)
+		return cmp.Compare(ra, rb)
+	})
 	n := 0
 	for _, c := range chunks {
 		n += c.n
@@ -136,6 +147,9 @@ const radixBits = 14
 // after it.
 func (s *sortedRecs) sort() {
 	es := s.entries
+	if s.sorted() {
+		return
+	}
 	if len(es) < 1<<radixBits {
 		slices.SortFunc(es, s.compare)
 		return
@@ -171,6 +185,17 @@ func (s *sortedRecs) sort() {
 		}
 	}
 	s.entries = out
+}
+
+// sorted reports whether the entries are in order already.
+func (s *sortedRecs) sorted() bool {
+	es := s.entries
+	for i := 1; i < len(es); i++ {
+		if es[i-1].prefix > es[i].prefix || (es[i-1].prefix == es[i].prefix && s.compare(es[i-1], es[i]) > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *sortedRecs) compare(a, b entry) int {

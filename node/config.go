@@ -178,8 +178,9 @@ type DBConfig struct {
 	// key is verified. Default false.
 	Presharded bool
 	// Format of the source files: "auto" or "" (default) detects each
-	// file's from its first bytes; "sequencefile", "parquet" or "avro"
-	// forces it (docs/SOURCES.md, "Input formats").
+	// file's from its first bytes, and Sparkey input from its logs'
+	// names (.spl); "sequencefile", "parquet", "avro" or "sparkey" forces
+	// it (docs/SOURCES.md, "Input formats").
 	Format string
 	// KeyField and ValueField name the key and value columns (Parquet)
 	// or fields (Avro). Default "": "key" and "value".

@@ -1,0 +1,275 @@
+package blocks
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/snappy"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/spangledb/spangle/blocks/sparkey"
+)
+
+// benchRecord is record i of the formats bench: a benchKey and a value of
+// 90 to 110 random bytes, the same whatever the format.
+func benchRecord(key, val []byte, i int) ([]byte, []byte) {
+	key = benchKey(key, uint64(i))
+	r := rand.New(rand.NewPCG(uint64(i), 9))
+	val = val[:112]
+	for j := 0; j < len(val); j += 8 {
+		binary.LittleEndian.PutUint64(val[j:], r.Uint64())
+	}
+	return key, val[:90+r.IntN(21)]
+}
+
+// writeBenchParquet writes records over benchFiles snappy Parquet files
+// (key and value columns, row groups of 64k rows), as writeBenchDataset
+// deals them.
+func writeBenchParquet(tb testing.TB, dir string, records int) []string {
+	var names []string
+	key, val := []byte(nil), make([]byte, 112)
+	for f := range benchFiles {
+		name := fmt.Sprintf("part-%05d.snappy.parquet", f)
+		names = append(names, name)
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		w := parquet.NewGenericWriter[kvRow](fh, parquet.Compression(&parquet.Snappy), parquet.MaxRowsPerRowGroup(64<<10))
+		rows := make([]kvRow, 0, 1024)
+		flush := func() {
+			if _, err := w.Write(rows); err != nil {
+				tb.Fatal(err)
+			}
+			rows = rows[:0]
+		}
+		for i := f; i < records; i += benchFiles {
+			key, val = benchRecord(key, val, i)
+			rows = append(rows, kvRow{bytes.Clone(key), bytes.Clone(val)})
+			if len(rows) == cap(rows) {
+				flush()
+			}
+		}
+		flush()
+		if err := w.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return names
+}
+
+// writeBenchSequence writes records over benchFiles SequenceFiles, dealt
+// as writeBenchParquet deals them.
+func writeBenchSequence(tb testing.TB, dir string, records int) []string {
+	var names []string
+	key, val := []byte(nil), make([]byte, 112)
+	for f := range benchFiles {
+		name := fmt.Sprintf("part-%05d", f)
+		names = append(names, name)
+		var recs []record
+		for i := f; i < records; i += benchFiles {
+			key, val = benchRecord(key, val, i)
+			recs = append(recs, record{bytes.Clone(key), bytes.Clone(val)})
+		}
+		writeSeqFile(tb, filepath.Join(dir, name), recs)
+	}
+	return names
+}
+
+// writeBenchSparkey writes records as sequins' Sparkey input: one
+// snappy-compressed log of sorted keys per partition (sequins' hash),
+// part-%05d.spl, beside an index file that holds only the header a build
+// reads (a build reads no more of it).
+func writeBenchSparkey(tb testing.TB, dir string, records int) []string {
+	parts := make([][]record, benchFiles)
+	key, val := []byte(nil), make([]byte, 112)
+	for i := range records {
+		key, val = benchRecord(key, val, i)
+		p, _, _ := sequinsPartitioner{}.Partition(key, benchFiles)
+		parts[p] = append(parts[p], record{bytes.Clone(key), bytes.Clone(val)})
+	}
+	var names []string
+	for p, recs := range parts {
+		slices.SortFunc(recs, func(a, b record) int { return bytes.Compare(a.k, b.k) })
+		base := fmt.Sprintf("part-%05d", p)
+		id := uint32(p + 1)
+		writeSparkeyLog(tb, filepath.Join(dir, base+".spl"), id, recs, 4096)
+		var hdr [16]byte
+		binary.LittleEndian.PutUint32(hdr[0:], sparkey.HashMagic)
+		binary.LittleEndian.PutUint32(hdr[4:], 1)
+		binary.LittleEndian.PutUint32(hdr[8:], 1)
+		binary.LittleEndian.PutUint32(hdr[12:], id)
+		var buf bytes.Buffer
+		sw := snappy.NewBufferedWriter(&buf)
+		sw.Write(hdr[:])
+		sw.Close()
+		if err := os.WriteFile(filepath.Join(dir, base+".spi.sz"), buf.Bytes(), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		names = append(names, base+".spi.sz", base+".spl")
+	}
+	slices.Sort(names)
+	return names
+}
+
+// writeSparkeyLog writes a snappy-compressed Sparkey log of puts, blocks
+// of about blockSize bytes.
+func writeSparkeyLog(tb testing.TB, path string, id uint32, recs []record, blockSize int) {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var hdr [84]byte
+	bw.Write(hdr[:])
+	end, maxK, maxV, maxE := uint64(84), 0, 0, 0
+	var block, comp []byte
+	entries := 0
+	flush := func() {
+		if len(block) == 0 {
+			return
+		}
+		comp = snappy.Encode(comp[:cap(comp)], block)
+		n := binary.PutUvarint(hdr[:], uint64(len(comp)))
+		bw.Write(hdr[:n])
+		bw.Write(comp)
+		end += uint64(n + len(comp))
+		block, maxE, entries = block[:0], max(maxE, entries), 0
+	}
+	for _, r := range recs {
+		e := binary.AppendUvarint(nil, uint64(len(r.k)+1))
+		e = binary.AppendUvarint(e, uint64(len(r.v)))
+		e = append(append(e, r.k...), r.v...)
+		if len(block)+len(e) > blockSize {
+			flush()
+		}
+		block = append(block, e...)
+		entries++
+		maxK, maxV = max(maxK, len(r.k)), max(maxV, len(r.v))
+	}
+	flush()
+	if err := bw.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	le := binary.LittleEndian
+	le.PutUint32(hdr[0:], sparkey.LogMagic)
+	le.PutUint32(hdr[4:], 1)
+	le.PutUint32(hdr[8:], 0)
+	le.PutUint32(hdr[12:], id)
+	le.PutUint64(hdr[16:], uint64(len(recs)))
+	le.PutUint64(hdr[24:], 0)
+	le.PutUint64(hdr[32:], end)
+	le.PutUint64(hdr[40:], uint64(maxK))
+	le.PutUint64(hdr[48:], uint64(maxV))
+	le.PutUint64(hdr[56:], 0)
+	le.PutUint32(hdr[64:], sparkey.CompressionSnappy)
+	le.PutUint32(hdr[68:], uint32(blockSize))
+	le.PutUint64(hdr[72:], end-84)
+	le.PutUint32(hdr[80:], uint32(maxE))
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// peakHeap samples the heap in use until stop is called, and returns the
+// largest sample.
+func peakHeap() (stop func() uint64) {
+	var peak uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() uint64 { close(done); wg.Wait(); return peak }
+}
+
+// BenchmarkBuildFormats builds the same 2M records (16-byte keys, 90 to
+// 110-byte random values) from SequenceFiles, snappy Parquet files and
+// sequins' Sparkey input (snappy logs of sorted keys, one per partition),
+// s2-blocks as a node stores them: a build is a version's start to
+// serving. Run the three in one invocation and compare their ns/op:
+//
+//	go test -run '^$' -bench BuildFormats -benchtime 3x -count 3 ./blocks/
+func BenchmarkBuildFormats(b *testing.B) {
+	const records = 2_000_000
+	root := b.TempDir()
+	for _, bc := range []struct {
+		name  string
+		write func(testing.TB, string, int) []string
+	}{
+		{"sequencefile", writeBenchSequence},
+		{"parquet-snappy", writeBenchParquet},
+		{"sparkey-snappy", writeBenchSparkey},
+	} {
+		dir := filepath.Join(root, bc.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		names := bc.write(b, dir, records)
+		runtime.GC()
+		b.Run(bc.name, func(b *testing.B) {
+			files := sourceFiles(b, dir, names)
+			s, err := OpenStore(b.TempDir(), Options{Logger: benchLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var cpu time.Duration
+			var peak uint64
+			i := 0
+			for b.Loop() {
+				i++
+				runtime.GC()
+				c0 := cpuTime()
+				stop := peakHeap()
+				v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: fmt.Sprint("v", i),
+					Files: files, Partitioner: sequinsPartitioner{}, Compression: CompressionS2Blocks})
+				peak = max(peak, stop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cpu += cpuTime() - c0
+				if v.Manifest().Records != records {
+					b.Fatalf("%d records", v.Manifest().Records)
+				}
+				v.Close()
+				if err := s.Remove("db", fmt.Sprint("v", i)); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
