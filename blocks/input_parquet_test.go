@@ -1,6 +1,7 @@
 package blocks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 
 	"github.com/spangledb/spangle/blocks/parquetin"
+	"github.com/spangledb/spangle/blocks/seqfile"
 )
 
 type kvRow struct {
@@ -199,5 +201,50 @@ func TestParquetTailChecked(t *testing.T) {
 	}
 	if n := read.Load(); n > inputBuffer {
 		t.Fatalf("%d bytes read: the file was copied before its end was checked", n)
+	}
+}
+
+// TestPreshardedParquet: presharded input works as for SequenceFiles when
+// the files are Parquet.
+func TestPreshardedParquet(t *testing.T) {
+	d := preshardedDataset(t, 20, 9, 50, nil)
+	for _, name := range d.names {
+		path := filepath.Join(d.dir, name)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := seqfile.NewReader(f, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []record
+		for r.Next() {
+			recs = append(recs, record{bytes.Clone(r.Key()), bytes.Clone(r.Value())})
+		}
+		f.Close()
+		if r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+		parquetWriter(&parquet.Snappy, false, 20)(t, path, recs)
+	}
+	s := openTestStore(t, t.TempDir(), Options{})
+	v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Presharded: true, Partitions: []int{11, 0, 19}})
+	if got, err := v.Get(11, pathological); err != nil || string(got) != "pathological" { // in its alternate's file
+		t.Errorf("Get(11, pathological) = %q, %v", got, err)
+	}
+	checked := 0
+	for k, want := range d.want {
+		p, _, _ := sequinsPartitioner{}.Partition([]byte(k), 20)
+		if k == string(pathological) || !v.Holds(p) {
+			continue
+		}
+		checked++
+		if got, err := v.Get(p, []byte(k)); err != nil || string(got) != string(want) {
+			t.Fatalf("Get(%d, %x) = %q, %v", p, k, got, err)
+		}
+	}
+	if checked != 150 {
+		t.Fatalf("%d keys checked, want 150", checked)
 	}
 }
