@@ -82,6 +82,11 @@ func checkChunk(r io.ReaderAt, md *format.ColumnMetaData, start int64) error {
 			if n, err = lz4.UncompressBlock(data, out[:want]); err == nil && int64(n) != want {
 				err = fmt.Errorf("lz4 data of %d bytes, the header says %d", n, want)
 			}
+			if err == nil && 3*int64(len(data)) > libraryBufferCap(want) {
+				// parquet-go v0.32.0 decodes such a page into a buffer of
+				// its own, drops it and reads the page buffer, unfilled.
+				err = fmt.Errorf("page of %d bytes compressed to %d, which the Parquet library misreads: write the file with another codec (snappy, zstd)", want, len(data))
+			}
 		case format.Gzip:
 			var zr *gzip.Reader
 			if zr, err = gzip.NewReader(bytes.NewReader(data)); err == nil {
@@ -99,6 +104,26 @@ func checkChunk(r io.ReaderAt, md *format.ColumnMetaData, start int64) error {
 		}
 	}
 	return nil
+}
+
+// libraryBufferCap is the capacity of the buffer parquet-go v0.32.0 takes
+// from its pool for a page of n bytes (internal/memory: buckets of 4 KiB
+// doubling up to 256 KiB, then growing by half, 32 of them). Its LZ4_RAW
+// decoder writes into that buffer only when it holds three times the
+// compressed bytes.
+func libraryBufferCap(n int64) int64 {
+	size := int64(4096)
+	for range 32 {
+		if n <= size {
+			return size
+		}
+		if size < 262144 {
+			size *= 2
+		} else {
+			size += size / 2
+		}
+	}
+	return n
 }
 
 // bounded reads r to its end and fails unless it gives exactly want bytes.
