@@ -166,3 +166,31 @@ func TestSparkeyErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSparkeyAddPartitions: a node that takes over a partition (healing)
+// reads that partition's logs only, as the build did.
+func TestSparkeyAddPartitions(t *testing.T) {
+	dir := filepath.Join(sparkeyC, "snappy-4k")
+	want := expectedPuts(t, dir)
+	var opened sync.Map
+	files := sparkeyFiles(t, dir, nil, &opened)
+	s := openTestStore(t, t.TempDir(), Options{})
+	v := build(t, s, BuildSpec{DB: "db", Version: "v", Files: files, Partitions: []int{0}})
+	opened.Clear()
+	if err := s.AddPartitions(context.Background(), v, BuildSpec{DB: "db", Version: "v", Files: files,
+		Partitioner: sequinsPartitioner{}, PartitionerID: "sequins", Partitions: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	opened.Range(func(name, _ any) bool {
+		if strings.HasPrefix(name.(string), "part-00000") {
+			t.Errorf("%s of a partition held already was opened", name)
+		}
+		return true
+	})
+	for k, val := range want {
+		p, _, _ := sequinsPartitioner{}.Partition([]byte(k), 2)
+		if got, err := v.Get(p, []byte(k)); err != nil || string(got) != val {
+			t.Fatalf("Get(%d, %s) = %d bytes, %v", p, k, len(got), err)
+		}
+	}
+}
