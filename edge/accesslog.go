@@ -114,15 +114,19 @@ type AccessLog struct {
 	written  prometheus.Counter       // spangle_access_log_lines_total{log}
 	failures prometheus.Counter       // spangle_access_log_errors_total{log}
 
-	mu      sync.Mutex // guards buf
-	buf     []byte     // lines waiting, whole lines only
-	wake    chan struct{}
-	ctl     chan chan struct{} // a Flush: closed once what was queued is written
-	reopen  chan struct{}      // cap 1: Reopen asked
-	quit    chan struct{}      // closed by Shutdown
-	done    chan struct{}      // closed when the writer has returned
-	started sync.Once
-	stopped sync.Once
+	mu  sync.Mutex // guards buf and reopenAt
+	buf []byte     // lines waiting, whole lines only
+	// reopenAt is len(buf) when Reopen was called: the lines before it
+	// go to the old file, the rest to the new one; -1 when no reopen is
+	// pending.
+	reopenAt int
+	wake     chan struct{}
+	ctl      chan chan struct{} // a Flush: closed once what was queued is written
+	reopen   chan struct{}      // cap 1: wakes the writer for a reopen
+	quit     chan struct{}      // closed by Shutdown
+	done     chan struct{}      // closed when the writer has returned
+	started  sync.Once
+	stopped  sync.Once
 
 	// The writer goroutine's own.
 	f         *os.File
@@ -137,16 +141,17 @@ func NewAccessLog(cfg AccessLogConfig, name string) (*AccessLog, error) {
 		return nil, err
 	}
 	l := &AccessLog{
-		cfg:     cfg,
-		json:    cfg.Format == AccessLogJSON,
-		log:     cfg.Logger,
-		name:    name,
-		trusted: cfg.TrustedProxies,
-		wake:    make(chan struct{}, 1),
-		ctl:     make(chan chan struct{}),
-		reopen:  make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
+		cfg:      cfg,
+		json:     cfg.Format == AccessLogJSON,
+		log:      cfg.Logger,
+		name:     name,
+		trusted:  cfg.TrustedProxies,
+		wake:     make(chan struct{}, 1),
+		reopenAt: -1,
+		ctl:      make(chan chan struct{}),
+		reopen:   make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -196,14 +201,20 @@ func (l *AccessLog) Start() {
 	l.started.Do(func() { go l.run() })
 }
 
-// Reopen makes the writer open the path again once it has written the
-// lines queued so far, for log rotation (spangle serve: SIGHUP). It does
-// not wait. If the path cannot be opened, the error is logged and the
-// old file kept.
+// Reopen makes the writer open the path again, for log rotation
+// (spangle serve: SIGHUP): the lines added before Reopen returns go to
+// the old file, those added after it to the new one. It does not wait
+// for the writer. If the path cannot be opened, the error is logged and
+// the old file kept.
 func (l *AccessLog) Reopen() {
+	l.mu.Lock()
+	if l.reopenAt < 0 {
+		l.reopenAt = len(l.buf)
+	}
+	l.mu.Unlock()
 	select {
 	case l.reopen <- struct{}{}:
-	default: // one is pending already
+	default: // the writer is woken already
 	}
 }
 
@@ -283,9 +294,7 @@ func (l *AccessLog) run() {
 				continue
 			}
 		case <-timer.C:
-		case <-l.reopen:
-			spare = l.writeOut(spare)
-			l.reopenFile()
+		case <-l.reopen: // writeOut below reopens
 		case ch := <-l.ctl:
 			spare = l.writeOut(spare)
 			close(ch)
@@ -312,16 +321,32 @@ func (l *AccessLog) pastQuarter() bool {
 	return len(l.buf) >= l.cfg.BufferBytes/4
 }
 
-// writeOut swaps the queued lines for spare (emptied) and writes them;
-// it returns the buffer to swap in next time. Lines of a failed write
-// are dropped and counted.
+// writeOut swaps the queued lines for spare (emptied) and writes them,
+// reopening the file where Reopen asked; it returns the buffer to swap
+// in next time.
 func (l *AccessLog) writeOut(spare []byte) []byte {
 	l.mu.Lock()
-	out := l.buf
-	l.buf = spare[:0]
+	out, at := l.buf, l.reopenAt
+	l.buf, l.reopenAt = spare[:0], -1
 	l.mu.Unlock()
+	if at >= 0 {
+		l.writeLines(out[:at])
+		l.reopenFile()
+		l.writeLines(out[at:])
+	} else {
+		l.writeLines(out)
+	}
+	if cap(out) > l.cfg.BufferBytes {
+		out = nil // grown past the bound by one long line: do not keep it
+	}
+	return out
+}
+
+// writeLines writes whole lines to the file; the lines of a failed
+// write are dropped and counted.
+func (l *AccessLog) writeLines(out []byte) {
 	if len(out) == 0 {
-		return out
+		return
 	}
 	n, err := l.f.Write(out)
 	lines := bytes.Count(out, newline)
@@ -331,13 +356,9 @@ func (l *AccessLog) writeOut(spare []byte) []byte {
 		l.written.Add(float64(ok))
 		l.dropped.Add(float64(lines - ok))
 		l.fail("edge: access log write failed; lines dropped", err, slog.Int("dropped", lines-ok))
-	} else {
-		l.written.Add(float64(lines))
+		return
 	}
-	if cap(out) > l.cfg.BufferBytes {
-		out = nil // grown past the bound by one long line: do not keep it
-	}
-	return out
+	l.written.Add(float64(lines))
 }
 
 var newline = []byte{'\n'}

@@ -681,3 +681,52 @@ func TestAccessLogHTTP2TLS(t *testing.T) {
 		t.Fatalf("%+v", lines)
 	}
 }
+
+// TestAccessLogReopenFails: a path that cannot be opened fails
+// NewAccessLog; a reopen that fails (its directory is gone) keeps the old
+// file, logs the error, and a later reopen that works moves to the new
+// file.
+func TestAccessLogReopenFails(t *testing.T) {
+	cfg := edge.DefaultAccessLogConfig()
+	cfg.Path = filepath.Join(t.TempDir(), "missing", "access.log")
+	if _, err := edge.NewAccessLog(cfg, "http"); err == nil {
+		t.Fatal("NewAccessLog opened a file in a missing directory")
+	}
+
+	dir := filepath.Join(t.TempDir(), "logs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := &logRecorder{}
+	l, path := startAccessLog(t, nil, func(c *edge.AccessLogConfig) {
+		c.Path, c.Logger = filepath.Join(dir, "access.log"), slog.New(rec)
+	})
+	ts := startServer(t, newFake(), func(c *edge.Config) { c.AccessLog = l })
+	ts.do(t, "GET", "/baby-names/1")
+	flush(t, l)
+	// logrotate moves the directory away: the reopen cannot create the file.
+	moved := dir + ".old"
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	l.Reopen()
+	ts.do(t, "GET", "/baby-names/2")
+	flush(t, l)
+	if !strings.Contains(rec.all(), "access log reopen failed") {
+		t.Errorf("the failed reopen is not logged:\n%s", rec.all())
+	}
+	old, err := os.ReadFile(filepath.Join(moved, "access.log"))
+	if err != nil || !strings.Contains(string(old), "/baby-names/1 ") || !strings.Contains(string(old), "/baby-names/2 ") {
+		t.Fatalf("the old file after a failed reopen: %q, %v", old, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l.Reopen()
+	ts.do(t, "GET", "/baby-names/3")
+	flush(t, l)
+	cur, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(cur), "/baby-names/3 ") || strings.Contains(string(cur), "/baby-names/2 ") {
+		t.Fatalf("the new file: %q, %v", cur, err)
+	}
+}
