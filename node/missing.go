@@ -45,7 +45,7 @@ func (n *Node) keepMissing(d *db, now time.Time) bool {
 	since, missing := d.missingFor()
 	if !missing {
 		d.missingSince.Store(now.UnixNano())
-		n.log.Warn("db is missing from the source; it keeps serving", "db", d.name, "source", n.source,
+		n.log.Warn("db is missing from the source; it keeps serving", "db", d.name, "source", n.source.String(),
 			"removed", n.removalNote(now))
 		return true
 	}
