@@ -132,4 +132,12 @@ func TestPinSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the node's own pin again: v1", func() bool { return n.activeVersion("d") == "v1" })
+
+	// A pin of a db the node does not serve shows in its status.
+	if err := n.SetPins(map[string]Pin{"ghost": {Before: "v9"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Status().OtherPins; len(got) != 1 || got["ghost"] != "newest before v9" {
+		t.Errorf("status of a pin of a db not served: %v", got)
+	}
 }

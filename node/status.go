@@ -28,6 +28,10 @@ type Status struct {
 	// WatchError is why the node cannot follow the cluster's buckets
 	// (Config.WatchError), which makes it not ready; empty while it can.
 	WatchError string `json:"watch_error,omitempty"`
+	// OtherPins holds, by db, the pins this node keeps for dbs it does
+	// not serve (none in its source, or gone from it): they take effect
+	// should the db appear.
+	OtherPins map[string]string `json:"other_pins,omitempty"`
 }
 
 // DBStatus is one db's versions, as served at "/<db>/".
@@ -138,6 +142,15 @@ func (h *HealStatus) clone() *HealStatus {
 // cluster's Replication (Cluster.Status).
 func (n *Node) Status() Status {
 	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError(), Release: n.cfg.BinaryVersion, WatchError: n.WatchError()}
+	dbs := *n.dbs.Load()
+	for db, p := range n.Pins() {
+		if dbs[db] == nil {
+			if st.OtherPins == nil {
+				st.OtherPins = map[string]string{}
+			}
+			st.OtherPins[db] = p.String()
+		}
+	}
 	if !n.clustered() {
 		for name, d := range *n.dbs.Load() {
 			st.DBs[name] = d.status(n.cfg.Name, 1)

@@ -179,6 +179,7 @@ func printStatus(w io.Writer, base string, st node.Status) {
 	}
 	if len(st.DBs) == 0 {
 		fmt.Fprintln(w, "no dbs")
+		printOtherPins(w, st)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -229,6 +230,17 @@ func printPins(w io.Writer, st node.Status) {
 		if ds.SourceError != "" {
 			fmt.Fprintf(w, "%s: cannot list versions: %s\n", db, errtext.Strip(ds.SourceError))
 		}
+	}
+	if first && len(st.OtherPins) > 0 {
+		fmt.Fprintln(w)
+	}
+	printOtherPins(w, st)
+}
+
+// printOtherPins prints the pins the node keeps for dbs it does not serve.
+func printOtherPins(w io.Writer, st node.Status) {
+	for _, db := range slices.Sorted(maps.Keys(st.OtherPins)) {
+		fmt.Fprintf(w, "%s: pinned to %s, a db this node does not serve (spangle activate --latest %s unpins)\n", db, st.OtherPins[db], db)
 	}
 }
 

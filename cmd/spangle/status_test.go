@@ -17,8 +17,9 @@ func TestStatusShowsPins(t *testing.T) {
 	printStatus(&out, "http://n1", node.Status{Release: "v1.2.3", DBs: map[string]node.DBStatus{
 		"d": {Pinned: "v9", PinError: "node: the pinned version is not in the source: v9"},
 		"e": {},
-	}})
-	for _, want := range []string{"(spangle v1.2.3)", "d: pinned to v9", "d: cannot follow the pin: the pinned version is not in the source: v9"} {
+	}, OtherPins: map[string]string{"ghost": "v1"}})
+	for _, want := range []string{"(spangle v1.2.3)", "d: pinned to v9", "d: cannot follow the pin: the pinned version is not in the source: v9",
+		"ghost: pinned to v1, a db this node does not serve"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status --http lacks %q:\n%s", want, out.String())
 		}
