@@ -50,6 +50,7 @@ type fileConfig struct {
 	NATS     natsFile                `toml:"nats"`
 	Region   regionFile              `toml:"region"`
 	Sharding shardingFile            `toml:"sharding"`
+	Cluster  clusterFile             `toml:"cluster"`
 	S3       s3File                  `toml:"s3"`
 	HTTP     httpFile                `toml:"http"`
 	Storage  storageFile             `toml:"storage"`
@@ -430,6 +431,7 @@ func LoadConfig(path string, cfg *Config) error {
 	err = errors.Join(
 		fc.apply(cfg),
 		fc.Storage.apply(cfg),
+		fc.Cluster.apply(cfg),
 		fc.Runtime.apply(cfg),
 		fc.NATS.apply(&cfg.NATS),
 		fc.NATS.applyDoor(cfg),

@@ -94,6 +94,7 @@ var bounds = []bound{
 	sizeBound("http.max_header_bytes", kib, 16*mib, func(c *Config) int64 { return int64(c.HTTP.MaxHeaderBytes) }),
 	sizeBound("http.max_batch_bytes", kib, gib, func(c *Config) int64 { return int64(c.HTTP.MaxBatchBytes) }),
 	sizeBound("http.max_batch_reply_bytes", kib, gib, func(c *Config) int64 { return int64(c.HTTP.MaxBatchReplyBytes) }),
+	sizeBound("cluster.peer_copy_bandwidth", 64*kib, tib, func(c *Config) int64 { return c.HTTP.PeerCopyBandwidth }),
 	sizeBound("http.batch_bytes_in_flight", 3*kib, tib, func(c *Config) int64 { return c.HTTP.BatchBytesInFlight }),
 	durBound("http.batch_wait", 0, time.Minute, func(c *Config) time.Duration { return c.HTTP.BatchWait }),
 	durBound("http.h2_reset_window", time.Second, time.Hour, func(c *Config) time.Duration { return c.HTTP.H2ResetWindow }),
@@ -115,6 +116,7 @@ type countBound struct {
 var counts = []countBound{
 	{"http.max_batch_keys", 1, 1 << 20, func(c *Config) int { return c.HTTP.MaxBatchKeys }},
 	{"http.max_list_keys", 1, 1 << 20, func(c *Config) int { return c.HTTP.MaxListKeys }},
+	{"cluster.peer_copy_concurrency", 1, 1024, func(c *Config) int { return c.HTTP.PeerCopyConcurrency }},
 }
 
 // Validate checks that every duration, size and count of the config file

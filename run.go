@@ -277,6 +277,9 @@ func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, er
 	ecfg.Backend, ecfg.Batch, ecfg.SourceError, ecfg.Versions = s.node, s.node, s.node.SourceError, s.node
 	ecfg.WatchError = s.node.WatchError
 	ecfg.List = s.node
+	if cfg.Clustered {
+		ecfg.PartFiles = s.node // peers copy built partitions (peer token)
+	}
 	ecfg.NodeName = s.node.Name()
 	ecfg.Logger, ecfg.Registerer, ecfg.Gatherer = s.log, reg, reg
 	ecfg.SequinsHeaders = cfg.SequinsHeaders

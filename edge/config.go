@@ -77,6 +77,20 @@ type Config struct {
 	// Default "": anyone may send them.
 	PeerToken string
 
+	// PartFiles, when set, serves the partition files of held versions to
+	// peers that copy them (GET /<db>/?partfile=<p>&version=<v>, with
+	// the peer token; partfile.go); *node.Node implements it. Default
+	// nil: such requests are 501.
+	PartFiles PartFiles
+	// PeerCopyBandwidth bounds the bytes per second of partition files
+	// sent to peers, all copies together ([cluster]
+	// peer_copy_bandwidth), so that lookups keep their latency. Default
+	// 64 MiB/s.
+	PeerCopyBandwidth int64
+	// PeerCopyConcurrency bounds the partition files sent at once;
+	// further requests are 503 with Retry-After. Default 2.
+	PeerCopyConcurrency int
+
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris
 	// protection). Default 5s.
 	ReadHeaderTimeout time.Duration
@@ -168,6 +182,9 @@ func DefaultConfig() Config {
 		H2ResetWindow:      10 * time.Second,
 		HotCacheBytes:      1 << 20,
 		MaxConns:           defaultMaxConns(),
+
+		PeerCopyBandwidth:   64 << 20,
+		PeerCopyConcurrency: 2,
 	}
 }
 
@@ -178,6 +195,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Backend is nil", ErrInvalidConfig)
 	case c.NodeName == "":
 		return fmt.Errorf("%w: NodeName is empty", ErrInvalidConfig)
+	case c.PeerCopyBandwidth < partFileChunk:
+		return fmt.Errorf("%w: PeerCopyBandwidth %d is below %d bytes a second", ErrInvalidConfig, c.PeerCopyBandwidth, partFileChunk)
+	case c.PeerCopyConcurrency < 1:
+		return fmt.Errorf("%w: PeerCopyConcurrency %d is not positive", ErrInvalidConfig, c.PeerCopyConcurrency)
 	case c.ReadHeaderTimeout <= 0:
 		return fmt.Errorf("%w: ReadHeaderTimeout %v is not positive", ErrInvalidConfig, c.ReadHeaderTimeout)
 	case c.ReadTimeout <= 0:

@@ -66,6 +66,7 @@ type Server struct {
 	hot       *hotCache
 	startOnce sync.Once  // starts hot's follower, from Serve
 	alog      *AccessLog // nil: no access log
+	parts     *partFiles // peer copies (partfile.go); nil: 501
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -130,6 +131,9 @@ func NewServer(cfg Config) (*Server, error) {
 		batchWait:     cfg.BatchWait,
 		batchBytes:    semaphore.NewWeighted(cfg.BatchBytesInFlight),
 		alog:          cfg.AccessLog,
+	}
+	if s.parts, err = newPartFiles(cfg, reg); err != nil {
+		return nil, err
 	}
 	if s.hot, err = newHotCache(cfg.HotCacheBytes, cfg.Versions); err != nil {
 		return nil, err
@@ -245,6 +249,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeKey:
 		s.serveKey(w, r, db, key)
 	case routeDBStatus:
+		if isPartFile(r.URL.RawQuery) {
+			s.servePartFile(w, r, db) // partfile.go: peer copies
+			return
+		}
 		if isListing(r.URL.RawQuery) {
 			s.serveList(w, r, db) // list.go
 			return

@@ -1,0 +1,17 @@
+package spangle
+
+// clusterFile is [cluster]: what the nodes of a cluster cost each other
+// beyond lookups (issue 35: peers copy built partition files instead of
+// building them from the source). Cluster mode itself is [sharding]'s.
+type clusterFile struct {
+	// PeerCopyBandwidth bounds the bytes per second of partition files
+	// this node sends to peers copying them, all copies together.
+	PeerCopyBandwidth size `toml:"peer_copy_bandwidth"`
+	// PeerCopyConcurrency bounds the partition files sent at once.
+	PeerCopyConcurrency int `toml:"peer_copy_concurrency"`
+}
+
+func (f clusterFile) apply(cfg *Config) error {
+	setNonZero(&cfg.HTTP.PeerCopyConcurrency, f.PeerCopyConcurrency)
+	return parseSizes(sizeKey{"cluster.peer_copy_bandwidth", f.PeerCopyBandwidth, &cfg.HTTP.PeerCopyBandwidth})
+}
