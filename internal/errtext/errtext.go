@@ -11,9 +11,9 @@ import "strings"
 // packages are the prefixes dropped: the names of this module's packages
 // that start their errors with "name: ".
 var packages = []string{
-	"advert", "assign", "batchwire", "blocks", "boltpack", "client", "cluster", "edge",
+	"advert", "assign", "avroin", "batchwire", "blocks", "boltpack", "client", "cluster", "edge",
 	"kvwatch", "listwire", "natsconn", "natswire", "node", "objstore", "parquetin",
-	"partition", "plugins", "proxy", "region", "s3", "seqfile", "source", "toml", "wasmbuild", "wire",
+	"partition", "plugins", "proxy", "region", "s3", "seqfile", "source", "sparkey", "toml", "wasmbuild", "wire",
 }
 
 // Strip returns s without the package prefixes that start it or any of
