@@ -57,7 +57,7 @@ func TestPackagesListed(t *testing.T) {
 		}
 		for _, m := range prefix.FindAllSubmatch(src, -1) {
 			if string(m[1]) == pkg && !listed[pkg] {
-				t.Errorf("%s: errors start with %q, not in packages", path, pkg+": ")
+				t.Errorf("%s: errors start with %q: add %q to packages in errtext.go, so that the CLI and the doors drop it", path, pkg+": ", pkg)
 				listed[pkg] = true
 			}
 		}
