@@ -194,7 +194,8 @@ func (d *decoder) skipItems(item avro.Schema, isMap bool, depth int) error {
 			if n == math.MinInt64 {
 				return errors.New("block count out of range")
 			}
-			n = -n
+			// A negative count is followed by the block's size in
+			// bytes: the block is skipped whole.
 			size, err := d.long()
 			if err != nil {
 				return err
