@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch"
 	"github.com/spangledb/spangle/node"
@@ -43,6 +45,8 @@ type healNode struct {
 type healOpts struct {
 	maxParallel int
 	disable     bool // healing off
+	replication int  // 0: 2
+	http        func(*edge.Config)
 }
 
 // startHealCluster writes d/v1 (healParts partitions of healKeys keys) and
@@ -53,6 +57,12 @@ func startHealCluster(t *testing.T, opts []healOpts) []*healNode {
 	t.Helper()
 	root := t.TempDir()
 	edgetest.WriteVersion(t, root, "d", "v1", healParts, edgetest.Numbered("v1", healKeys))
+	return startHealClusterOn(t, root, opts)
+}
+
+// startHealClusterOn is startHealCluster on a source root holding d/v1.
+func startHealClusterOn(t *testing.T, root string, opts []healOpts) []*healNode {
+	t.Helper()
 	kvs, views := startClusterNATS(t, len(opts))
 	var nodes []*healNode
 	var cns []*clusterNode
@@ -80,13 +90,14 @@ func (hn *healNode) start(t *testing.T) {
 	hn.reg = prometheus.NewRegistry()
 	hn.clusterNode.Node = edgetest.StartNode(t, hn.kv, hn.root, edgetest.Options{
 		NoWait: true,
+		HTTP:   hn.opts.http,
 		Node: func(c *node.Config) {
 			hn.configure(c)
 			c.DataDir = hn.data
 			c.Registerer = hn.reg
 		},
 		Cluster: func(c *cluster.Config) {
-			hn.configureCluster(c, 2, 1)
+			hn.configureCluster(c, cmp.Or(hn.opts.replication, 2), 1)
 			c.HealAfter = 100 * time.Millisecond
 			if hn.opts.maxParallel > 0 {
 				c.HealMaxParallel = hn.opts.maxParallel

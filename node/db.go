@@ -510,7 +510,13 @@ func (d *db) build(name string) error {
 		}
 	}
 
-	bv, err := n.store.Build(d.ctx, spec)
+	bv, err := d.copyFromPeers(d.ctx, name, len(files), all) // peercopy.go
+	if err != nil && d.ctx.Err() == nil {
+		if err != errNoHolder { // a copy was tried
+			log.Warn("peer copy failed, building from the source", "err", err)
+		}
+		bv, err = n.store.Build(d.ctx, spec)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -594,7 +600,11 @@ func (d *db) buildSpec(ctx context.Context, name string, retries *atomic.Int64) 
 			Size:    f.Size,
 			ModTime: f.ModTime,
 			Open: func(ctx context.Context) (io.ReadCloser, error) {
-				return n.dl.Open(ctx, n.source, d.name, name, f, retries)
+				rc, err := n.dl.Open(ctx, n.source, d.name, name, f, retries)
+				if err != nil {
+					return nil, err
+				}
+				return countingReader{rc, n.metrics.sourceRead.WithLabelValues(d.name)}, nil
 			},
 			OpenAt: openAt(n.source, d.name, name, f.Name),
 		})

@@ -32,6 +32,12 @@ type metrics struct {
 	listContinued     prometheus.Counter
 	listPositionBytes prometheus.Gauge
 
+	// Peer copies (peercopy.go) and what builds read of the source.
+	sourceRead       *prometheus.CounterVec // db
+	peerCopy         *prometheus.CounterVec // db, result
+	peerCopyMismatch *prometheus.CounterVec // db
+	peerCopyResumed  *prometheus.CounterVec // db
+
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
 }
@@ -94,11 +100,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_list_positions_bytes",
 			Help: "Memory of the listings' positions kept between pages (decoded blocks), bounded by [storage] list_positions.",
 		}),
+		sourceRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_source_read_bytes_total",
+			Help: "Bytes builds and heals read from the source, by db.",
+		}, []string{"db"}),
+		peerCopy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_peer_copy_bytes_total",
+			Help: "Bytes of partition files copied from peers instead of built from the source, by db and result: ok (matched the manifest, served), mismatch (did not: discarded, refetched from another holder), dropped (of an interrupted copy not resumed).",
+		}, []string{"db", "result"}),
+		peerCopyMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_peer_copy_mismatches_total",
+			Help: "Partition files copied from a peer that did not match its manifest (never served; refetched from another holder), by db.",
+		}, []string{"db"}),
+		peerCopyResumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_peer_copy_resumed_total",
+			Help: "Partition file copies continued from another holder where an interrupted one stopped (Range), by db.",
+		}, []string{"db"}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
-			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes)
+			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
+			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed)
 	}
 	return m
 }
@@ -106,6 +129,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) activeVersion(db, version string, records, bytes int64) {
 	m.records.WithLabelValues(db).Set(float64(records))
 	m.bytes.WithLabelValues(db).Set(float64(bytes))
+	// The db's series exist from its first version on, for dashboards.
+	m.sourceRead.WithLabelValues(db)
+	m.peerCopy.WithLabelValues(db, copyOK)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.activeVersions[db]; ok {

@@ -20,6 +20,7 @@ type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
 	proxy *proxy.Proxy
+	parts partClient // peer copies of partition files (partfiles.go)
 	slots *healSlots
 	// routes remembers each version's last seen holders (get.go).
 	routes sync.Map // "db.version" → *route
@@ -104,6 +105,7 @@ func (c *Cluster) Shutdown(ctx context.Context) error {
 			defer close(c.shutdownDone)
 			c.wg.Wait()
 			c.shutdownErr = c.proxy.Shutdown(context.Background()) // its requests have their own timeouts
+			c.parts.close()
 		}()
 	})
 	select {

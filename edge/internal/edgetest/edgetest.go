@@ -168,6 +168,9 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	hcfg.Backend, hcfg.Batch, hcfg.SourceError, hcfg.List = n, n, n.SourceError, n // as spangle.Start wires them
 	hcfg.NodeName = n.Name()                                                       // as spangle serve sets it
 	hcfg.WatchError = n.WatchError
+	if opts.Cluster != nil {
+		hcfg.PartFiles = n // as spangle.Start wires it in cluster mode: peers copy partition files
+	}
 	hcfg.Logger = Logger()
 	if opts.HTTP != nil {
 		opts.HTTP(&hcfg)

@@ -1,0 +1,133 @@
+package blocks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// ImportSpec describes a version made of partition files copied from a
+// peer that built them (Store.Import), instead of built from the source.
+type ImportSpec struct {
+	DB, Version string
+	// From is the manifest of a node holding the version: its
+	// version-wide fields (partition count, partitioner, compression,
+	// source files and times) are the new version's.
+	From *Manifest
+	// Partitions are the partitions to copy, each in [0,
+	// From.NumPartitions).
+	Partitions []int
+	// Fetch writes partition p's file into f (empty, at offset 0), checks
+	// it against the manifest it copies from (FileSum) and returns that
+	// manifest's entry for p. A copy that does not match must be an
+	// error: Import trusts what Fetch returns. Fetch may write f again
+	// from the start after a failed attempt (Truncate, Seek).
+	Fetch func(ctx context.Context, p int, f *os.File) (PartitionInfo, error)
+}
+
+// Import makes version spec.Version of spec.DB from partition files that
+// spec.Fetch copies, fsyncs them and writes the manifest last, as Build
+// does; nothing is read from the source or sorted. On failure nothing of
+// the version is left. ErrExists if the version is complete here already.
+func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
+	if err := checkNames(spec.DB, spec.Version); err != nil {
+		return nil, err
+	}
+	from := spec.From
+	if from == nil || spec.Fetch == nil {
+		return nil, fmt.Errorf("%w: import needs From and Fetch", ErrInvalidSpec)
+	}
+	parts := slices.Clone(spec.Partitions)
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	for _, p := range parts {
+		if p < 0 || p >= from.NumPartitions {
+			return nil, fmt.Errorf("%w: partition %d of %d", ErrInvalidSpec, p, from.NumPartitions)
+		}
+	}
+	release, err := s.beginBuild(spec.DB, spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel) // Store.Close cancels imports
+	defer stop()
+
+	start := time.Now()
+	dir := s.versionDir(spec.DB, spec.Version)
+	wrap := func(err error) error { return fmt.Errorf("blocks: import %s/%s: %w", spec.DB, spec.Version, err) }
+	switch _, err := readManifest(dir, spec.DB, spec.Version); {
+	case err == nil || errors.Is(err, errFutureFormat):
+		return nil, fmt.Errorf("%w: %s/%s", ErrExists, spec.DB, spec.Version)
+	case !errors.Is(err, fs.ErrNotExist):
+		s.log.Info("blocks: replacing incomplete version", "db", spec.DB, "version", spec.Version, "reason", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, wrap(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, wrap(err)
+	}
+	m := &Manifest{
+		Format: ManifestFormat, DB: spec.DB, Version: spec.Version,
+		NumPartitions: from.NumPartitions, Partitioner: from.Partitioner, Presharded: from.Presharded,
+		Partitions: parts, PartitionInfo: make([]PartitionInfo, 0, len(parts)),
+		Compression: from.Compression, SourceModified: from.SourceModified, Files: from.Files,
+	}
+	err = func() error {
+		for _, p := range parts {
+			pi, err := importFile(ctx, filepath.Join(dir, partitionFile(p)), p, spec.Fetch)
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			m.PartitionInfo = append(m.PartitionInfo, pi)
+			m.Records += pi.Records
+			m.Bytes += pi.Bytes
+			m.StoredBytes += pi.StoredBytes
+		}
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+		m.BuiltAt = time.Now().UTC()
+		m.BuildSeconds = time.Since(start).Seconds()
+		if err := m.validate(spec.DB, spec.Version); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return writeManifest(dir, m)
+	}()
+	if err != nil {
+		if rerr := removeVersionDir(dir); rerr != nil {
+			s.log.Error("blocks: removing failed import", "db", spec.DB, "version", spec.Version, "err", rerr)
+		}
+		return nil, wrap(err)
+	}
+	s.log.Info("blocks: imported", "db", spec.DB, "version", spec.Version, "partitions", len(parts),
+		"stored_bytes", m.StoredBytes, "seconds", m.BuildSeconds)
+	return openVersion(dir, m)
+}
+
+// importFile creates path, has fetch fill it, and fsyncs it.
+func importFile(ctx context.Context, path string, p int, fetch func(context.Context, int, *os.File) (PartitionInfo, error)) (PartitionInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return PartitionInfo{}, err
+	}
+	pi, err := fetch(ctx, p, f)
+	if err == nil && pi.Partition != p {
+		err = fmt.Errorf("%w: fetched the entry of partition %d", ErrCorrupt, pi.Partition)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return pi, err
+}
