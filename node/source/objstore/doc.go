@@ -16,8 +16,11 @@
 //
 // # Caveats
 //
-//   - Every listing lists the whole bucket (one List call); fine for
-//     thousands of objects, not for millions.
+//   - A listing lists the whole bucket (one List call), fine for thousands
+//     of objects, not for millions; but only when the bucket's stream
+//     changed since the last one (listing.go): otherwise the last listing
+//     is reused, for the cost of a stream-info request. So an announcement
+//     costs one listing, however many dbs the node serves.
 //   - A publish killed mid-upload leaves the chunks of its unfinished
 //     object in the bucket's stream until that file is published again.
 package objstore

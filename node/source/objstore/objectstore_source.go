@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -50,6 +49,12 @@ type Source struct {
 
 	mu  sync.Mutex // guards obs
 	obs jetstream.ObjectStore
+
+	// listMu serialises the listings of the bucket and guards last: the
+	// objects of the last listing, reused while the bucket's stream is
+	// unchanged (listing.go).
+	listMu sync.Mutex
+	last   listing
 }
 
 var _ source.Source = (*Source)(nil)
@@ -95,58 +100,6 @@ func (s *Source) store(ctx context.Context) (obs jetstream.ObjectStore, ok bool,
 	s.obs = obs
 	s.mu.Unlock()
 	return obs, true, nil
-}
-
-// object is a listed object name split into its parts.
-type object struct {
-	db, version, file string
-	size              int64
-	modTime           time.Time
-}
-
-// list lists the bucket's objects named <db>/<version>/<file> with valid db
-// and version names. Other names are ignored.
-func (s *Source) list(ctx context.Context) ([]object, error) {
-	obs, ok, err := s.store(ctx)
-	if err != nil || !ok {
-		return nil, err
-	}
-	// An empty bucket lists as empty without a watcher: jetstream's List
-	// waits for a first entry that never comes when its bucket was
-	// re-created empty between its two requests (a listing then hung
-	// until the node stopped). A bucket gone drops the handle, so that a
-	// re-created one is bound again.
-	st, err := obs.Status(ctx)
-	if err != nil {
-		s.mu.Lock()
-		if s.obs == obs {
-			s.obs = nil
-		}
-		s.mu.Unlock()
-		return nil, fmt.Errorf("objstore: %s: status: %w", s, err)
-	}
-	if st.Size() == 0 {
-		return nil, nil
-	}
-	infos, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("objstore: %s: list: %w", s, err)
-	}
-	objs := make([]object, 0, len(infos))
-	for _, in := range infos {
-		if in.Deleted {
-			continue
-		}
-		parts := strings.Split(in.Name, "/")
-		if len(parts) != 3 || !source.ValidName(parts[0]) || !source.ValidName(parts[1]) || parts[2] == "" {
-			continue
-		}
-		objs = append(objs, object{db: parts[0], version: parts[1], file: parts[2], size: int64(in.Size), modTime: in.ModTime})
-	}
-	return objs, nil
 }
 
 // ListDBs lists the valid db names in the bucket, sorted.

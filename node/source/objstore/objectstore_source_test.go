@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"os"
 	"path/filepath"
@@ -179,4 +180,82 @@ func withoutModTimes(t *testing.T, files []source.SourceFile) []source.SourceFil
 		files[i].ModTime = time.Time{}
 	}
 	return files
+}
+
+// TestSourceListsOnChange: the source lists the bucket again only when
+// its stream changed, and then sees every change: the bucket deleted and
+// created again, an object put, one deleted, one's metadata purged.
+func TestSourceListsOnChange(t *testing.T) {
+	s := natstest.RunServer(t, nil)
+	js := natstest.JetStream(t, s.ClientURL())
+	c := ctx(t)
+	obs, err := objstore.CreateBucket(c, js, "data", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := objstore.New("data", func(context.Context) (jetstream.JetStream, error) { return js, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string) {
+		t.Helper()
+		if _, err := obs.PutString(c, name, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := countAPI(t, s.ClientURL())
+	var wantListings int64
+	check := func(what string, listed bool, want ...string) {
+		t.Helper()
+		if listed {
+			wantListings++
+		}
+		dbs, err := src.ListDBs(c)
+		if err != nil || !slices.Equal(dbs, want) {
+			t.Fatalf("%s: ListDBs = %v, %v; want %v", what, dbs, err, want)
+		}
+		for _, db := range want {
+			if vs, err := src.ListVersions(c, db, false); err != nil || !slices.Equal(vs, []string{"v1"}) {
+				t.Fatalf("%s: ListVersions(%s) = %v, %v; want [v1]", what, db, vs, err)
+			}
+		}
+		if got, _ := api.counts(t); got != wantListings {
+			t.Fatalf("%s: %d listings in all; want %d", what, got, wantListings)
+		}
+	}
+	put("db0/v1/part-0")
+	check("first listing", true, "db0")
+	check("nothing changed", false, "db0")
+	// Created again with an object of the same size: its stream has the
+	// same counts and sequences (the byte count too, unless the times
+	// written in the metadata differ in length), only not the same
+	// creation time.
+	if err := js.DeleteObjectStore(c, "data"); err != nil {
+		t.Fatal(err)
+	}
+	if obs, err = objstore.CreateBucket(c, js, "data", 1); err != nil {
+		t.Fatal(err)
+	}
+	put("db1/v1/part-0")
+	check("bucket created again", true, "db1")
+	put("db2/v1/part-0")
+	check("object put", true, "db1", "db2")
+	if err := obs.Delete(c, "db2/v1/part-0"); err != nil {
+		t.Fatal(err)
+	}
+	check("object deleted", true, "db1")
+	put("db3/v1/part-0")
+	check("object put", true, "db1", "db3")
+	// A purge of one object's metadata moves neither sequence: only the
+	// counts say it.
+	stream, err := js.Stream(c, "OBJ_data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := "$O.data.M." + base64.URLEncoding.EncodeToString([]byte("db1/v1/part-0"))
+	if err := stream.Purge(c, jetstream.WithPurgeSubject(meta)); err != nil {
+		t.Fatal(err)
+	}
+	check("metadata purged", true, "db3")
+	check("nothing changed", false, "db3")
 }
