@@ -47,6 +47,7 @@ type healOpts struct {
 	disable     bool // healing off
 	replication int  // 0: 2
 	http        func(*edge.Config)
+	cluster     func(*cluster.Config)
 }
 
 // startHealCluster writes d/v1 (healParts partitions of healKeys keys) and
@@ -103,6 +104,9 @@ func (hn *healNode) start(t *testing.T) {
 				c.HealMaxParallel = hn.opts.maxParallel
 			}
 			c.DisableHeal = hn.opts.disable
+			if hn.opts.cluster != nil {
+				hn.opts.cluster(c)
+			}
 		},
 	})
 }

@@ -10,9 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -210,3 +213,43 @@ func TestPeerCopyNoHolder(t *testing.T) {
 	}
 	checkCopyKeys(t, n3)
 }
+
+// TestPeerCopyTLS: with the doors on HTTPS, client certificates required
+// and the peer token set, the wiped node copies over HTTPS (the cluster's
+// PeerTLS, as spangle serve sets it from [http] tls_*), reading nothing
+// from the source.
+func TestPeerCopyTLS(t *testing.T) {
+	ca := nodetest.NewCA(t)
+	dir := t.TempDir()
+	c, k := ca.Issue(t, 2, time.Now().Add(time.Hour))
+	tc := edge.DefaultTLSConfig()
+	tc.CertFile, tc.KeyFile, tc.ClientCAFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	writeFile(t, tc.CertFile, c)
+	writeFile(t, tc.KeyFile, k)
+	writeFile(t, tc.ClientCAFile, ca.PEM)
+	tc.PeerCAFile = tc.ClientCAFile
+	tl, err := edge.NewTLS(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := healOpts{
+		http:    func(c *edge.Config) { c.TLS, c.PeerToken = tl.ServerConfig(), "s3cret" },
+		cluster: func(c *cluster.Config) { c.PeerTLS, c.PeerToken = tl.PeerConfig, "s3cret" },
+	}
+	nodes := startCopyCluster(t, []healOpts{o, o, o})
+	n3 := nodes[2]
+	wipeRestart(t, n3)
+	if got := n3.metric(t, "spangle_source_read_bytes_total"); got != 0 {
+		t.Errorf("read %v bytes from the source", got)
+	}
+	if got := copyMetric(t, n3, "ok"); got == 0 {
+		t.Error("copied nothing")
+	}
+	for i := 0; i < copyKeys; i += 7 {
+		res, err := n3.Get(context.Background(), "d", fmt.Appendf(nil, "key-%d", i), node.GetOptions{})
+		if err != nil || string(res.Value) != copyValue(i) {
+			t.Fatalf("key-%d: %q, %v", i, res.Value, err)
+		}
+	}
+}
+
