@@ -252,4 +252,3 @@ func TestPeerCopyTLS(t *testing.T) {
 		}
 	}
 }
-
