@@ -337,6 +337,11 @@ func openSource(cfg *Config, kv *kvwatch.KV) (*objstore.Source, error) {
 		if err != nil {
 			return nil, err
 		}
+		if reg := cfg.Node.Registerer; reg != nil {
+			if err := src.Register(reg); err != nil {
+				return nil, err
+			}
+		}
 		cfg.Node.OpenedSource = src
 		return src, nil
 	case s3.IsURL(root):

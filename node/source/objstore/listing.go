@@ -95,8 +95,10 @@ func (s *Source) list(ctx context.Context) ([]object, error) {
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
 	if known && s.last.valid && s.last.state.same(state) {
+		s.listings.WithLabelValues("reused").Inc()
 		return s.last.objs, nil
 	}
+	s.listings.WithLabelValues("listed").Inc()
 	// The listing sees at least the state read above (it starts after);
 	// a change made since moves the state on, and the next call lists
 	// again.

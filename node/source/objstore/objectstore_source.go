@@ -11,7 +11,9 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/spangledb/spangle/internal/promreg"
 	"github.com/spangledb/spangle/node/source"
 )
 
@@ -55,6 +57,10 @@ type Source struct {
 	// unchanged (listing.go).
 	listMu sync.Mutex
 	last   listing
+
+	// listings counts the calls of list by result: "listed" (the bucket
+	// was listed) or "reused" (the last listing was). Register exports it.
+	listings *prometheus.CounterVec
 }
 
 var _ source.Source = (*Source)(nil)
@@ -68,7 +74,26 @@ func New(bucket string, js JetStreamFunc) (*Source, error) {
 	if js == nil {
 		panic("objstore: New with a nil JetStreamFunc")
 	}
-	return &Source{bucket: bucket, js: js}, nil
+	return &Source{bucket: bucket, js: js, listings: newListingsCounter()}, nil
+}
+
+func newListingsCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spangle_objstore_listings_total",
+		Help: "Listings of the Object Store source's bucket asked for, by result: listed (the whole bucket was listed) or reused (its stream had not changed since the last listing, whose objects served).",
+	}, []string{"result"})
+}
+
+// Register exports the source's metrics on reg; call it before the source
+// is used. A source registered on a registry that holds them already
+// shares that one's counters.
+func (s *Source) Register(reg prometheus.Registerer) error {
+	c, err := promreg.Register(reg, s.listings)
+	if err != nil {
+		return fmt.Errorf("objstore: metrics: %w", err)
+	}
+	s.listings = c
+	return nil
 }
 
 // String returns nats-object://<bucket>.

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spangledb/spangle/kvwatch/natstest"
+	"github.com/spangledb/spangle/node/nodetest"
 	"github.com/spangledb/spangle/node/source"
 	"github.com/spangledb/spangle/node/source/objstore"
 )
@@ -203,12 +205,19 @@ func TestSourceListsOnChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	reg := prometheus.NewRegistry()
+	if err := src.Register(reg); err != nil {
+		t.Fatal(err)
+	}
 	api := countAPI(t, s.ClientURL())
-	var wantListings int64
+	var wantListings, wantReused int64
 	check := func(what string, listed bool, want ...string) {
 		t.Helper()
 		if listed {
 			wantListings++
+			wantReused += int64(len(want)) // ListVersions
+		} else {
+			wantReused += int64(1 + len(want))
 		}
 		dbs, err := src.ListDBs(c)
 		if err != nil || !slices.Equal(dbs, want) {
@@ -221,6 +230,11 @@ func TestSourceListsOnChange(t *testing.T) {
 		}
 		if got, _ := api.counts(t); got != wantListings {
 			t.Fatalf("%s: %d listings in all; want %d", what, got, wantListings)
+		}
+		ml := nodetest.Metric(t, reg, "spangle_objstore_listings_total", "result", "listed")
+		mr := nodetest.Metric(t, reg, "spangle_objstore_listings_total", "result", "reused")
+		if ml != float64(wantListings) || mr != float64(wantReused) {
+			t.Fatalf("%s: spangle_objstore_listings_total listed %v, reused %v; want %d, %d", what, ml, mr, wantListings, wantReused)
 		}
 	}
 	put("db0/v1/part-0")
