@@ -108,10 +108,15 @@ func (s *Store) AddPartitions(ctx context.Context, v *Version, spec BuildSpec) e
 	// What an earlier attempt may have left (OpenStore removes it too).
 	removeFiles(b.dir, add)
 
-	stopProgress := b.reportProgress()
-	added, err := b.run(ctx)
-	b.cleanup()
-	stopProgress()
+	var added *Manifest
+	if spec.Fetch != nil {
+		added, err = fetchFiles(ctx, b.dir, add, spec.Fetch) // import.go
+	} else {
+		stopProgress := b.reportProgress()
+		added, err = b.run(ctx)
+		b.cleanup()
+		stopProgress()
+	}
 	if err != nil {
 		return fail(err)
 	}

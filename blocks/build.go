@@ -43,6 +43,10 @@ type SourceFile struct {
 // BuildSpec says what to build.
 type BuildSpec struct {
 	DB, Version string
+	// Fetch, when set, makes AddPartitions copy the partitions' files
+	// through it, as Import does (ImportSpec.Fetch), instead of reading
+	// Files: a heal from peers that hold them. Build ignores it.
+	Fetch func(ctx context.Context, p int, f *os.File) (PartitionInfo, error)
 	// Files are the version's data files in name order: N = len(Files)
 	// partitions. Build uses the order given; it decides which of duplicate
 	// keys wins (the last).

@@ -82,19 +82,12 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 		Compression: from.Compression, SourceModified: from.SourceModified, Files: from.Files,
 	}
 	err = func() error {
-		for _, p := range parts {
-			pi, err := importFile(ctx, filepath.Join(dir, partitionFile(p)), p, spec.Fetch)
-			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
-			}
-			m.PartitionInfo = append(m.PartitionInfo, pi)
-			m.Records += pi.Records
-			m.Bytes += pi.Bytes
-			m.StoredBytes += pi.StoredBytes
-		}
-		if err := syncDir(dir); err != nil {
+		got, err := fetchFiles(ctx, dir, parts, spec.Fetch)
+		if err != nil {
 			return err
 		}
+		m.PartitionInfo = got.PartitionInfo
+		m.Records, m.Bytes, m.StoredBytes = got.Records, got.Bytes, got.StoredBytes
 		m.BuiltAt = time.Now().UTC()
 		m.BuildSeconds = time.Since(start).Seconds()
 		if err := m.validate(spec.DB, spec.Version); err != nil {
@@ -111,6 +104,24 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 	s.log.Info("blocks: imported", "db", spec.DB, "version", spec.Version, "partitions", len(parts),
 		"stored_bytes", m.StoredBytes, "seconds", m.BuildSeconds)
 	return openVersion(dir, m)
+}
+
+// fetchFiles has fetch write partitions parts' files into dir, fsyncs
+// them and dir, and returns a manifest of what they hold (Partitions,
+// PartitionInfo and the totals).
+func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context.Context, int, *os.File) (PartitionInfo, error)) (*Manifest, error) {
+	m := &Manifest{Partitions: parts, PartitionInfo: make([]PartitionInfo, 0, len(parts))}
+	for _, p := range parts {
+		pi, err := importFile(ctx, filepath.Join(dir, partitionFile(p)), p, fetch)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", p, err)
+		}
+		m.PartitionInfo = append(m.PartitionInfo, pi)
+		m.Records += pi.Records
+		m.Bytes += pi.Bytes
+		m.StoredBytes += pi.StoredBytes
+	}
+	return m, syncDir(dir)
 }
 
 // importFile creates path, has fetch fill it, and fsyncs it.

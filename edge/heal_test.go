@@ -237,8 +237,22 @@ func TestClusterHeal(t *testing.T) {
 		}
 		return nil
 	})
+	var read []float64 // of the source, before the heal
+	for _, n := range nodes[:2] {
+		read = append(read, n.metric(t, "spangle_source_read_bytes_total"))
+	}
 	nodes[2].Stop(t)
 	waitHealed(t, nodes[:2], [][]int{all, all})
+	// The lost partitions were copied from the node still holding each,
+	// not loaded from the source (issue 35).
+	for i, n := range nodes[:2] {
+		if got := n.metric(t, "spangle_source_read_bytes_total"); got != read[i] {
+			t.Errorf("%s read %v bytes of the source to heal", n.ID(), got-read[i])
+		}
+		if got := n.metric(t, "spangle_peer_copy_bytes_total"); got == 0 {
+			t.Errorf("%s copied nothing from its peer to heal", n.ID())
+		}
+	}
 	before := count()
 	edgetest.WaitFor(t, "reads after the heal", func() error {
 		if count() < before+20 {

@@ -112,7 +112,14 @@ func (d *db) runHeal(ctx context.Context, job *healJob) error {
 			v.state.heal.Progress = &bp
 			d.mu.Unlock()
 		}
-		err = n.store.AddPartitions(ctx, v.data, spec)
+		err = d.healFromPeers(ctx, v, spec) // peercopy.go
+		if err != nil && ctx.Err() == nil {
+			if err != errNoHolder { // a copy was tried
+				log.Warn("heal: peer copy failed, loading from the source", "err", err)
+			}
+			spec.Fetch = nil
+			err = n.store.AddPartitions(ctx, v.data, spec)
+		}
 	}
 	elapsed := time.Since(started)
 

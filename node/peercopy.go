@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/spangledb/spangle/blocks"
 )
@@ -40,26 +41,59 @@ const (
 )
 
 // copyFromPeers makes version name of d, partitions parts, from copies of
-// the files peers built: each checked against the manifest of the peer it
-// came from as it arrives, a mismatch refetched from another holder, an
-// interrupted copy resumed from the next holder (from where it stopped,
-// when that holder's file has the same checksum). errNoHolder when a
-// partition has no holder or none could give it: the caller builds from
-// the source.
+// the files peers built (peerFetch). errNoHolder when a partition has no
+// holder or none could give it: the caller builds from the source.
 func (d *db) copyFromPeers(ctx context.Context, name string, n int, parts []int) (*blocks.Version, error) {
+	from, fetch, err := d.peerFetch(ctx, name, n, parts)
+	if err != nil {
+		return nil, err
+	}
+	bv, err := d.node.store.Import(ctx, blocks.ImportSpec{DB: d.name, Version: name, From: from, Partitions: parts, Fetch: fetch})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %w", errNoHolder, err)
+	}
+	return bv, nil
+}
+
+// healFromPeers adds spec.Partitions to v by copying them from the peers
+// that hold them (AddPartitions with spec.Fetch); errNoHolder, or a
+// failed copy, and the caller loads them from the source.
+func (d *db) healFromPeers(ctx context.Context, v *version, spec blocks.BuildSpec) error {
+	_, fetch, err := d.peerFetch(ctx, v.name, v.n, spec.Partitions)
+	if err != nil {
+		return err
+	}
+	spec.Fetch = fetch
+	return d.node.store.AddPartitions(ctx, v.data, spec)
+}
+
+// peerFetch returns a manifest of version name from a holder and the
+// Fetch (blocks.ImportSpec, BuildSpec) that copies partitions parts from
+// the peers holding them: each checked against the manifest of the peer
+// it came from as it arrives, a mismatch refetched from another holder,
+// an interrupted copy resumed from the next holder (from where it
+// stopped, when that holder's file has the same checksum). errNoHolder
+// when a partition has no holder, or no holder gives its manifest.
+func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int) (*blocks.Manifest, func(context.Context, int, *os.File) (blocks.PartitionInfo, error), error) {
 	nd := d.node
 	pf, ok := nd.cfg.Cluster.(PeerFiles)
 	if !ok || !nd.clustered() || len(parts) == 0 {
-		return nil, errNoHolder
+		return nil, nil, errNoHolder
 	}
 	holders := pf.FileHolders(VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()})
 	for _, p := range parts {
 		if len(holders[p]) == 0 {
-			return nil, errNoHolder
+			return nil, nil, errNoHolder
 		}
 	}
+	var mu sync.Mutex                          // guards manifests
 	manifests := map[string]*blocks.Manifest{} // by peer; nil: it failed
-	manifest := func(peer string) *blocks.Manifest {
+	manifest := func(ctx context.Context, peer string) *blocks.Manifest {
+		mu.Lock()
+		defer mu.Unlock()
 		m, ok := manifests[peer]
 		if !ok {
 			var err error
@@ -76,68 +110,59 @@ func (d *db) copyFromPeers(ctx context.Context, name string, n int, parts []int)
 		return m
 	}
 	var from *blocks.Manifest
-	for _, peers := range holders {
-		for _, peer := range peers {
+	for _, p := range parts {
+		for _, peer := range holders[p] {
 			if from == nil {
-				from = manifest(peer)
+				from = manifest(ctx, peer)
 			}
 		}
 	}
 	if from == nil {
-		return nil, errNoHolder
+		return nil, nil, errNoHolder
 	}
 	copied := nd.metrics.peerCopy
-	bv, err := nd.store.Import(ctx, blocks.ImportSpec{
-		DB: d.name, Version: name, From: from, Partitions: parts,
-		Fetch: func(ctx context.Context, p int, f *os.File) (blocks.PartitionInfo, error) {
-			// Holders in turn, from the p-th on: copies spread over them.
-			k := p % len(holders[p])
-			peers := append(slices.Clone(holders[p][k:]), holders[p][:k]...)
-			c := &fileCopy{f: f}
-			var last error = errNoHolder
-			for _, peer := range peers {
-				m := manifest(peer)
-				if m == nil {
-					continue
-				}
-				i, ok := slices.BinarySearch(m.Partitions, p)
-				if !ok || m.PartitionInfo[i].FileChecksum == "" {
-					continue
-				}
-				pi := m.PartitionInfo[i]
-				before := c.resumed
-				err := c.from(ctx, pf, peer, d.name, name, pi)
-				if c.resumed > before {
-					nd.metrics.peerCopyResumed.WithLabelValues(d.name).Inc()
-				}
-				switch {
-				case err == nil:
-					copied.WithLabelValues(d.name, copyOK).Add(float64(c.sum.Size()))
-					return pi, nil
-				case errors.Is(err, blocks.ErrCorrupt):
-					copied.WithLabelValues(d.name, copyMismatch).Add(float64(c.sum.Size()))
-					nd.metrics.peerCopyMismatch.WithLabelValues(d.name).Inc()
-					c.reset()
-				case ctx.Err() != nil:
-					return pi, ctx.Err()
-				}
-				nd.log.Warn("peer copy: partition failed, next holder", "db", d.name, "version", name,
-					"partition", p, "peer", peer, "err", err)
-				last = err
+	fetch := func(ctx context.Context, p int, f *os.File) (blocks.PartitionInfo, error) {
+		// Holders in turn, from the p-th on: copies spread over them.
+		k := p % len(holders[p])
+		peers := append(slices.Clone(holders[p][k:]), holders[p][:k]...)
+		c := &fileCopy{f: f}
+		var last error = errNoHolder
+		for _, peer := range peers {
+			m := manifest(ctx, peer)
+			if m == nil {
+				continue
 			}
-			if c.sum != nil {
-				copied.WithLabelValues(d.name, copyDropped).Add(float64(c.sum.Size()))
+			i, ok := slices.BinarySearch(m.Partitions, p)
+			if !ok || m.PartitionInfo[i].FileChecksum == "" {
+				continue
 			}
-			return blocks.PartitionInfo{}, fmt.Errorf("%w: partition %d: %w", errNoHolder, p, last)
-		},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			pi := m.PartitionInfo[i]
+			before := c.resumed
+			err := c.from(ctx, pf, peer, d.name, name, pi)
+			if c.resumed > before {
+				nd.metrics.peerCopyResumed.WithLabelValues(d.name).Inc()
+			}
+			switch {
+			case err == nil:
+				copied.WithLabelValues(d.name, copyOK).Add(float64(c.sum.Size()))
+				return pi, nil
+			case errors.Is(err, blocks.ErrCorrupt):
+				copied.WithLabelValues(d.name, copyMismatch).Add(float64(c.sum.Size()))
+				nd.metrics.peerCopyMismatch.WithLabelValues(d.name).Inc()
+				c.reset()
+			case ctx.Err() != nil:
+				return pi, ctx.Err()
+			}
+			nd.log.Warn("peer copy: partition failed, next holder", "db", d.name, "version", name,
+				"partition", p, "peer", peer, "err", err)
+			last = err
 		}
-		return nil, fmt.Errorf("%w: %w", errNoHolder, err)
+		if c.sum != nil {
+			copied.WithLabelValues(d.name, copyDropped).Add(float64(c.sum.Size()))
+		}
+		return blocks.PartitionInfo{}, fmt.Errorf("%w: partition %d: %w", errNoHolder, p, last)
 	}
-	return bv, nil
+	return from, fetch, nil
 }
 
 // fileCopy is one partition file being copied, possibly from several
