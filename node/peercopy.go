@@ -133,12 +133,12 @@ func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int) (*b
 				continue
 			}
 			i, ok := slices.BinarySearch(m.Partitions, p)
-			if !ok || m.PartitionInfo[i].FileChecksum == "" {
+			if !ok || m.PartitionInfo[i].FileChecksum == "" || m.PartitionInfo[i].StoredBytes <= 0 {
 				continue
 			}
 			pi := m.PartitionInfo[i]
 			before := c.resumed
-			err := c.from(ctx, pf, peer, d.name, name, pi)
+			err := c.from(ctx, pf, nd.cfg.DataDir, peer, d.name, name, pi)
 			if c.resumed > before {
 				nd.metrics.peerCopyResumed.WithLabelValues(d.name).Inc()
 			}
@@ -194,7 +194,7 @@ func (c *fileCopy) Write(b []byte) (int, error) {
 // from copies pi's file from peer into c.f, resuming where the previous
 // holder stopped when peer's file has the same checksum, and checks it:
 // an error wrapping blocks.ErrCorrupt when the bytes do not match.
-func (c *fileCopy) from(ctx context.Context, pf PeerFiles, peer, db, version string, pi blocks.PartitionInfo) error {
+func (c *fileCopy) from(ctx context.Context, pf PeerFiles, dataDir, peer, db, version string, pi blocks.PartitionInfo) error {
 	if c.sum != nil && c.want != pi.FileChecksum {
 		c.reset()
 	}
@@ -214,7 +214,11 @@ func (c *fileCopy) from(ctx context.Context, pf PeerFiles, peer, db, version str
 	if off > 0 {
 		c.resumed++
 	}
-	if stated != pi.FileChecksum || (pi.StoredBytes > 0 && size != pi.StoredBytes) {
+	if free, err := blocks.FreeBytes(dataDir); err == nil && size-off > free {
+		// A peer's manifest is not trusted to size the disk.
+		return fmt.Errorf("peer %s: partition %d: %d bytes to copy, %d free on the data dir's disk", peer, pi.Partition, size-off, free)
+	}
+	if stated != pi.FileChecksum || size != pi.StoredBytes {
 		// The peer's file changed since its manifest was read (a repair).
 		return fmt.Errorf("peer %s: partition %d: checksum %q, %d bytes; the manifest says %q, %d",
 			peer, pi.Partition, stated, size, pi.FileChecksum, pi.StoredBytes)
