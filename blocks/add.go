@@ -75,15 +75,11 @@ func (s *Store) AddPartitions(ctx context.Context, v *Version, spec BuildSpec) e
 	if err != nil {
 		return err
 	}
-	release, err := s.beginBuild(spec.DB, spec.Version)
+	ctx, release, err := s.beginBuild(ctx, spec.DB, spec.Version) // Store.Close cancels ctx
 	if err != nil {
 		return err
 	}
 	defer release()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel) // Store.Close cancels it
-	defer stop()
 
 	var opened []*partition
 	var dec *valueDecoder // a new decoder, when new dictionaries need one

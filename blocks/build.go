@@ -148,15 +148,11 @@ func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.beginBuild(spec.DB, spec.Version)
+	ctx, release, err := s.beginBuild(ctx, spec.DB, spec.Version) // Store.Close cancels ctx
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel) // Store.Close cancels builds
-	defer stop()
 
 	wrap := func(err error) error { return fmt.Errorf("blocks: build %s/%s: %w", spec.DB, spec.Version, err) }
 	switch _, err := readManifest(b.dir, spec.DB, spec.Version); {

@@ -50,15 +50,11 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 			return nil, fmt.Errorf("%w: partition %d of %d", ErrInvalidSpec, p, from.NumPartitions)
 		}
 	}
-	release, err := s.beginBuild(spec.DB, spec.Version)
+	ctx, release, err := s.beginBuild(ctx, spec.DB, spec.Version) // Store.Close cancels ctx
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel) // Store.Close cancels imports
-	defer stop()
 
 	start := time.Now()
 	dir := s.versionDir(spec.DB, spec.Version)

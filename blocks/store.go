@@ -269,9 +269,26 @@ func removeVersionDir(dir string) error {
 	return nil
 }
 
-// beginBuild registers a build of db/version, which must not be under way.
-// The returned func unregisters it.
-func (s *Store) beginBuild(db, version string) (func(), error) {
+// beginBuild registers a build (or an addition, or an import) of
+// db/version, which must not be under way, and returns its context, which
+// Store.Close cancels. The returned func cancels that context and
+// unregisters the build.
+func (s *Store) beginBuild(ctx context.Context, db, version string) (context.Context, func(), error) {
+	release, err := s.register(db, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		release()
+	}, nil
+}
+
+// register marks db/version as being built; the returned func unmarks it.
+func (s *Store) register(db, version string) (func(), error) {
 	key := db + "/" + version
 	s.mu.Lock()
 	defer s.mu.Unlock()
