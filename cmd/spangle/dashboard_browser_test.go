@@ -202,8 +202,9 @@ time_to_converge = "1s"
 	}
 }
 
-// templateEscape escapes s as html/template writes text: the DOM Chromium
-// dumps keeps these entities.
+// templateEscape escapes s as the DOM Chromium dumps writes text: it
+// serialises a text node with &, < and > escaped, and quotes as they are
+// (html/template's &#34; and &#39; are decoded when the page is parsed).
 func templateEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
