@@ -116,7 +116,6 @@ func partitionOfName(name string) (int, bool) {
 func (b *builder) loadSparkey(ctx context.Context) error {
 	l := b.sparkey
 	var files []int
-	total := int64(0)
 	for i := range b.spec.Files {
 		b.files[i].Partition = l.part[i]
 	}
@@ -125,14 +124,7 @@ func (b *builder) loadSparkey(ctx context.Context) error {
 			continue
 		}
 		files = append(files, i)
-		if size := b.spec.Files[i].Size; size >= 0 && total >= 0 {
-			total += size
-		} else {
-			total = -1
-		}
 	}
-	b.filesTotal.Store(int64(len(files)))
-	b.bytesTotal.Store(total)
 	return b.loadFiles(ctx, files, l.part)
 }
 

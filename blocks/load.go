@@ -16,16 +16,6 @@ import (
 // load reads every file with MaxParallelLoads goroutines, partitioning
 // records as they are read.
 func (b *builder) load(ctx context.Context) error {
-	b.filesTotal.Store(int64(len(b.spec.Files)))
-	total := int64(0)
-	for _, f := range b.spec.Files {
-		if f.Size < 0 {
-			total = -1
-			break
-		}
-		total += f.Size
-	}
-	b.bytesTotal.Store(total)
 	files := make([]int, len(b.spec.Files))
 	for i := range files {
 		files[i] = i
@@ -33,9 +23,20 @@ func (b *builder) load(ctx context.Context) error {
 	return b.loadFiles(ctx, files, nil)
 }
 
-// loadFiles reads files fully. filePart, if not nil, gives each presharded
-// file's partition, against which its keys are checked.
+// loadFiles reads files fully, after setting the progress totals from
+// them (bytes unknown if one file's size is). filePart, if not nil, gives
+// each presharded file's partition, against which its keys are checked.
 func (b *builder) loadFiles(ctx context.Context, files []int, filePart []int) error {
+	total := int64(0)
+	for _, i := range files {
+		if size := b.spec.Files[i].Size; size >= 0 && total >= 0 {
+			total += size
+		} else {
+			total = -1
+		}
+	}
+	b.filesTotal.Store(int64(len(files)))
+	b.bytesTotal.Store(total)
 	g, ctx := errgroup.WithContext(ctx)
 	var next atomic.Int64
 	for range min(b.opts.MaxParallelLoads, len(files)) {
@@ -306,7 +307,6 @@ func (b *builder) loadPresharded(ctx context.Context) error {
 		owner[i] = -1
 	}
 	var files []int
-	total := int64(0)
 	for i, p := range filePart {
 		b.files[i].Partition = p
 		if p < 0 {
@@ -320,15 +320,8 @@ func (b *builder) loadPresharded(ctx context.Context) error {
 		owner[p] = i
 		if b.slot[p] >= 0 {
 			files = append(files, i)
-			if size := b.spec.Files[i].Size; size >= 0 && total >= 0 {
-				total += size
-			} else {
-				total = -1
-			}
 		}
 	}
-	b.filesTotal.Store(int64(len(files)))
-	b.bytesTotal.Store(total)
 	return b.loadFiles(ctx, files, filePart)
 }
 
