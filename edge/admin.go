@@ -61,13 +61,7 @@ type PinAdmin interface {
 // does not list (nor this node holds), no version before the one named,
 // or a db the cluster pins; 503 when the source cannot be listed.
 func AdminHandler(p PinAdmin) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				http.Error(w, "internal server error", http.StatusInternalServerError)
-			}
-		}()
-		w.Header()[hdrCacheControl] = valNoStore
+	return adminHandler(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/admin/pins")
 		if !ok {
 			http.NotFound(w, r)
@@ -123,4 +117,17 @@ func pinStatus(err error) int {
 		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable // the source could not be listed
+}
+
+// adminHandler answers with h, no-store, and a 500 if h panics.
+func adminHandler(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				http.Error(w, "internal server error", http.StatusInternalServerError)
+			}
+		}()
+		w.Header()[hdrCacheControl] = valNoStore
+		h(w, r)
+	})
 }

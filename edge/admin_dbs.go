@@ -24,13 +24,7 @@ type DBAdmin interface {
 // has passed (node.Config.RemoveMissingAfter); this is the deliberate way
 // to remove it sooner, one node at a time.
 func DBAdminHandler(a DBAdmin) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				http.Error(w, "internal server error", http.StatusInternalServerError)
-			}
-		}()
-		w.Header()[hdrCacheControl] = valNoStore
+	return adminHandler(func(w http.ResponseWriter, r *http.Request) {
 		db, ok := strings.CutPrefix(r.URL.Path, "/admin/dbs/")
 		if !ok || db == "" || strings.Contains(db, "/") {
 			http.NotFound(w, r)
