@@ -51,31 +51,12 @@ func accessNote(w http.ResponseWriter) *accessRecord {
 	return nil
 }
 
-// requestStart is when the request w answers started: the access log's
-// record's start when it is logged (a clock read costs 100-200 ns on
-// some virtual machines; a logged lookup reads it once for both), else
-// now.
-func requestStart(w http.ResponseWriter) time.Time {
-	if rec := accessNote(w); rec != nil {
-		return rec.start
-	}
-	return time.Now()
-}
-
 // noteAnswer records an answer of version (proxiedTo: the peer that
 // answered, if any) to a request for keys of db in w's record, if
 // logged.
 func noteAnswer(w http.ResponseWriter, db, version, proxiedTo string, keys int) {
 	if rec := accessNote(w); rec != nil {
 		rec.db, rec.version, rec.proxiedTo, rec.keys = db, version, proxiedTo, keys
-	}
-}
-
-// noteHot records in w's record, if logged, that the answer came from
-// the hot cache.
-func noteHot(w http.ResponseWriter) {
-	if rec := accessNote(w); rec != nil {
-		rec.hot = true
 	}
 }
 

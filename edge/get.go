@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -114,42 +115,64 @@ func (h *dbHandle) headersFor(res *node.Result) *headerSet {
 	return hs
 }
 
-// serveKey answers GET or HEAD /<db>/<key>. It is the hot path: no maps,
-// no formatting, no logging on success, one write of the body.
+// serveKey answers GET or HEAD /<db>/<key> for net/http.
 func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string) {
-	start := requestStart(w)
+	serveKeyOn(s, httpSink{w, r}, db, key)
+}
+
+// serveKeyOn answers GET or HEAD /<db>/<key> on either server (sink.go).
+// It is the hot path: no maps, no formatting, no logging on success, one
+// write of the body.
+func serveKeyOn[K sink](s *Server, k K, db, key string) {
+	start := startOf(k)
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
 
 	var proxy string
 	var raw bool
-	if r.URL.RawQuery != "" {
-		if p, ok := unknownParam(r.URL.RawQuery); ok {
-			w.Header()[hdrCacheControl] = valNoStore
-			writeText(w, r, http.StatusBadRequest, "unknown query parameter "+strconv.Quote(p)+": lookups take proxy and raw only\n")
+	if q := k.rawQuery(); q != "" {
+		if p, ok := unknownParam(q); ok {
+			k.set(hdrCacheControl, valNoStore)
+			writeTextOn(k, http.StatusBadRequest, "unknown query parameter "+strconv.Quote(p)+": lookups take proxy and raw only\n")
 			s.metrics.lookup(db).observe(http.StatusBadRequest, time.Since(start))
 			return
 		}
-		proxy = proxyParam(r.URL.RawQuery)
+		proxy = proxyParam(q)
 		// Peers always get values as stored; clients may ask for them.
-		raw = proxy != "" || rawParam(r.URL.RawQuery)
-		if proxy != "" && !s.peerAllowed(w, r) {
+		raw = proxy != "" || rawParam(q)
+		if proxy != "" && !peerAllowedOn(s, k) {
 			s.metrics.lookup(db).observe(http.StatusForbidden, time.Since(start))
 			return
 		}
 	}
-	if r.URL.RawPath != "" && proxy == "" && redirectCanonical(w, r) {
+	if rp := k.rawPath(); rp != "" && proxy == "" && redirectCanonicalOn(k, rp) {
 		s.metrics.lookup(db).observe(http.StatusMovedPermanently, time.Since(start))
 		return
 	}
+	dh, a, proxiedTo, hot, err := s.lookupKey(k.ctx(), db, key, proxy, raw)
+	if err != nil {
+		writeFailureOn(s, k, db, proxy, err, start, "edge: lookup failed")
+		return
+	}
+	status := writeAnswerOn(s, k, dh, a, proxiedTo)
+	if hot {
+		if rec := k.record(); rec != nil {
+			rec.hot = true
+		}
+	}
+	dh.observe(status, time.Since(start))
+}
+
+// lookupKey is the one lookup of a key both servers make (serveKeyOn):
+// the answer to write for key of db, from the hot cache or the backend,
+// the peer that answered it (proxiedTo) and whether the hot cache held
+// it; or the backend's error.
+func (s *Server) lookupKey(ctx context.Context, db, key, proxy string, raw bool) (dh *dbHandle, a *answer, proxiedTo string, hot bool, err error) {
 	if s.hot != nil && proxy == "" {
 		// A db without a handle has had no answer, so nothing cached.
 		if dh, ok := s.metrics.handle(db); ok {
 			if a, ok := s.hot.get(dh, key, raw); ok {
-				status := s.writeAnswer(w, r, dh, a, "")
-				noteHot(w)
-				dh.observe(status, time.Since(start))
-				return
+				return dh, a, "", true, nil
 			}
 		}
 	}
@@ -160,53 +183,52 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 	// The key's bytes are the path string's, shared rather than copied: a
 	// lookup only reads its key (partitioners, bbolt, the proxy's
 	// requests), and a string's memory is never written.
-	res, err := s.backend.Get(r.Context(), db, unsafe.Slice(unsafe.StringData(key), len(key)), node.GetOptions{Version: proxy, Raw: raw})
+	res, err := s.backend.Get(ctx, db, unsafe.Slice(unsafe.StringData(key), len(key)), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
-		s.writeError(w, r, db, proxy, err, start)
-		return
+		return nil, nil, "", false, err
 	}
-	dh := s.metrics.known(db)
-	a := answerOf(dh, &res)
-	status := s.writeAnswer(w, r, dh, a, res.ProxiedTo)
-	dh.observe(status, time.Since(start))
+	dh = s.metrics.known(db)
+	a = answerOf(dh, &res)
 	if s.hot != nil && proxy == "" && res.ProxiedTo == "" && dh != s.metrics.unknown && s.hot.admit(key) {
 		s.hot.put(dh, res.Version, key, raw, a, epoch)
 	}
+	return dh, a, res.ProxiedTo, false, nil
 }
 
-// writeAnswer writes a's response (proxiedTo: the peer that answered, if
-// any) and returns its status. It does not modify a.
-func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, dh *dbHandle, a *answer, proxiedTo string) int {
+// writeAnswerOn writes a's response (proxiedTo: the peer that answered,
+// if any) and returns its status. It does not modify a.
+func writeAnswerOn[K sink](s *Server, k K, dh *dbHandle, a *answer, proxiedTo string) int {
 	hs := a.hs
-	noteAnswer(w, dh.db, hs.version, proxiedTo, 1)
-	h := w.Header()
-	h[hdrVersion] = hs.versionVal
-	if s.sequinsHeaders {
-		h[hdrSequinsVersion] = hs.versionVal
+	if rec := k.record(); rec != nil {
+		rec.db, rec.version, rec.proxiedTo, rec.keys = dh.db, hs.version, proxiedTo, 1
 	}
-	h[hdrDB] = dh.dbVal
+	k.set(hdrVersion, hs.versionVal)
+	if s.sequinsHeaders {
+		k.set(hdrSequinsVersion, hs.versionVal)
+	}
+	k.set(hdrDB, dh.dbVal)
 	if s.cacheTags {
-		h[hdrSurrogateKey] = hs.surrogateKeyVal
-		h[hdrCacheTag] = hs.cacheTagVal
+		k.set(hdrSurrogateKey, hs.surrogateKeyVal)
+		k.set(hdrCacheTag, hs.cacheTagVal)
 	}
 	if proxiedTo != "" {
 		v := []string{proxiedTo}
-		h[hdrProxiedTo] = v
+		k.set(hdrProxiedTo, v)
 		if s.sequinsHeaders {
-			h[hdrSequinsProxiedTo] = v
+			k.set(hdrSequinsProxiedTo, v)
 		}
 	}
 	if !a.found {
 		if hs.negativeControlVal != nil {
-			h[hdrCacheControl] = hs.negativeControlVal
+			k.set(hdrCacheControl, hs.negativeControlVal)
 		}
-		h[hdrContentLength] = valZero
-		w.WriteHeader(http.StatusNotFound)
+		k.set(hdrContentLength, valZero)
+		k.writeHeader(http.StatusNotFound)
 		return http.StatusNotFound
 	}
 
 	etag, etagVal := a.etag[:], a.etagVal[:]
-	gz := s.wantsGzip(r, h, len(a.value))
+	gz := wantsGzipOn(s, k, len(a.value))
 	if gz {
 		// The gzip representation's own tag, and its header slice, in one
 		// allocation.
@@ -215,44 +237,44 @@ func (s *Server) writeAnswer(w http.ResponseWriter, r *http.Request, dh *dbHandl
 		ev.vals[0] = unsafe.String(unsafe.SliceData(etag), len(etag))
 		etagVal = ev.vals[:]
 	}
-	h[hdrETag] = etagVal
+	k.set(hdrETag, etagVal)
 	if hs.modifiedVal != nil {
-		h[hdrLastModified] = hs.modifiedVal
+		k.set(hdrLastModified, hs.modifiedVal)
 	}
-	if status := precondition(r, etag, hs.modified); status != 0 {
+	if status := precondition(k, etag, hs.modified); status != 0 {
 		if status == http.StatusPreconditionFailed {
 			// Not the representation: no cache may keep it in its place.
-			h[hdrCacheControl] = valNoStore
-			h[hdrContentLength] = valZero
+			k.set(hdrCacheControl, valNoStore)
+			k.set(hdrContentLength, valZero)
 		} else if hs.cacheControlVal != nil {
-			h[hdrCacheControl] = hs.cacheControlVal
+			k.set(hdrCacheControl, hs.cacheControlVal)
 		}
-		w.WriteHeader(status)
+		k.writeHeader(status)
 		return status
 	}
 	if hs.cacheControlVal != nil {
-		h[hdrCacheControl] = hs.cacheControlVal
+		k.set(hdrCacheControl, hs.cacheControlVal)
 	}
-	h[hdrContentType] = hs.contentTypeVal
-	h[hdrNoSniff] = valNoSniff
+	k.set(hdrContentType, hs.contentTypeVal)
+	k.set(hdrNoSniff, valNoSniff)
 	if gz {
 		// HEAD too: its Content-Length is the compressed one GET sends.
 		g := gzipBytes(a.value)
 		defer releaseGzip(g)
-		h[hdrContentEncoding] = valGzip
-		h[hdrContentLength] = []string{strconv.Itoa(g.buf.Len())}
-		w.WriteHeader(http.StatusOK)
-		if r.Method != http.MethodHead {
-			w.Write(g.buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+		k.set(hdrContentEncoding, valGzip)
+		k.set(hdrContentLength, []string{strconv.Itoa(g.buf.Len())})
+		k.writeHeader(http.StatusOK)
+		if !k.head() {
+			k.write(g.buf.Bytes())
 		}
 		return http.StatusOK
 	}
-	if r.Method == http.MethodHead || len(a.value) > autoLengthMax {
-		h[hdrContentLength] = []string{strconv.Itoa(len(a.value))}
+	if k.head() || len(a.value) > autoLengthMax {
+		k.set(hdrContentLength, []string{strconv.Itoa(len(a.value))})
 	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead && len(a.value) > 0 {
-		w.Write(a.value) //nolint:errcheck // the client went away; nothing to do
+	k.writeHeader(http.StatusOK)
+	if !k.head() && len(a.value) > 0 {
+		k.write(a.value)
 	}
 	return http.StatusOK
 }
@@ -264,41 +286,50 @@ type etagValue struct {
 	buf  [etagLen + 3]byte
 }
 
-// precondition evaluates r's conditional header fields for a value with
-// etag, of a version dated modified (zero: none), in the order of RFC
-// 9110 §13.2.2, and returns the status they call for: 412 when If-Match
-// (strong comparison), or without it If-Unmodified-Since, is false; 304
-// when If-None-Match (weak comparison), or without it If-Modified-Since,
-// is false; 0 to answer as asked. It is asked of 200s only: a response
-// that would be another status ignores the conditions (§13.2.1).
-func precondition(r *http.Request, etag []byte, modified time.Time) int {
-	h := r.Header
-	if im, ok := h[hdrIfMatch]; ok {
+// fieldSource is a request's header fields: a sink, or reqFields.
+type fieldSource interface {
+	fields(name string) []string
+}
+
+// reqFields is net/http's request header as a fieldSource.
+type reqFields http.Header
+
+func (h reqFields) fields(name string) []string { return h[name] }
+
+// precondition evaluates the request's conditional header fields (f) for
+// a value with etag, of a version dated modified (zero: none), in the
+// order of RFC 9110 §13.2.2, and returns the status they call for: 412
+// when If-Match (strong comparison), or without it If-Unmodified-Since,
+// is false; 304 when If-None-Match (weak comparison), or without it
+// If-Modified-Since, is false; 0 to answer as asked. It is asked of 200s
+// only: a response that would be another status ignores the conditions
+// (§13.2.1).
+func precondition[F fieldSource](f F, etag []byte, modified time.Time) int {
+	if im := f.fields(hdrIfMatch); im != nil {
 		if !anyLists(im, etag, ifMatch) {
 			return http.StatusPreconditionFailed
 		}
-	} else if t, ok := fieldDate(h, hdrIfUnmodifiedSince); ok && !modified.IsZero() &&
+	} else if t, ok := fieldDate(f.fields(hdrIfUnmodifiedSince)); ok && !modified.IsZero() &&
 		modified.Truncate(time.Second).After(t) {
 		return http.StatusPreconditionFailed
 	}
-	if inm, ok := h[hdrIfNoneMatch]; ok {
+	if inm := f.fields(hdrIfNoneMatch); inm != nil {
 		if anyLists(inm, etag, noneMatch) {
 			return http.StatusNotModified
 		}
 		return 0
 	}
-	if t, ok := fieldDate(h, hdrIfModifiedSince); ok && !modified.IsZero() &&
+	if t, ok := fieldDate(f.fields(hdrIfModifiedSince)); ok && !modified.IsZero() &&
 		!modified.Truncate(time.Second).After(t) {
 		return http.StatusNotModified
 	}
 	return 0
 }
 
-// fieldDate returns the HTTP-date of h's field name. A field that is
+// fieldDate returns the HTTP-date of a field's lines v. A field that is
 // absent, is not one valid date, or has more than one line (a list of
 // dates) is to be ignored (RFC 9110 §13.1.3, §13.1.4): ok is false.
-func fieldDate(h http.Header, name string) (t time.Time, ok bool) {
-	v := h[name]
+func fieldDate(v []string) (t time.Time, ok bool) {
 	if len(v) != 1 {
 		return time.Time{}, false
 	}
@@ -317,39 +348,42 @@ func anyLists(fields []string, etag []byte, match func(string, []byte) bool) boo
 	return false
 }
 
-// writeError answers a failed lookup per the wire-code table, logs it as
-// the table says and counts it.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time) {
-	s.writeFailure(w, r, db, proxy, err, start, "edge: lookup failed")
+// writeFailure answers a failed batch per the wire-code table, for
+// net/http (writeFailureOn).
+func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time, what string) {
+	writeFailureOn(s, httpSink{w, r}, db, proxy, err, start, what)
 }
 
-// writeFailure answers a failed lookup or batch per the wire-code table
+// writeFailureOn answers a failed lookup or batch per the wire-code table
 // (with the error's own text for the rows that say so), counts it, and
 // logs it as what unless the table says it is quiet.
-func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, db, proxy string, err error, start time.Time, what string) {
-	row := lookupWireCode(r, err)
+func writeFailureOn[K sink](s *Server, k K, db, proxy string, err error, start time.Time, what string) {
+	ctx := k.ctx()
+	row := wireCodeFor(ctx, err)
 	status := row.status
 	if proxy != "" {
 		status = row.peer
 	}
-	noteDB(w, db)
+	if rec := k.record(); rec != nil {
+		rec.db = db
+	}
 	var dh *dbHandle
 	if dbKnown(err) {
 		dh = s.metrics.known(db)
 	} else {
 		dh = s.metrics.lookup(db)
 	}
-	w.Header()[hdrCacheControl] = valNoStore
+	k.set(hdrCacheControl, valNoStore)
 	if msg := row.message(err); msg != "" {
-		writeText(w, r, status, msg)
+		writeTextOn(k, status, msg)
 	} else {
-		w.Header()[hdrContentLength] = valZero
-		w.WriteHeader(status)
+		k.set(hdrContentLength, valZero)
+		k.writeHeader(status)
 	}
 	elapsed := time.Since(start)
 	dh.observe(status, elapsed)
 	if !row.quiet {
-		s.log.LogAttrs(r.Context(), row.level, what,
+		s.log.LogAttrs(ctx, row.level, what,
 			slog.String("db", db), slog.Int("status", status), slog.String("proxy", proxy),
 			slog.Duration("elapsed", elapsed), slog.Any("err", err))
 	}

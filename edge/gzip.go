@@ -83,15 +83,20 @@ func gzipETag(etag []byte) []byte {
 
 // wantsGzip reports whether r's answer of a value of n bytes is to be
 // compressed, and sets Vary when the answer depends on Accept-Encoding.
-func (s *Server) wantsGzip(r *http.Request, h http.Header, n int) bool {
+func (s *Server) wantsGzip(w http.ResponseWriter, r *http.Request, n int) bool {
+	return wantsGzipOn(s, httpSink{w, r}, n)
+}
+
+// wantsGzipOn is wantsGzip on either server (sink.go).
+func wantsGzipOn[K sink](s *Server, k K, n int) bool {
 	if s.gzipMin <= 0 || n < s.gzipMin {
 		return false
 	}
-	h[hdrVary] = valVaryAcceptEncoding
-	ae, ok := r.Header[hdrAcceptEncoding]
+	k.set(hdrVary, valVaryAcceptEncoding)
+	ae := k.fields(hdrAcceptEncoding)
 	// Peers (?proxy=) get values as stored: Go's transport would ask for
 	// gzip on its own and undo it.
 	// HEAD as GET: the same Content-Length, ETag and Content-Encoding.
-	return ok && acceptsGzip(ae) &&
-		(r.URL.RawQuery == "" || proxyParam(r.URL.RawQuery) == "")
+	return ae != nil && acceptsGzip(ae) &&
+		(k.rawQuery() == "" || proxyParam(k.rawQuery()) == "")
 }

@@ -227,7 +227,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 		modified = []string{page.Modified.UTC().Format(http.TimeFormat)}
 	}
 	etag := appendETag(nil, body)
-	gz := s.wantsGzip(r, h, len(body))
+	gz := s.wantsGzip(w, r, len(body))
 	if gz {
 		etag = gzipETag(etag)
 	}
@@ -235,7 +235,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 	if modified != nil {
 		h[hdrLastModified] = modified
 	}
-	if status := precondition(r, etag, page.Modified); status != 0 {
+	if status := precondition(reqFields(r.Header), etag, page.Modified); status != 0 {
 		s.listDone(status, 0)
 		if status == http.StatusPreconditionFailed {
 			h[hdrCacheControl] = valNoStore

@@ -120,30 +120,28 @@ func unknownParam(rawQuery string) (string, bool) {
 	return "", false
 }
 
-// redirectCanonical answers 301 to the canonical spelling of r's path
-// when r spells it otherwise, and reports whether it did: a key has one URL
+// redirectCanonicalOn answers 301 to the canonical spelling of the
+// request's escaped path, raw, when it is spelt otherwise, and reports whether it did: a key has one URL
 // for the characters that never need escaping, so caches keep one copy.
 // Canonical means: letters, digits, "-", "_" and "~" as they are, never
 // percent-encoded ("%75" for "u"), and percent-encodings in upper case
 // ("%3A", not "%3a"). Reserved characters may be sent either way (":" or
 // "%3A", "/" or "%2F": a key's "/" must stay escaped where it would make
 // a path step, such as "../a"), and "." stays as sent. Called only when
-// r.URL.RawPath is set, which net/http does for paths not spelt as Go's
-// url package would.
-func redirectCanonical(w http.ResponseWriter, r *http.Request) bool {
-	raw := r.URL.RawPath
+// url.URL's RawPath is set, which net/url does for paths not spelt as it
+// would.
+func redirectCanonicalOn[K sink](k K, raw string) bool {
 	canon := canonicalPath(raw)
 	if canon == raw {
 		return false
 	}
-	if r.URL.RawQuery != "" {
-		canon += "?" + r.URL.RawQuery
+	if q := k.rawQuery(); q != "" {
+		canon += "?" + q
 	}
-	h := w.Header()
-	h["Location"] = []string{canon} // not http.Redirect: it would clean "/../" out of a key
-	h[hdrCacheControl] = []string{"public, max-age=86400"}
-	h[hdrContentLength] = valZero
-	w.WriteHeader(http.StatusMovedPermanently)
+	k.set("Location", []string{canon}) // not http.Redirect: it would clean "/../" out of a key
+	k.set(hdrCacheControl, []string{"public, max-age=86400"})
+	k.set(hdrContentLength, valZero)
+	k.writeHeader(http.StatusMovedPermanently)
 	return true
 }
 

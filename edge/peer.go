@@ -20,14 +20,19 @@ func peerToken(s string) []byte {
 // served: always without a configured token, else only with the token
 // (compared in constant time). A refusal is answered 403 here.
 func (s *Server) peerAllowed(w http.ResponseWriter, r *http.Request) bool {
+	return peerAllowedOn(s, httpSink{w, r})
+}
+
+// peerAllowedOn is peerAllowed on either server (sink.go).
+func peerAllowedOn[K sink](s *Server, k K) bool {
 	if s.peerToken == nil {
 		return true
 	}
-	got := r.Header[hdrPeerToken]
+	got := k.fields(hdrPeerToken)
 	if len(got) == 1 && subtle.ConstantTimeCompare([]byte(got[0]), s.peerToken) == 1 {
 		return true
 	}
 	s.metrics.peerRefused.Inc()
-	writeText(w, r, http.StatusForbidden, "peer requests (?proxy=) need the cluster's peer token\n")
+	writeTextOn(k, http.StatusForbidden, "peer requests (?proxy=) need the cluster's peer token\n")
 	return false
 }
