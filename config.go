@@ -517,7 +517,7 @@ func (fc *fileConfig) apply(cfg *Config) error {
 func (f storageFile) apply(cfg *Config) error {
 	setNonZero(&cfg.Node.Compression, f.Compression)
 	return parseSizes(sizeKey{"storage.memory_budget", f.MemoryBudget, &cfg.Node.MemoryBudget},
-		sizeKey{"storage.hot_cache", f.HotCache, &cfg.HTTP.HotCacheBytes},
+		sizeKey{"storage.hot_cache", f.HotCache, &cfg.Node.HotCacheBytes},
 		sizeKey{"storage.list_positions", f.ListPositions, &cfg.Node.ListPositionBytes})
 }
 

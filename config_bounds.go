@@ -65,7 +65,7 @@ var bounds = []bound{
 		withZero("unlimited"),
 
 	sizeBound("storage.memory_budget", mib, tib, func(c *Config) int64 { return c.Node.MemoryBudget }),
-	sizeBound("storage.hot_cache", mib, 64*gib, func(c *Config) int64 { return c.HTTP.HotCacheBytes }).
+	sizeBound("storage.hot_cache", mib, 64*gib, func(c *Config) int64 { return c.Node.HotCacheBytes }).
 		withZero("no hot cache"),
 	sizeBound("storage.list_positions", 64*kib, 64*gib, func(c *Config) int64 { return c.Node.ListPositionBytes }).
 		withZero("keep none: every page seeks its partitions"),

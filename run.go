@@ -274,7 +274,7 @@ func (s *Server) startPurger(pcfg edge.PurgeConfig, reg prometheus.Registerer) e
 // newHTTP is the HTTP front door ([http]) on the node.
 func (s *Server) newHTTP(cfg Config, reg *prometheus.Registry) (*edge.Server, error) {
 	ecfg := cfg.HTTP
-	ecfg.Backend, ecfg.Batch, ecfg.SourceError, ecfg.Versions = s.node, s.node, s.node.SourceError, s.node
+	ecfg.Backend, ecfg.Batch, ecfg.SourceError = s.node, s.node, s.node.SourceError
 	ecfg.WatchError = s.node.WatchError
 	ecfg.List = s.node
 	if cfg.Clustered {

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 )
 
+const hexDigits = "0123456789abcdef"
+
 // accessRecord is what one request's line says. The doors fill it as
 // they answer (the handlers through accessNote); every string may come
 // from the client and is escaped when written.

@@ -127,7 +127,6 @@ func accessServer(t *testing.T, opt func(*edge.AccessLogConfig)) (*testServer, *
 	l, path := startAccessLog(t, reg, opt)
 	ts := startServer(t, n, func(c *edge.Config) {
 		c.Registerer = reg
-		c.Versions = n
 		c.AccessLog = l
 	})
 	ts.registry = reg

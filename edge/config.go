@@ -30,11 +30,6 @@ type Config struct {
 	// cluster's buckets ("" when it can; node.Node.WatchError): a /readyz
 	// that is 503 gives it. Default nil: not said.
 	WatchError func() string
-	// Versions tells the hot cache (HotCacheBytes) which version of a db
-	// lookups read now, and when versions change; *node.Node implements
-	// it. Default nil: no hot cache.
-	Versions Versions
-
 	// NodeName is this node's key in node.VersionStatus.Nodes; /healthz
 	// reports the entries under it. Default "localhost" (sequins' name for
 	// an unclustered node).
@@ -146,15 +141,6 @@ type Config struct {
 	// plain HTTP.
 	TLS *tls.Config
 
-	// HotCacheBytes bounds the hot cache: answers of keys asked often
-	// (value, ETag, headers) kept per (db, version, key) and served
-	// without a read of the store; entries of a version are dropped when
-	// the db switches from it. Needs Versions; 0 turns it off. Default
-	// 1 MiB: about 2,800 answers of 100 bytes, which a Zipf (0.99) load
-	// over 2M keys asks for in 55 % of its GETs, while the live heap it
-	// adds (times 3 at gc_percent 200: 16 MiB took 56 MiB of RssAnon in
-	// spangle-bench) keeps a node's RSS at sequins' on the bench dataset.
-	HotCacheBytes int64
 	// MaxConns bounds the connections Serve keeps open at once; further
 	// ones wait in the listen backlog. Default: half the process's limit
 	// of open files, at most 16384 (1024 when the limit is unknown).
@@ -180,7 +166,6 @@ func DefaultConfig() Config {
 		BatchWait:          time.Second,
 		H2MaxResets:        1000,
 		H2ResetWindow:      10 * time.Second,
-		HotCacheBytes:      1 << 20,
 		MaxConns:           defaultMaxConns(),
 
 		PeerCopyBandwidth:   64 << 20,
@@ -228,8 +213,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: H2MaxResets %d is not positive", ErrInvalidConfig, c.H2MaxResets)
 	case c.H2ResetWindow <= 0:
 		return fmt.Errorf("%w: H2ResetWindow %v is not positive", ErrInvalidConfig, c.H2ResetWindow)
-	case c.HotCacheBytes < 0:
-		return fmt.Errorf("%w: HotCacheBytes %d is negative", ErrInvalidConfig, c.HotCacheBytes)
 	case c.MaxConns <= 0:
 		return fmt.Errorf("%w: MaxConns %d is not positive", ErrInvalidConfig, c.MaxConns)
 	case c.Registerer != nil && c.Gatherer == nil:

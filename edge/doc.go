@@ -116,21 +116,11 @@
 //
 // # Hot keys
 //
-// With Config.HotCacheBytes (spangle's [storage] hot_cache), the answers
-// of lookups — the value as answered, its ETag, the version's header
-// values — are kept in a bounded cache (otter's W-TinyLFU, which admits
-// a key only when it is asked more often than the entry it would evict,
-// so a scan of cold keys does not flush the hot ones) under (db,
-// version, key, raw), and a key asked again is answered from it without
-// reading the store. Each lookup reads the db's active version first
-// (Config.Versions' ActiveVersion, an atomic load), so an entry answers only
-// for the version a Get would read now, and its value and its
-// X-Spangle-Version come from the same lookup: a switch can never mix
-// them. Serve follows the held versions (Versions.Held) and drops
-// the entries of versions switched away from. Peers' ?proxy= lookups and
-// proxied answers are not cached. Metrics: spangle_hot_cache_hits_total,
-// _misses_total, _evictions_total, _dropped_total, _bytes, _entries,
-// _max_bytes.
+// The answers of hot keys are cached in the node's read path (package
+// node, [storage] hot_cache), for every door: a lookup's node.Result
+// carries the value's ETag when it came from the cache or went into it
+// (the door hashes the value otherwise), and Cached, which the access
+// log's hot field records.
 //
 // # Batch lookups
 //

@@ -1,24 +1,5 @@
 package edge
 
-import "github.com/cespare/xxhash/v2"
-
-// etagLen is the length of an entity tag: '"', 16 hex digits, '"'.
-const etagLen = 18
-
-const hexDigits = "0123456789abcdef"
-
-// appendETag appends value's strong entity tag: the 64-bit xxhash of the
-// bytes as 16 lower-case hex digits, quoted. It depends on the bytes only,
-// so every node and every version holding the same value agree on it.
-func appendETag(dst, value []byte) []byte {
-	h := xxhash.Sum64(value)
-	dst = append(dst, '"')
-	for shift := 60; shift >= 0; shift -= 4 {
-		dst = append(dst, hexDigits[(h>>uint(shift))&0xf])
-	}
-	return append(dst, '"')
-}
-
 // noneMatch reports whether an If-None-Match field value lists etag (a
 // quoted strong tag) or is "*", with the weak comparison RFC 9110 §13.1.2
 // prescribes for GET and HEAD: "W/" prefixes are ignored. Parsing stops at

@@ -2,20 +2,6 @@ package edge
 
 import "testing"
 
-func TestAppendETag(t *testing.T) {
-	got := string(appendETag(nil, []byte("hello")))
-	if len(got) != etagLen || got[0] != '"' || got[etagLen-1] != '"' {
-		t.Fatalf("appendETag = %q", got)
-	}
-	// xxhash64("hello") = 0x26c7827d889f6da3 (the xxhash reference value).
-	if want := `"26c7827d889f6da3"`; got != want {
-		t.Errorf("appendETag(hello) = %s, want %s", got, want)
-	}
-	if a, b := string(appendETag(nil, nil)), string(appendETag(nil, []byte{})); a != b {
-		t.Errorf("nil and empty differ: %s %s", a, b)
-	}
-}
-
 func TestNoneMatch(t *testing.T) {
 	const tag = `"26c7827d889f6da3"`
 	tests := []struct {

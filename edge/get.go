@@ -164,35 +164,46 @@ func serveKeyOn[K sink](s *Server, k K, db, key string) {
 }
 
 // lookupKey is the one lookup of a key both servers make (serveKeyOn):
-// the answer to write for key of db, from the hot cache or the backend,
-// the peer that answered it (proxiedTo) and whether the hot cache held
-// it; or the backend's error.
+// the answer to write for key of db, the peer that answered it
+// (proxiedTo) and whether the node's answer cache held it (hot); or the
+// backend's error.
 func (s *Server) lookupKey(ctx context.Context, db, key, proxy string, raw bool) (dh *dbHandle, a *answer, proxiedTo string, hot bool, err error) {
-	if s.hot != nil && proxy == "" {
-		// A db without a handle has had no answer, so nothing cached.
-		if dh, ok := s.metrics.handle(db); ok {
-			if a, ok := s.hot.get(dh, key, raw); ok {
-				return dh, a, "", true, nil
-			}
-		}
-	}
-	var epoch uint64
-	if s.hot != nil {
-		epoch = s.hot.epoch.Load()
-	}
 	// The key's bytes are the path string's, shared rather than copied: a
 	// lookup only reads its key (partitioners, bbolt, the proxy's
-	// requests), and a string's memory is never written.
+	// requests, the answer cache's lookup; a cached key is copied), and a
+	// string's memory is never written.
 	res, err := s.backend.Get(ctx, db, unsafe.Slice(unsafe.StringData(key), len(key)), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
 		return nil, nil, "", false, err
 	}
 	dh = s.metrics.known(db)
-	a = answerOf(dh, &res)
-	if s.hot != nil && proxy == "" && res.ProxiedTo == "" && dh != s.metrics.unknown && s.hot.admit(key) {
-		s.hot.put(dh, res.Version, key, raw, a, epoch)
+	return dh, answerOf(dh, &res), res.ProxiedTo, res.Cached, nil
+}
+
+// answer is what a found or missing key's response is written from,
+// one per request.
+type answer struct {
+	hs    *headerSet
+	value []byte // shared (node.Result.Value): never modified
+	found bool
+	// etagVal is the ETag header's value: the node's (node.Result.ETag)
+	// when it had it, else etag's bytes, computed by answerOf.
+	etagVal [1]string
+	etag    [node.ETagLen]byte
+}
+
+// answerOf returns the answer to write for res, a lookup of dh's db.
+func answerOf(dh *dbHandle, res *node.Result) *answer {
+	a := &answer{hs: dh.headersFor(res), value: res.Value, found: res.Found}
+	switch {
+	case !a.found:
+	case len(res.ETag) == node.ETagLen:
+		a.etagVal[0] = res.ETag
+	default:
+		node.AppendETag(a.etag[:0], a.value)
+		a.etagVal[0] = unsafe.String(&a.etag[0], node.ETagLen)
 	}
-	return dh, a, res.ProxiedTo, false, nil
+	return a
 }
 
 // writeAnswerOn writes a's response (proxiedTo: the peer that answered,
@@ -227,7 +238,8 @@ func writeAnswerOn[K sink](s *Server, k K, dh *dbHandle, a *answer, proxiedTo st
 		return http.StatusNotFound
 	}
 
-	etag, etagVal := a.etag[:], a.etagVal[:]
+	etagVal := a.etagVal[:]
+	etag := unsafe.Slice(unsafe.StringData(etagVal[0]), len(etagVal[0]))
 	gz := wantsGzipOn(s, k, len(a.value))
 	if gz {
 		// The gzip representation's own tag, and its header slice, in one
@@ -283,7 +295,7 @@ func writeAnswerOn[K sink](s *Server, k K, dh *dbHandle, a *answer, proxiedTo st
 // 3) and the one-element value slice naming them, allocated together.
 type etagValue struct {
 	vals [1]string
-	buf  [etagLen + 3]byte
+	buf  [node.ETagLen + 3]byte
 }
 
 // fieldSource is a request's header fields: a sink, or reqFields.

@@ -15,8 +15,8 @@ import (
 
 // BenchmarkHotCache measures a GET of a stored key through ServeHTTP on a
 // real node (s2-blocks, the default layout; 20,000 records of 100-byte
-// values): from the store on every request (miss: the hot cache off),
-// and from the hot cache (hit: the same 1,000 keys, all cached).
+// values): from the store on every request (miss: the node's answer
+// cache off), and from the cache (hit: the same 1,000 keys, all cached).
 func BenchmarkHotCache(b *testing.B) {
 	const records, hot = 20_000, 1_000
 	root := b.TempDir()
@@ -25,17 +25,21 @@ func BenchmarkHotCache(b *testing.B) {
 		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "key-%08d", i), Value: benchValue}
 	}
 	nodetest.WriteVersion(b, root, "bench", "1", 4, recs)
-	cfg := node.DefaultConfig()
-	cfg.Source, cfg.DataDir = root, b.TempDir()
-	n, err := node.New(cfg)
-	if err != nil {
-		b.Fatal(err)
+	newNode := func(cacheBytes int64) *node.Node {
+		cfg := node.DefaultConfig()
+		cfg.Source, cfg.DataDir, cfg.HotCacheBytes = root, b.TempDir(), cacheBytes
+		n, err := node.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodetest.Start(b, n)
+		nodetest.WaitFor(b, 30*time.Second, "version 1", nodetest.True(func() bool {
+			_, ok := n.ActiveVersion("bench")
+			return ok
+		}))
+		return n
 	}
-	nodetest.Start(b, n)
-	nodetest.WaitFor(b, 30*time.Second, "version 1", nodetest.True(func() bool {
-		_, ok := n.ActiveVersion("bench")
-		return ok
-	}))
+	var err error
 	reqs := make([]*http.Request, hot)
 	for i := range reqs {
 		// Spread over the keyspace, as hot keys are.
@@ -49,7 +53,7 @@ func BenchmarkHotCache(b *testing.B) {
 	}{{"miss", 0}, {"hit", 16 << 20}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ecfg := edge.DefaultConfig()
-			ecfg.Backend, ecfg.Versions, ecfg.HotCacheBytes, ecfg.Registerer = n, n, bc.bytes, prometheus.NewRegistry()
+			ecfg.Backend, ecfg.Registerer = newNode(bc.bytes), prometheus.NewRegistry()
 			srv, err := edge.NewServer(ecfg)
 			if err != nil {
 				b.Fatal(err)

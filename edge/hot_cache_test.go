@@ -10,23 +10,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
-var _ edge.Versions = (*node.Node)(nil)
-
-// hotNode starts a real node on a source root holding db "d" at version
-// v0000 (keys key-<i> → "<version>:<i>"), and returns it and the root,
-// where the test writes later versions.
-func hotNode(t *testing.T, keys int) (*node.Node, string) {
+// hotNode starts a real node with an answer cache of cacheBytes on a
+// source root holding db "d" at version v0000 (keys key-<i> →
+// "<version>:<i>"), and returns it, the root, where the test writes later
+// versions, and the node's registry, where the cache's metrics are.
+func hotNode(t *testing.T, keys int, cacheBytes int64) (*node.Node, string, *prometheus.Registry) {
 	t.Helper()
 	root := t.TempDir()
 	nodetest.WriteVersion(t, root, "d", hotVersion(0), 4, nodetest.Numbered(hotVersion(0), keys))
 	cfg := node.DefaultConfig()
 	cfg.Source, cfg.DataDir = root, t.TempDir()
 	cfg.Logger = nodetest.Logger()
+	cfg.HotCacheBytes = cacheBytes
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +40,7 @@ func hotNode(t *testing.T, keys int) (*node.Node, string) {
 		v, ok := n.ActiveVersion("d")
 		return ok && v == hotVersion(0)
 	})
-	return n, root
+	return n, root, reg
 }
 
 // hotVersion names the i-th version; names sort in upgrade order.
@@ -49,8 +53,8 @@ func hotVersion(i int) string { return fmt.Sprintf("v%04d", i) }
 // of replaced versions.
 func TestHotCacheSwitches(t *testing.T) {
 	const upgrades, keys, hot, readers = 20, 100, 8, 6
-	n, root := hotNode(t, keys)
-	ts := startServer(t, n, withVersions(n))
+	n, root, reg := hotNode(t, keys, 1<<20)
+	ts := startServer(t, n)
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -98,9 +102,9 @@ func TestHotCacheSwitches(t *testing.T) {
 			t.Errorf("after the switch to %s, a lookup answered from %s", hotVersion(u), got)
 		}
 		// Let the readers fill the cache with this version.
-		before := nodetest.Metric(t, ts.registry, "spangle_hot_cache_hits_total")
+		before := nodetest.Metric(t, reg, "spangle_hot_cache_hits_total")
 		checkFor(t, 30*time.Second, "hits on "+hotVersion(u), func() bool {
-			return nodetest.Metric(t, ts.registry, "spangle_hot_cache_hits_total") >= before+2*hot || len(errs) > 0
+			return nodetest.Metric(t, reg, "spangle_hot_cache_hits_total") >= before+2*hot || len(errs) > 0
 		})
 		if len(errs) > 0 {
 			break
@@ -115,8 +119,8 @@ func TestHotCacheSwitches(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	hits := nodetest.Metric(t, ts.registry, "spangle_hot_cache_hits_total")
-	misses := nodetest.Metric(t, ts.registry, "spangle_hot_cache_misses_total")
+	hits := nodetest.Metric(t, reg, "spangle_hot_cache_hits_total")
+	misses := nodetest.Metric(t, reg, "spangle_hot_cache_misses_total")
 	t.Logf("%d requests, %v hits, %v misses", requests.Load(), hits, misses)
 	if hits < float64(requests.Load())/2 {
 		t.Errorf("%v hits of %d requests: the hot keys were not served from the cache", hits, requests.Load())
@@ -124,10 +128,10 @@ func TestHotCacheSwitches(t *testing.T) {
 	// Each switch drops the entries of the version before it; every hot
 	// key of it was cached, so at least one entry went at each.
 	checkFor(t, 10*time.Second, "entries of replaced versions dropped", func() bool {
-		return nodetest.Metric(t, ts.registry, "spangle_hot_cache_dropped_total") >= upgrades
+		return nodetest.Metric(t, reg, "spangle_hot_cache_dropped_total") >= upgrades
 	})
 	checkFor(t, 10*time.Second, "only the active version's entries left", func() bool {
-		return nodetest.Metric(t, ts.registry, "spangle_hot_cache_entries") <= hot
+		return nodetest.Metric(t, reg, "spangle_hot_cache_entries") <= hot
 	})
 }
 
@@ -136,8 +140,8 @@ func TestHotCacheSwitches(t *testing.T) {
 // missing key, a conditional GET, HEAD and gzip; and that raw lookups
 // and peers' ?proxy= lookups are kept apart.
 func TestHotCacheAnswers(t *testing.T) {
-	n, _ := hotNode(t, 10)
-	ts := startServer(t, n, withVersions(n), func(c *edge.Config) { c.GzipMinBytes = 4 })
+	n, _, reg := hotNode(t, 10, 1<<20)
+	ts := startServer(t, n, func(c *edge.Config) { c.GzipMinBytes = 4 })
 	miss := ts.do(t, "GET", "/d/key-3")
 	etag := miss.header.Get("Etag")
 	for _, tt := range []struct {
@@ -155,7 +159,7 @@ func TestHotCacheAnswers(t *testing.T) {
 		{"peer", "GET", "/d/key-8?proxy=" + hotVersion(0), nil, 200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			hits := nodetest.Metric(t, ts.registry, "spangle_hot_cache_hits_total")
+			hits := nodetest.Metric(t, reg, "spangle_hot_cache_hits_total")
 			// A key's first miss only marks it (the doorkeeper); its second
 			// is cached.
 			ts.do(t, tt.method, tt.path, tt.headers...)
@@ -173,11 +177,8 @@ func TestHotCacheAnswers(t *testing.T) {
 			if fmt.Sprint(first.header) != fmt.Sprint(second.header) {
 				t.Errorf("headers differ:\nmiss %v\nhit  %v", first.header, second.header)
 			}
-			got := nodetest.Metric(t, ts.registry, "spangle_hot_cache_hits_total") - hits
+			got := nodetest.Metric(t, reg, "spangle_hot_cache_hits_total") - hits
 			want := 1.0
-			if tt.name == "peer" {
-				want = 0 // peers' lookups name a version: not cached
-			}
 			if tt.name == "if-none-match hit" {
 				want = 2 // key-3 is cached since its second request
 			}
@@ -188,29 +189,24 @@ func TestHotCacheAnswers(t *testing.T) {
 	}
 }
 
-// withVersions gives the server n's versions: the hot cache is on.
-func withVersions(n *node.Node) func(*edge.Config) {
-	return func(c *edge.Config) { c.Versions = n }
-}
-
-// TestHotCacheOff checks that HotCacheBytes 0 turns the cache off, and
-// that a server without Versions has none.
+// TestHotCacheOff checks that HotCacheBytes 0 turns the node's cache off:
+// no metrics, no status, and no lookup answered from it.
 func TestHotCacheOff(t *testing.T) {
-	n, _ := hotNode(t, 10)
-	for _, tt := range []struct {
-		name     string
-		versions edge.Versions
-		bytes    int64
-	}{
-		{"zero", n, 0},
-		{"no Versions", nil, 1 << 20},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ts := startServer(t, n, func(c *edge.Config) { c.HotCacheBytes, c.Versions = tt.bytes, tt.versions })
-			ts.do(t, "GET", "/d/key-1")
-			if body := ts.do(t, "GET", "/metrics").body; strings.Contains(body, "spangle_hot_cache") {
-				t.Error("hot cache metrics exposed with the cache off")
-			}
-		})
+	n, _, reg := hotNode(t, 10, 0)
+	ts := startServer(t, n)
+	for range 3 {
+		ts.do(t, "GET", "/d/key-1")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "spangle_hot_cache") {
+			t.Errorf("%s exposed with the cache off", mf.GetName())
+		}
+	}
+	if st := n.Status(); st.HotCache != nil {
+		t.Errorf("status shows a cache: %+v", *st.HotCache)
 	}
 }

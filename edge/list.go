@@ -226,7 +226,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, db string) {
 	if !page.Modified.IsZero() {
 		modified = []string{page.Modified.UTC().Format(http.TimeFormat)}
 	}
-	etag := appendETag(nil, body)
+	etag := node.AppendETag(nil, body)
 	gz := s.wantsGzip(w, r, len(body))
 	if gz {
 		etag = gzipETag(etag)

@@ -92,18 +92,7 @@ type dbHandle struct {
 	dbVal    []string // X-Spangle-DB
 	duration prometheus.Observer
 	codes    [len(lookupCodes)]prometheus.Counter
-	headers  atomic.Pointer[headerSet]  // of the version served last
-	hot      atomic.Pointer[hotVersion] // the hot cache's name of the version served last
-}
-
-// hotVersion returns the hot cache's name of version of h's db.
-func (h *dbHandle) hotVersion(version string) *hotVersion {
-	if hv := h.hot.Load(); hv != nil && hv.version == version {
-		return hv
-	}
-	hv := &hotVersion{db: h.db, version: version}
-	h.hot.Store(hv)
-	return hv
+	headers  atomic.Pointer[headerSet] // of the version served last
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -207,7 +196,7 @@ func (m *metrics) known(db string) *dbHandle {
 }
 
 // RemovedDBs is what the front doors need to forget a db the backend has
-// removed (its metric series, cached headers, hot-version pointer): the
+// removed (its metric series, cached headers): the
 // held versions to follow, and whether a db is still there. *node.Node
 // implements it; a Backend that does not is never forgotten.
 type RemovedDBs interface {
@@ -250,7 +239,7 @@ func (m *metrics) stop() {
 
 // forget drops the handles of the dbs has reports gone, and their
 // db=<name> series: a removed db's lookups counted and timed stay out of
-// /metrics, and its cached headers and hot-version pointer are freed. A
+// /metrics, and its cached headers are freed. A
 // lookup still holding a handle counts into a series no longer exported;
 // one after it is the unknown db's.
 func (m *metrics) forget(has func(db string) bool) {

@@ -62,11 +62,9 @@ type Server struct {
 	// batchBytes is the budget of batch bytes in flight
 	// (Config.BatchBytesInFlight).
 	batchBytes *semaphore.Weighted
-	// hot is the hot cache (hot_cache.go); nil when off.
-	hot       *hotCache
-	startOnce sync.Once  // starts hot's follower, from Serve
-	alog      *AccessLog // nil: no access log
-	parts     *partFiles // peer copies (partfile.go); nil: 501
+	startOnce  sync.Once  // starts the metrics' follower, from Serve
+	alog       *AccessLog // nil: no access log
+	parts      *partFiles // peer copies (partfile.go); nil: 501
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -135,14 +133,6 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.parts, err = newPartFiles(cfg, reg); err != nil {
 		return nil, err
 	}
-	if s.hot, err = newHotCache(cfg.HotCacheBytes, cfg.Versions); err != nil {
-		return nil, err
-	}
-	if s.hot != nil {
-		if err := s.hot.register(reg); err != nil {
-			return nil, err
-		}
-	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -174,9 +164,6 @@ func NewServer(cfg Config) (*Server, error) {
 // otherwise the error that stopped it.
 func (s *Server) Serve(l net.Listener) error {
 	s.startOnce.Do(func() {
-		if s.hot != nil {
-			s.hot.follow() // drops the entries of versions switched away from
-		}
 		s.metrics.follow() // forgets the dbs the backend removes
 	})
 	l = newLimitListener(l, s.maxConns)
@@ -201,14 +188,11 @@ func (s *Server) Serve(l net.Listener) error {
 //  3. return when none is left; if ctx ends first, close the remaining
 //     connections at once (their handlers see their requests' contexts
 //     end) and return ctx's error;
-//  4. stop the hot cache's and the metrics' followers of versions.
+//  4. stop the metrics' follower of versions.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		_ = s.http.Close()
-	}
-	if s.hot != nil {
-		s.hot.stop()
 	}
 	s.metrics.stop()
 	return err

@@ -143,6 +143,12 @@ type Config struct {
 	// here continues it instead of seeking and decoding again); the
 	// least recently kept are dropped first. 0 keeps none. Default 8 MiB.
 	ListPositionBytes int64
+	// HotCacheBytes bounds the answer cache ([storage] hot_cache,
+	// cache.go): answers of keys asked more than once, local and
+	// proxied, decoded as answered, with their ETags, for every door.
+	// Counted as keys, values and a measured per-entry overhead. 0 turns
+	// it off. Default 1 MiB (docs/PERFORMANCE.md: chosen by memory).
+	HotCacheBytes int64
 
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
 	// decoder is a module ("wasm:<path>"). DefaultConfig sets
@@ -214,6 +220,7 @@ func DefaultConfig() Config {
 		NegativeCacheControl: "public, max-age=10",
 		AdvertiseRetry:       time.Second,
 		ListPositionBytes:    8 << 20,
+		HotCacheBytes:        1 << 20,
 		Plugins:              defaultPlugins(),
 	}
 }
@@ -258,6 +265,8 @@ func (c Config) Validate() error {
 		return bad("advertise retry %v: want a positive pause", c.AdvertiseRetry)
 	case c.ListPositionBytes < 0:
 		return bad("storage.list_positions %d is negative", c.ListPositionBytes)
+	case c.HotCacheBytes < 0:
+		return bad("storage.hot_cache %d is negative", c.HotCacheBytes)
 	case c.RefreshPeriod < 0:
 		return bad("refresh_period %v is negative", c.RefreshPeriod)
 	case c.NodeID != "" && !source.ValidName(c.NodeID):

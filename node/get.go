@@ -27,7 +27,9 @@ type GetOptions struct {
 // Result is the answer to a lookup. A missing key is Found == false with a
 // nil error and Version set.
 type Result struct {
-	Value        []byte // owned by the caller
+	// Value is shared with the answer cache (cache.go) and with other
+	// lookups of the key: read it, never modify it.
+	Value        []byte
 	Found        bool
 	Version      string    // the version that answered
 	Modified     time.Time // the version's date for caches (Last-Modified): its newest source file's time
@@ -36,11 +38,18 @@ type Result struct {
 	// NegativeCacheControl is the db's Cache-Control for a missing key.
 	NegativeCacheControl string
 	ProxiedTo            string // the peer that answered, when proxied
+	// ETag is Value's entity tag (AppendETag) when the answer came from
+	// the answer cache or was stored in it; "" otherwise (a door that
+	// needs it hashes Value).
+	ETag string
+	// Cached says the answer came from the answer cache.
+	Cached bool
 }
 
 // Get looks key up in db. It never waits on a build or on the source: it
 // reads the active version, or with opts.Version the named version. The
-// caller owns key and the returned value.
+// caller owns key; the returned value is shared (Result.Value). A key
+// asked again may be answered from the answer cache (cache.go).
 //
 // In cluster mode, a key whose partition is held elsewhere is proxied to
 // its replicas (Peers.Get); a lookup naming a version (a peer's) is
@@ -60,21 +69,28 @@ func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) 
 // before it is copied.
 func (n *Node) lookup(ctx context.Context, d *db, key []byte, opts GetOptions, mayProxy bool, limit int) (Result, error) {
 	for {
+		epoch := n.cache.epochNow()
 		v, err := d.pick(opts.Version)
 		if err != nil {
 			return Result{}, err
+		}
+		if e, ok := n.cache.get(v, key, opts.Raw); ok {
+			return d.cached(v, e, opts.Raw), nil
 		}
 		r := reader{d: d, v: v}
 		if mayProxy && n.clustered() {
 			r.peers = n.cfg.Cluster
 		}
-		res, err := r.get(ctx, key, limit)
+		res, complete, err := r.get(ctx, key, limit)
 		if errors.Is(err, blocks.ErrClosed) {
 			// The version was retired between loading it and reading it;
 			// its successor is active already.
 			continue
 		}
-		return d.finish(ctx, v, res, err, opts.Raw)
+		if res, err = d.finish(ctx, v, res, err, opts.Raw); err == nil && complete {
+			n.cache.put(v, key, opts.Raw, &res, epoch)
+		}
+		return res, err
 	}
 }
 
@@ -88,15 +104,33 @@ func (d *db) finish(ctx context.Context, v *version, res Result, err error, raw 
 		}
 		return Result{}, err
 	}
-	res.ContentType = d.cfg.ContentType
-	res.CacheControl = d.cfg.CacheControl
-	res.NegativeCacheControl = d.cfg.NegativeCacheControl
 	if d.decoder != nil && res.Found && !raw {
 		val, err := d.decoder.Decode(ctx, res.Value)
 		if err != nil {
 			return Result{}, fmt.Errorf("node: decode %s value: %w", d.name, err)
 		}
-		res.Value, res.ContentType = val, d.contentType
+		res.Value = val
 	}
+	d.describe(&res, raw)
 	return res, nil
+}
+
+// cached returns the Result of e, an answer of v cached by a lookup with
+// raw, as finish returned it then.
+func (d *db) cached(v *version, e *cacheEntry, raw bool) Result {
+	res := Result{Value: e.value, Found: e.found, Version: v.name, Modified: v.lastModified(),
+		ProxiedTo: e.proxiedTo, ETag: e.etag, Cached: true}
+	d.describe(&res, raw)
+	return res
+}
+
+// describe sets res's headers from the db's config: its content type
+// (the decoder's for a value decoded, unless raw) and cache controls.
+func (d *db) describe(res *Result, raw bool) {
+	res.ContentType = d.cfg.ContentType
+	res.CacheControl = d.cfg.CacheControl
+	res.NegativeCacheControl = d.cfg.NegativeCacheControl
+	if d.decoder != nil && res.Found && !raw {
+		res.ContentType = d.contentType
+	}
 }

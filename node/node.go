@@ -52,6 +52,7 @@ type Node struct {
 
 	cursorKey []byte         // Config.CursorKey; nil: cursorDefaultKey
 	positions *listPositions // listings' positions between pages
+	cache     *answerCache   // answers of hot keys (cache.go); nil when off
 
 	id  string      // set by Start: Config.NodeID or <data_dir>/node_id
 	adv *advertiser // set by Start when Config.Advertiser is set
@@ -117,11 +118,15 @@ func New(cfg Config) (*Node, error) {
 		n.cursorKey = []byte(cfg.CursorKey)
 	}
 	n.positions = newListPositions(int(cfg.ListPositionBytes))
+	if n.cache, err = newAnswerCache(cfg.HotCacheBytes); err != nil {
+		return nil, fmt.Errorf("%w: hot cache: %v", ErrConfig, err)
+	}
 	empty := map[string]*db{}
 	n.dbs.Store(&empty)
 	n.held.Store(newHeldView(nil))
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newStatusCollector(n))
+		cfg.Registerer.MustRegister(n.cache.collectors()...)
 	}
 	return n, nil
 }

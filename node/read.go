@@ -99,31 +99,34 @@ func (r reader) local(q int) bool { return r.v.data.Holds(q) }
 // (blocks.GetLimit). A missing key is Found false and a nil error. When
 // the key's own partition is held here but lacks it and its alternate is
 // not, a local-only reader answers not found: the proxying node asks the
-// alternate's holders next. The caller owns key and the returned value.
-func (r reader) get(ctx context.Context, key []byte, limit int) (Result, error) {
+// alternate's holders next: that answer is not complete (complete is
+// false), all others are. The caller owns key and the returned value.
+func (r reader) get(ctx context.Context, key []byte, limit int) (res Result, complete bool, err error) {
 	parts, n, err := r.v.keyPartitions(key)
 	if err != nil {
-		return Result{}, err
+		return Result{}, false, err
 	}
 	return r.getFrom(ctx, key, parts[:n], limit)
 }
 
 // getFrom is get in parts, the key's partitions in the order to try them.
-func (r reader) getFrom(ctx context.Context, key []byte, parts []int, limit int) (Result, error) {
-	res := Result{Version: r.v.name, Modified: r.v.lastModified()}
+func (r reader) getFrom(ctx context.Context, key []byte, parts []int, limit int) (res Result, complete bool, err error) {
+	res = Result{Version: r.v.name, Modified: r.v.lastModified()}
+	complete = true
 	for i, q := range parts {
 		val, found, peer, err := r.getIn(ctx, q, key, limit)
 		switch {
 		case i > 0 && r.peers == nil && errors.Is(err, ErrPartitionNotHeld):
+			complete = false
 			continue // another node's alternate: see above
 		case err != nil:
-			return Result{}, err
+			return Result{}, false, err
 		case found:
 			res.Value, res.Found, res.ProxiedTo = val, true, peer
-			return res, nil
+			return res, true, nil
 		}
 	}
-	return res, nil
+	return res, complete, nil
 }
 
 // getIn looks key up in partition q: here when local, else on the peers

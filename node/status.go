@@ -32,6 +32,9 @@ type Status struct {
 	// not serve (none in its source, or gone from it): they take effect
 	// should the db appear.
 	OtherPins map[string]string `json:"other_pins,omitempty"`
+	// HotCache is the answer cache's memory ([storage] hot_cache); nil
+	// when it is off.
+	HotCache *CacheStatus `json:"hot_cache,omitempty"`
 }
 
 // DBStatus is one db's versions, as served at "/<db>/".
@@ -141,7 +144,8 @@ func (h *HealStatus) clone() *HealStatus {
 // holding it, and the replica counters count them all against the
 // cluster's Replication (Cluster.Status).
 func (n *Node) Status() Status {
-	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError(), Release: n.cfg.BinaryVersion, WatchError: n.WatchError()}
+	st := Status{DBs: map[string]DBStatus{}, SourceError: n.SourceError(), Release: n.cfg.BinaryVersion, WatchError: n.WatchError(),
+		HotCache: n.cache.status()}
 	dbs := *n.dbs.Load()
 	for db, p := range n.Pins() {
 		if dbs[db] == nil {

@@ -54,10 +54,8 @@ func (d *db) current() versions {
 // versions, then active and pending are stored, then the retired list as
 // next has it. Called on the db's loop only.
 func (d *db) set(next versions) {
-	var cur []*version
-	if rs := d.retired.Load(); rs != nil {
-		cur = *rs
-	}
+	prev := d.current()
+	cur := prev.retired
 	if !slices.Equal(cur, next.retired) {
 		both := slices.Clone(next.retired)
 		for _, v := range cur {
@@ -71,7 +69,24 @@ func (d *db) set(next versions) {
 	d.pending.Store(next.pending)
 	retired := next.retired
 	d.retired.Store(&retired)
+	d.node.cache.drop(prev.leaving(next)...)
 	d.node.heldChanged() // the NATS front door and the advertiser follow (held.go)
+}
+
+// leaving returns the versions of vs whose cached answers (cache.go) go
+// with next: those that leave the active and pending places (a version
+// retired keeps answering peers that name it, rarely: its answers are
+// cached again if asked for) and those next no longer holds. Versions
+// are compared as pointers: a copy of a version is another.
+func (vs versions) leaving(next versions) []*version {
+	var gone []*version
+	for _, v := range append([]*version{vs.active, vs.pending}, vs.retired...) {
+		if v != nil && v != next.active && v != next.pending && !slices.Contains(gone, v) &&
+			(v == vs.active || v == vs.pending || !slices.Contains(next.retired, v)) {
+			gone = append(gone, v)
+		}
+	}
+	return gone
 }
 
 // activate switches lookups to bv, just built, then retires the previous
@@ -198,15 +213,18 @@ func (d *db) discard(v *version) {
 // afterwards. Their files stay. The node publishes the held versions
 // afterwards.
 func (d *db) closeVersions() {
+	var closed []*version
 	if rs := d.retired.Swap(nil); rs != nil {
-		for _, v := range *rs {
-			v.data.Close()
-		}
+		closed = append(closed, *rs...)
 	}
 	if v := d.pending.Swap(nil); v != nil {
-		v.data.Close()
+		closed = append(closed, v)
 	}
 	if v := d.active.Swap(nil); v != nil {
+		closed = append(closed, v)
+	}
+	d.node.cache.drop(closed...)
+	for _, v := range closed {
 		v.data.Close()
 	}
 }

@@ -41,14 +41,6 @@ type Config struct {
 	// MaxBodyBytes bounds a peer's response body; a longer one fails the
 	// attempt with ErrBodyTooLarge. Default 64 MiB. Must be > 0.
 	MaxBodyBytes int64
-	// CacheSize is the number of results (200 and 404) the hot cache
-	// keeps, least recently used out first; 0 turns the cache off.
-	// Versions are immutable, so entries never go stale. Default 4096.
-	CacheSize int
-	// CacheBytes bounds the bytes of keys and bodies the hot cache holds;
-	// a result larger than CacheBytes/8 is not cached. Default 16 MiB.
-	// Must be > 0 when CacheSize is.
-	CacheBytes int64
 	// MaxConnsPerPeer caps the requests in flight to one peer, each on
 	// its own keep-alive connection. A lookup for a peer with no request
 	// in flight is sent at once; lookups for a peer with one wait for it
@@ -117,8 +109,6 @@ func DefaultConfig() Config {
 		StageTimeout:    50 * time.Millisecond,
 		ListTimeout:     2 * time.Second,
 		MaxBodyBytes:    64 << 20,
-		CacheSize:       4096,
-		CacheBytes:      16 << 20,
 		MaxConnsPerPeer: 2,
 		MaxBatchKeys:    64,
 		MaxBatchBytes:   64 << 10,
@@ -136,10 +126,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: StageTimeout %v must be > 0", ErrInvalidConfig, c.StageTimeout)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("%w: MaxBodyBytes %d must be > 0", ErrInvalidConfig, c.MaxBodyBytes)
-	case c.CacheSize < 0:
-		return fmt.Errorf("%w: CacheSize %d must be ≥ 0", ErrInvalidConfig, c.CacheSize)
-	case c.CacheSize > 0 && c.CacheBytes <= 0:
-		return fmt.Errorf("%w: CacheBytes %d must be > 0 with a cache", ErrInvalidConfig, c.CacheBytes)
 	case c.MaxConnsPerPeer <= 0:
 		return fmt.Errorf("%w: MaxConnsPerPeer %d must be > 0", ErrInvalidConfig, c.MaxConnsPerPeer)
 	case c.MaxBatchKeys <= 0:

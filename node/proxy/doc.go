@@ -38,10 +38,9 @@
 // caller leaving does not fail the others; the last one leaving cancels
 // it.
 //
-// Answers (200 and 404) go into a bounded LRU hot cache keyed by (db,
-// version, key, raw), consulted before anything else. A version never
-// changes, so entries never go stale and have no TTL; a hit skips the
-// network.
+// The proxy keeps no answers: the node's answer cache (package node,
+// [storage] hot_cache) holds proxied answers beside local ones, per
+// version, and asks the proxy only on a miss.
 //
 // # Peers, connections and batches
 //
@@ -74,7 +73,6 @@
 //
 // With Config.Registerer: spangle_proxy_requests_total{outcome},
 // spangle_proxy_attempts_total{outcome}, spangle_proxy_duration_seconds,
-// spangle_proxy_cache_hits_total, spangle_proxy_cache_misses_total,
 // spangle_proxy_coalesced_total and spangle_proxy_request_keys (requests
 // sent to peers by the lookups each carried: how much batching happens).
 //
@@ -103,9 +101,6 @@
 //     request per key.
 //   - A caller that leaves early does not stop a flight other callers
 //     share; the flight runs until its answer or Timeout.
-//   - The cache is bounded by entries and bytes, not by age; a result over
-//     an eighth of CacheBytes is not cached. Cached 404s are as durable
-//     as cached values: a version is immutable.
 //   - Escaped keys triple in length on the wire: a key over about 300 KB
 //     exceeds Go's default 1 MB header limit on the peer.
 //   - Peers is used as given: the caller drops this node and draining

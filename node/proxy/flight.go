@@ -24,10 +24,9 @@ import (
 //  4. the first 200 or 404 wins; the others are cancelled;
 //  5. every peer failed: ErrNoReplica; the deadline passed: ErrTimeout.
 type flight struct {
-	p    *Proxy
-	key  string  // flight key, as in Proxy.flights
-	hash uint64  // cacheHash(key), when there is a cache
-	req  Request // own copies of Key and Peers; Peers shuffled
+	p   *Proxy
+	key string  // flight key, as in Proxy.flights
+	req Request // own copies of Key and Peers; Peers shuffled
 
 	// begun is when start made the first attempt (zero if it did not),
 	// deadline begun + Timeout: no attempt starts at or after it. Set
@@ -57,13 +56,12 @@ type flight struct {
 	inlinePtr [3]*attempt
 }
 
-// newFlight returns a flight for req under key, of cache hash hash, with
+// newFlight returns a flight for req under key, with
 // its own copies of req's slices. It starts nothing.
-func (p *Proxy) newFlight(key string, hash uint64, req Request) *flight {
+func (p *Proxy) newFlight(key string, req Request) *flight {
 	f := &flight{
 		p:    p,
 		key:  key,
-		hash: hash,
 		req:  Request{DB: req.DB, Version: req.Version, Key: slices.Clone(req.Key), Peers: slices.Clone(req.Peers), Raw: req.Raw},
 		done: make(chan struct{}),
 	}
@@ -234,7 +232,7 @@ func (f *flight) finishLocked(res Response, err error) bool {
 }
 
 // end completes a flight finishLocked decided: it cancels the attempts
-// still queued or in flight, records the duration, caches the answer,
+// still queued or in flight, records the duration,
 // forgets the flight and wakes its callers.
 func (f *flight) end() {
 	// No attempt is added once finished is set, so attempts is stable.

@@ -120,12 +120,12 @@ func (a *attempts) list() []string {
 }
 
 // newProxy returns a Proxy with test timeouts (Timeout 300ms, stage 100ms
-// as sequins' proxy_test, cache off), changed by edit. On cleanup it
+// as sequins' proxy_test), changed by edit. On cleanup it
 // shuts the Proxy down and checks that no flight is left.
 func newProxy(t testing.TB, edit func(*Config)) *Proxy {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Timeout, cfg.StageTimeout, cfg.CacheSize = 300*time.Millisecond, 100*time.Millisecond, 0
+	cfg.Timeout, cfg.StageTimeout = 300*time.Millisecond, 100*time.Millisecond
 	if edit != nil {
 		edit(&cfg)
 	}

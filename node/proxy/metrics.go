@@ -24,22 +24,20 @@ const (
 )
 
 type metrics struct {
-	requests    *prometheus.CounterVec        // outcome
-	attempts    *prometheus.CounterVec        // outcome
-	byOutcome   map[string]prometheus.Counter // requests, resolved once
-	byAttempt   map[string]prometheus.Counter // attempts, resolved once
-	duration    prometheus.Histogram
-	cacheHits   prometheus.Counter
-	cacheMisses prometheus.Counter
-	coalesced   prometheus.Counter
-	batchKeys   prometheus.Histogram
+	requests  *prometheus.CounterVec        // outcome
+	attempts  *prometheus.CounterVec        // outcome
+	byOutcome map[string]prometheus.Counter // requests, resolved once
+	byAttempt map[string]prometheus.Counter // attempts, resolved once
+	duration  prometheus.Histogram
+	coalesced prometheus.Counter
+	batchKeys prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_proxy_requests_total",
-			Help: "Proxied lookups (Get calls, cache hits and coalesced ones included), by outcome: ok, not_found, timeout, no_replica, canceled, closed, invalid.",
+			Help: "Proxied lookups (Get calls, coalesced ones included), by outcome: ok, not_found, timeout, no_replica, canceled, closed, invalid.",
 		}, []string{"outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_proxy_attempts_total",
@@ -49,12 +47,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:    "spangle_proxy_duration_seconds",
 			Help:    "Duration of proxied lookups that went to the network (one per flight, coalesced callers not repeated).",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 14), // 250µs to about 2s
-		}),
-		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "spangle_proxy_cache_hits_total", Help: "Proxied lookups answered from the hot cache.",
-		}),
-		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "spangle_proxy_cache_misses_total", Help: "Proxied lookups not in the hot cache.",
 		}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spangle_proxy_coalesced_total", Help: "Proxied lookups that joined an identical one in flight.",
@@ -73,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.byAttempt[o] = m.attempts.WithLabelValues(o)
 	}
 	if reg != nil {
-		cs := []prometheus.Collector{m.requests, m.attempts, m.duration, m.cacheHits, m.cacheMisses, m.coalesced, m.batchKeys}
+		cs := []prometheus.Collector{m.requests, m.attempts, m.duration, m.coalesced, m.batchKeys}
 		for i, c := range cs {
 			if err := reg.Register(c); err != nil {
 				for _, r := range cs[:i] {

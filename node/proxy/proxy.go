@@ -28,7 +28,7 @@ type Request struct {
 }
 
 // Response is a peer's answer. Body is the caller's own: it shares no
-// memory with other callers or with the cache.
+// memory with other callers.
 type Response struct {
 	Status      int    // http.StatusOK or http.StatusNotFound
 	Body        []byte // the value for a 200; whatever the peer sent with a 404
@@ -39,14 +39,13 @@ type Response struct {
 	ETag         string
 	LastModified string
 	Peer         string // the peer that answered, "host:port"
-	Cached       bool   // served from the hot cache, without asking a peer
 }
 
 // Proxy sends lookups for partitions this node does not hold to the
 // replicas that do, with sequins' staged backup requests. Identical
-// concurrent lookups share one flight of attempts, concurrent attempts on
-// one peer share requests (batches), and answers are kept in a bounded
-// hot cache. The zero value is not usable; New makes one. A Proxy is safe
+// concurrent lookups share one flight of attempts, and concurrent
+// attempts on one peer share requests (batches); the node keeps the
+// answers (node's answer cache). The zero value is not usable; New makes one. A Proxy is safe
 // for concurrent use.
 type Proxy struct {
 	cfg Config
@@ -58,7 +57,6 @@ type Proxy struct {
 	ownsTrans              bool   // transport was made by New
 	log                    *slog.Logger
 	m                      *metrics
-	cache                  *cache // nil when off
 
 	randMu sync.Mutex // guards rnd
 	rnd    *rand.Rand // nil: the runtime's source
@@ -69,7 +67,7 @@ type Proxy struct {
 	stop context.CancelFunc
 
 	// mu guards flights, each flight's waiters and closed. It is taken
-	// alone: never with cache.mu or a flight's mu.
+	// alone: never with a flight's mu.
 	mu      sync.Mutex
 	flights map[string]*flight
 	closed  bool
@@ -116,9 +114,6 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Rand != nil {
 		p.rnd = rand.New(cfg.Rand)
 	}
-	if cfg.CacheSize > 0 {
-		p.cache = newCache(cfg.CacheSize, cfg.CacheBytes)
-	}
 	p.base, p.stop = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -158,8 +153,9 @@ func dialTLS(conf func() *tls.Config) func(ctx context.Context, network, addr st
 	}
 }
 
-// keyBufs holds the buffers flight keys are built in, so that a cache
-// hit allocates no key. Buffers over maxPooledKey are dropped.
+// keyBufs holds the buffers flight keys are built in, so that a lookup
+// that joins a flight allocates no key. Buffers over maxPooledKey are
+// dropped.
 var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledKey = 64 << 10
@@ -185,17 +181,6 @@ func (p *Proxy) Get(ctx context.Context, req Request) (Response, error) {
 			keyBufs.Put(bp)
 		}
 	}()
-	var hash uint64
-	if p.cache != nil {
-		hash = cacheHash(key)
-		if res, ok := p.cache.get(key, hash); ok {
-			p.m.cacheHits.Inc()
-			p.m.outcome(statusOutcome(res.Status))
-			res.Body, res.Cached = slices.Clone(res.Body), true
-			return res, nil
-		}
-		p.m.cacheMisses.Inc()
-	}
 	if len(req.Peers) == 0 {
 		p.m.outcome(outcomeNoReplica)
 		return Response{}, fmt.Errorf("%w: no peer holds the partition", ErrNoReplica)
@@ -207,7 +192,7 @@ func (p *Proxy) Get(ctx context.Context, req Request) (Response, error) {
 
 	// Made before taking mu, to keep the critical section short; joining
 	// a flight in progress, which wastes it, is the rare case.
-	own := p.newFlight(string(key), hash, req)
+	own := p.newFlight(string(key), req)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -267,19 +252,15 @@ func (p *Proxy) leave(f *flight) {
 	}
 }
 
-// settle is a finished flight's last step: its answer is cached and the
-// flight forgotten, in that order, so that no identical Get can slip
-// between them and ask the peers again. It returns whether callers must
-// copy the answer's Body: when it is cached, or more than one waits.
+// settle is a finished flight's last step: the flight is forgotten. It
+// returns whether callers must copy the answer's Body: when more than
+// one waits.
 func (p *Proxy) settle(f *flight) (shared bool) {
-	if f.err == nil && p.cache != nil {
-		p.cache.add(f.key, f.hash, f.res)
-	}
 	p.mu.Lock()
 	if p.flights[f.key] == f {
 		delete(p.flights, f.key)
 	}
-	shared = p.cache != nil || f.waiters > 1
+	shared = f.waiters > 1
 	p.mu.Unlock()
 	return shared
 }

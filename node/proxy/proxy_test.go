@@ -23,7 +23,7 @@ func TestGetSinglePeer(t *testing.T) {
 	}
 	want := Response{Status: 200, Body: []byte("all good"), Version: "v1", ContentType: "text/plain", ETag: `"abc"`, Peer: peer.addr}
 	if res.Status != want.Status || string(res.Body) != string(want.Body) || res.Version != want.Version ||
-		res.ContentType != want.ContentType || res.ETag != want.ETag || res.Peer != want.Peer || res.Cached {
+		res.ContentType != want.ContentType || res.ETag != want.ETag || res.Peer != want.Peer {
 		t.Fatalf("got %+v, want %+v", res, want)
 	}
 }
@@ -416,61 +416,6 @@ func TestCoalesceCallerLeaves(t *testing.T) {
 	}
 }
 
-func TestCache(t *testing.T) {
-	peer := startPeer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(hdrVersion, r.URL.Query().Get("proxy"))
-		switch key := strings.TrimPrefix(r.URL.Path, "/db/"); key {
-		case "missing":
-			w.WriteHeader(http.StatusNotFound)
-		case "broken":
-			w.WriteHeader(http.StatusInternalServerError)
-		default:
-			fmt.Fprintf(w, "%s raw=%s", key, r.URL.Query().Get("raw"))
-		}
-	})
-	p := newProxy(t, func(c *Config) { c.CacheSize = 100 })
-	ask := func(key, version string, raw bool) (Response, error) {
-		return p.Get(context.Background(), Request{DB: "db", Version: version, Key: []byte(key), Peers: []string{peer.addr}, Raw: raw})
-	}
-
-	first, err := ask("k", "v1", false)
-	if err != nil || first.Cached {
-		t.Fatalf("first: %+v, %v", first, err)
-	}
-	first.Body[0] = 'X' // the caller owns its body
-	second, err := ask("k", "v1", false)
-	if err != nil || !second.Cached || string(second.Body) != "k raw=" || second.Peer != peer.addr || second.Version != "v1" {
-		t.Fatalf("second: %+v, %v", second, err)
-	}
-	if h := peer.hits.Load(); h != 1 {
-		t.Fatalf("%d peer requests, want 1", h)
-	}
-	// raw, another version and another key are other entries.
-	for _, q := range []struct {
-		key, version string
-		raw          bool
-	}{{"k", "v1", true}, {"k", "v2", false}, {"k2", "v1", false}} {
-		if res, err := ask(q.key, q.version, q.raw); err != nil || res.Cached {
-			t.Fatalf("%+v: %+v, %v", q, res, err)
-		}
-	}
-	if h := peer.hits.Load(); h != 4 {
-		t.Fatalf("%d peer requests, want 4", h)
-	}
-	// 404s are cached; failures are not.
-	for range 2 {
-		if res, err := ask("missing", "v1", false); err != nil || res.Status != 404 {
-			t.Fatalf("missing: %+v, %v", res, err)
-		}
-		if _, err := ask("broken", "v1", false); !errors.Is(err, ErrNoReplica) {
-			t.Fatalf("broken: %v", err)
-		}
-	}
-	if h := peer.hits.Load(); h != 7 {
-		t.Fatalf("%d peer requests, want 7 (one 404, two failures)", h)
-	}
-}
-
 // TestKeepAlive: sequential lookups to one peer reuse a connection.
 func TestKeepAlive(t *testing.T) {
 	peer := startPeer(t, value("v1", strings.Repeat("v", 1000)))
@@ -571,8 +516,6 @@ func TestConfigValidate(t *testing.T) {
 		{"Timeout 0", func(c *Config) { c.Timeout = 0 }},
 		{"StageTimeout 0", func(c *Config) { c.StageTimeout = 0 }},
 		{"MaxBodyBytes 0", func(c *Config) { c.MaxBodyBytes = 0 }},
-		{"CacheSize negative", func(c *Config) { c.CacheSize = -1 }},
-		{"CacheBytes 0 with a cache", func(c *Config) { c.CacheBytes = 0 }},
 		{"MaxConnsPerPeer 0", func(c *Config) { c.MaxConnsPerPeer = 0 }},
 		{"MaxBatchKeys 0", func(c *Config) { c.MaxBatchKeys = 0 }},
 		{"MaxBatchBytes 0", func(c *Config) { c.MaxBatchBytes = 0 }},
@@ -588,10 +531,5 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatal("New accepted it")
 			}
 		})
-	}
-	c := DefaultConfig()
-	c.CacheSize, c.CacheBytes = 0, 0
-	if err := c.Validate(); err != nil {
-		t.Fatalf("no cache, no bytes: %v", err)
 	}
 }

@@ -1,0 +1,260 @@
+package node
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/maypok86/otter/v2/stats"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The answer cache ([storage] hot_cache, Config.HotCacheBytes) keeps the
+// answers of hot keys — the value as answered (decoded unless raw), its
+// ETag, and the peer that answered a proxied one — so that a key asked
+// again is answered without the bbolt seek, the block's decoding, the
+// decoder plugin, the ETag's hash or a peer's round trip. It sits in the
+// read path (lookup), so every door uses it: HTTP GETs, NATS get, mget
+// and part, batches. One cache serves every db, and answers read here
+// and from peers alike.
+//
+// Entries are named by (version, key, raw), the version by its pointer:
+// a version's answers never change, and a lookup asks for the entry of
+// the version it picked, so a hit is an answer of that version, never of
+// another (a copy of a version, made as it becomes active, is another
+// pointer: its entries are its own). Entries of the versions a db lets
+// go are dropped where that happens (db.set, closeVersions); a miss that
+// raced with a drop and stored an entry of a dropped version removes it
+// again (epoch), so a dropped version's entries do not linger, holding
+// memory, until evicted.
+//
+// Only complete answers are cached: a value found, or a key missing from
+// every partition that may hold it. A peer's lookup (a version named,
+// never proxied) that skipped an alternate partition this node does not
+// hold is not one.
+
+// cacheKey names a cached answer.
+type cacheKey struct {
+	v   *version
+	key string
+	raw bool
+}
+
+// cacheEntry is a cached answer: what a hit's Result takes beyond the
+// version's and the db's own fields. Never modified once stored.
+type cacheEntry struct {
+	value     []byte
+	etag      string
+	proxiedTo string
+	found     bool
+}
+
+// cacheEntryOverhead is the memory an entry costs beyond its key's and
+// value's bytes: the cacheKey and cacheEntry, the ETag's string, otter's
+// node and its hash table's share. Measured by TestCacheEntryOverhead,
+// rounded up.
+const cacheEntryOverhead = 256
+
+// answerCache is the bounded cache of answers. Safe for concurrent use;
+// a nil *answerCache caches nothing.
+type answerCache struct {
+	c        *otter.Cache[cacheKey, *cacheEntry]
+	counter  *stats.Counter
+	maxEntry int // larger entries are not cached
+	// epoch is incremented before every drop: an answer looked up before
+	// a drop and stored after it is removed again (put).
+	epoch     atomic.Uint64
+	dropped   atomic.Uint64 // entries dropped with their version
+	evictions atomic.Uint64 // entries evicted for room
+
+	// door is the doorkeeper: a two-hash Bloom filter of the keys missed
+	// since its last reset. A miss is cached only when its key is in it
+	// already (admit), so a key asked once — most of a uniform load —
+	// costs a bit, not an insertion into the full cache and an eviction
+	// (4 µs of CPU per GET at 50 connections). doorSet counts the keys
+	// marked since the reset (admit's false answers); when it reaches a
+	// quarter of the bits (two bits a key: about half of them set) the
+	// filter is cleared.
+	door    []atomic.Uint64
+	doorSet atomic.Int64
+	seed    maphash.Seed
+}
+
+// newAnswerCache returns a cache of maxBytes, or nil when maxBytes is 0.
+func newAnswerCache(maxBytes int64) (*answerCache, error) {
+	if maxBytes <= 0 {
+		return nil, nil
+	}
+	h := &answerCache{
+		counter: stats.NewCounter(),
+		// An entry of a sixteenth of the cache would evict many hot
+		// small ones for one value a bbolt read serves as fast.
+		maxEntry: int(min(maxBytes/16, 1<<30)),
+		door:     make([]atomic.Uint64, doorWords(maxBytes)),
+		seed:     maphash.MakeSeed(),
+	}
+	c, err := otter.New(&otter.Options[cacheKey, *cacheEntry]{
+		MaximumWeight: uint64(maxBytes),
+		Weigher: func(k cacheKey, e *cacheEntry) uint32 {
+			return uint32(cacheEntryOverhead + len(k.key) + len(e.value))
+		},
+		StatsRecorder: h.counter,
+		OnDeletion: func(e otter.DeletionEvent[cacheKey, *cacheEntry]) {
+			if e.Cause == otter.CauseOverflow {
+				h.evictions.Add(1)
+			}
+		},
+		// Maintenance runs on the goroutine that triggered it (a lookup's),
+		// amortised: no goroutine of otter's to own or to leak.
+		Executor: func(fn func()) { fn() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.c = c
+	return h, nil
+}
+
+// doorWords returns the doorkeeper's size in 64-bit words for a cache of
+// maxBytes: 32 bits per entry of 100-byte values the cache can hold
+// (it is cleared after 8 keys per entry, so a key keeps its mark while
+// some 8 times the cache's keys are missed), rounded up to a power of
+// two, at least 1,024 words (8 KiB), at most 1 << 20 (8 MiB).
+func doorWords(maxBytes int64) int {
+	entries := max(maxBytes/(cacheEntryOverhead+128), 1)
+	words := uint64(max(entries/2, 1024))
+	return int(min(uint64(1)<<(64-bits.LeadingZeros64(words-1)), 1<<20))
+}
+
+// admit reports whether a miss of key should be cached: true when key
+// was missed before since the doorkeeper's last reset; otherwise it
+// marks key and returns false. Safe for concurrent use; approximate by
+// design (a false positive admits a key once early).
+func (h *answerCache) admit(key []byte) bool {
+	x := maphash.Bytes(h.seed, key)
+	mask := uint64(len(h.door)*64 - 1)
+	i, j := x&mask, (x>>32)&mask
+	bi, bj := uint64(1)<<(i%64), uint64(1)<<(j%64)
+	oi := h.door[i/64].Or(bi)
+	oj := h.door[j/64].Or(bj)
+	if oi&bi != 0 && oj&bj != 0 {
+		return true
+	}
+	if n := h.doorSet.Add(1); n == int64(len(h.door)*64/4) {
+		// Two bits per key: a quarter of the keys is half of the bits.
+		for k := range h.door {
+			h.door[k].Store(0)
+		}
+		h.doorSet.Add(-n)
+	}
+	return false
+}
+
+// epochNow returns the epoch to give put for a lookup starting now: load
+// it before picking the version.
+func (h *answerCache) epochNow() uint64 {
+	if h == nil {
+		return 0
+	}
+	return h.epoch.Load()
+}
+
+// get returns the answer cached for key in v, if any. It does not retain
+// key.
+func (h *answerCache) get(v *version, key []byte, raw bool) (*cacheEntry, bool) {
+	if h == nil {
+		return nil, false
+	}
+	return h.c.GetIfPresent(cacheKey{v: v, key: unsafe.String(unsafe.SliceData(key), len(key)), raw: raw})
+}
+
+// put caches res, the complete answer of v to key, when its key was
+// missed before (admit) and it is small enough; epoch is epochNow's,
+// loaded before v was picked. It sets res.ETag for a found value. The
+// key is copied; res.Value is not, and is shared from now on.
+func (h *answerCache) put(v *version, key []byte, raw bool, res *Result, epoch uint64) {
+	if h == nil || len(key)+len(res.Value) > h.maxEntry || !h.admit(key) {
+		return
+	}
+	e := &cacheEntry{value: res.Value, proxiedTo: res.ProxiedTo, found: res.Found}
+	if res.Found {
+		e.etag = ETag(res.Value)
+		res.ETag = e.etag
+	}
+	k := cacheKey{v: v, key: string(key), raw: raw}
+	h.c.Set(k, e)
+	if h.epoch.Load() != epoch {
+		// A drop ran meanwhile and may have missed this entry: v may be
+		// a version it dropped. The next miss caches it again.
+		h.c.Invalidate(k)
+	}
+}
+
+// drop removes the entries of the versions in gone, which lookups no
+// longer pick; a lookup that picked one before may still store an entry
+// of it, which put removes again.
+func (h *answerCache) drop(gone ...*version) {
+	if h == nil {
+		return
+	}
+	h.epoch.Add(1)
+	if len(gone) == 0 {
+		return
+	}
+	for k := range h.c.Keys() {
+		for _, v := range gone {
+			if k.v == v {
+				if _, ok := h.c.Invalidate(k); ok {
+					h.dropped.Add(1)
+				}
+				break
+			}
+		}
+	}
+}
+
+// CacheStatus is the answer cache's state in the status.
+type CacheStatus struct {
+	Bytes    int64 `json:"bytes"`     // estimated: keys, values and the per-entry overhead
+	MaxBytes int64 `json:"max_bytes"` // [storage] hot_cache
+	Entries  int64 `json:"entries"`
+}
+
+// status returns the cache's state; nil without a cache.
+func (h *answerCache) status() *CacheStatus {
+	if h == nil {
+		return nil
+	}
+	return &CacheStatus{Bytes: int64(h.c.WeightedSize()), MaxBytes: int64(h.c.GetMaximum()), Entries: int64(h.c.EstimatedSize())}
+}
+
+// collectors returns the cache's metrics; none without a cache.
+func (h *answerCache) collectors() []prometheus.Collector {
+	if h == nil {
+		return nil
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		counter("spangle_hot_cache_hits_total", "Lookups answered from the hot cache of answers, by every door, local and proxied answers alike.",
+			func() float64 { return float64(h.counter.Snapshot().Hits) }),
+		counter("spangle_hot_cache_misses_total", "Lookups the hot cache did not hold.",
+			func() float64 { return float64(h.counter.Snapshot().Misses) }),
+		counter("spangle_hot_cache_evictions_total", "Entries evicted from the hot cache for room.",
+			func() float64 { return float64(h.evictions.Load()) }),
+		counter("spangle_hot_cache_dropped_total", "Entries dropped from the hot cache with their version (switched away from, discarded or closed).",
+			func() float64 { return float64(h.dropped.Load()) }),
+		gauge("spangle_hot_cache_bytes", "Estimated bytes held by the hot cache (keys, values and per-entry overhead).",
+			func() float64 { return float64(h.c.WeightedSize()) }),
+		gauge("spangle_hot_cache_entries", "Entries in the hot cache.",
+			func() float64 { return float64(h.c.EstimatedSize()) }),
+		gauge("spangle_hot_cache_max_bytes", "The hot cache's bound ([storage] hot_cache).",
+			func() float64 { return float64(h.c.GetMaximum()) }),
+	}
+}
