@@ -90,6 +90,7 @@ var bounds = []bound{
 		withZero("proxy_timeout divided by replication"),
 	durBound("sharding.version_remove_timeout", time.Second, 7*24*time.Hour, func(c *Config) time.Duration { return c.Cluster.VersionRemoveTimeout }),
 	durBound("sharding.heal_after", time.Second, 7*24*time.Hour, func(c *Config) time.Duration { return c.Cluster.HealAfter }),
+	durBound("cluster.build_once_wait", time.Second, 7*24*time.Hour, func(c *Config) time.Duration { return c.Cluster.BuildOnceWait }),
 
 	sizeBound("http.max_header_bytes", kib, 16*mib, func(c *Config) int64 { return int64(c.HTTP.MaxHeaderBytes) }),
 	sizeBound("http.max_batch_bytes", kib, gib, func(c *Config) int64 { return int64(c.HTTP.MaxBatchBytes) }),

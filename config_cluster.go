@@ -9,9 +9,19 @@ type clusterFile struct {
 	PeerCopyBandwidth size `toml:"peer_copy_bandwidth"`
 	// PeerCopyConcurrency bounds the partition files sent at once.
 	PeerCopyConcurrency int `toml:"peer_copy_concurrency"`
+	// BuildOnce: one node builds each new version, the others copy it
+	// (default true); false: every node builds its own partitions.
+	BuildOnce *bool `toml:"build_once"`
+	// BuildOnceWait bounds the wait for the builder, or a busy peer,
+	// before building from the source.
+	BuildOnceWait duration `toml:"build_once_wait"`
 }
 
 func (f clusterFile) apply(cfg *Config) error {
 	setNonZero(&cfg.HTTP.PeerCopyConcurrency, f.PeerCopyConcurrency)
+	setDuration(&cfg.Cluster.BuildOnceWait, f.BuildOnceWait)
+	if f.BuildOnce != nil {
+		cfg.Cluster.DisableBuildOnce = !*f.BuildOnce
+	}
 	return parseSizes(sizeKey{"cluster.peer_copy_bandwidth", f.PeerCopyBandwidth, &cfg.HTTP.PeerCopyBandwidth})
 }

@@ -46,6 +46,7 @@ type healOpts struct {
 	maxParallel int
 	disable     bool // healing off
 	replication int  // 0: 2
+	noBuildOnce bool // each node builds its partitions (build once off)
 	http        func(*edge.Config)
 	cluster     func(*cluster.Config)
 }
@@ -104,6 +105,7 @@ func (hn *healNode) start(t *testing.T) {
 				c.HealMaxParallel = hn.opts.maxParallel
 			}
 			c.DisableHeal = hn.opts.disable
+			c.DisableBuildOnce = hn.opts.noBuildOnce
 			if hn.opts.cluster != nil {
 				hn.opts.cluster(c)
 			}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func copyMetric(t *testing.T, hn *healNode, result string) float64 {
 func TestPeerCopyWipedNode(t *testing.T) {
 	nodes := startCopyCluster(t, make([]healOpts, 3))
 	n3 := nodes[2]
-	if got := n3.metric(t, "spangle_source_read_bytes_total"); got == 0 {
+	if got := sourceReads(t, nodes); got == 0 {
 		t.Fatalf("the first build read %v bytes from the source", got)
 	}
 	wipeRestart(t, n3)
@@ -157,24 +158,37 @@ func TestPeerCopyInterrupted(t *testing.T) {
 	slow := func(c *edge.Config) { c.PeerCopyBandwidth = 64 << 10 }
 	nodes := startCopyCluster(t, []healOpts{{http: slow}, {}, {}})
 	n1, n3 := nodes[0], nodes[2]
+	// served is what node1's door has sent to copiers (its own registry):
+	// the first build's copies (build once) count too.
+	served := func() (float64, error) {
+		resp, err := http.Get(n1.HTTPURL + "/metrics")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return 0, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "spangle_peer_copy_served_bytes_total "); ok {
+				return strconv.ParseFloat(v, 64)
+			}
+		}
+		return 0, nil
+	}
+	before, err := served()
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		wipeRestart(t, n3)
 	}()
 	edgetest.WaitFor(t, "node1 sends a partition file", func() error {
-		resp, err := http.Get(n1.HTTPURL + "/metrics") // the door's own registry
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(b), "\nspangle_peer_copy_served_bytes_total ") ||
-			strings.Contains(string(b), "\nspangle_peer_copy_served_bytes_total 0\n") {
-			return fmt.Errorf("nothing sent yet")
+		if now, err := served(); err != nil || now <= before {
+			return fmt.Errorf("nothing sent yet (%v)", err)
 		}
 		return nil
 	})

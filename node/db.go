@@ -510,12 +510,15 @@ func (d *db) build(name string) error {
 		}
 	}
 
-	bv, err := d.copyFromPeers(d.ctx, name, len(files), all) // peercopy.go
-	if err != nil && d.ctx.Err() == nil {
-		if err != errNoHolder { // a copy was tried
+	bv, err := d.fromPeers(d.ctx, spec, name, len(files), all, total) // peercopy_once.go
+	if bv == nil && d.ctx.Err() == nil {
+		if err != nil {
 			log.Warn("peer copy failed, building from the source", "err", err)
 		}
 		bv, err = n.store.Build(d.ctx, spec)
+	}
+	if bv == nil && err == nil {
+		err = d.ctx.Err() // cancelled before the build
 	}
 	if err != nil {
 		return fail(err)

@@ -37,6 +37,7 @@ type metrics struct {
 	peerCopy         *prometheus.CounterVec // db, result
 	peerCopyMismatch *prometheus.CounterVec // db
 	peerCopyResumed  *prometheus.CounterVec // db
+	buildOnce        *prometheus.CounterVec // db, outcome
 
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
@@ -116,12 +117,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_peer_copy_resumed_total",
 			Help: "Partition file copies continued from another holder where an interrupted one stopped (Range), by db.",
 		}, []string{"db"}),
+		buildOnce: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_build_once_total",
+			Help: "New versions no peer held yet, by db and what this node did (build once): built (it was the builder: every partition, from the source), copied (from the builder), fallback (built its own partitions from the source: the builder did not publish within build_once_wait, or its copy failed).",
+		}, []string{"db", "outcome"}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
-			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed)
+			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce)
 	}
 	return m
 }

@@ -49,6 +49,7 @@ type Node struct {
 	dbsMu    sync.Mutex
 	removeAt atomic.Int64
 	wg       sync.WaitGroup // every goroutine the node starts
+	staging  stagedBuilds   // versions built in full for the peers (build once, peercopy_once.go)
 
 	cursorKey []byte         // Config.CursorKey; nil: cursorDefaultKey
 	positions *listPositions // listings' positions between pages
@@ -572,6 +573,6 @@ func (n *Node) release(ctx context.Context) error {
 		d.closePlugins()
 	}
 	n.heldChanged()
-	errs = append(errs, n.store.Close())
+	errs = append(errs, n.releaseStaging(), n.store.Close())
 	return errors.Join(errs...)
 }

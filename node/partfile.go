@@ -19,14 +19,19 @@ type PartFile struct {
 }
 
 // OpenPartFile opens partition p's file of db's version (active, pending
-// or retired) for a peer copying it. ErrUnknownDB, ErrUnknownVersion, or
+// or retired, or staged: built here in full for the peers) for a peer
+// copying it. ErrUnknownDB, ErrUnknownVersion, or
 // ErrPartitionNotHeld when this node does not hold it.
 func (n *Node) OpenPartFile(db, version string, p int) (PartFile, error) {
-	v, err := n.heldVersion(db, version)
-	if err != nil {
-		return PartFile{}, err
+	data := n.staged(db, version) // build once: every partition (peercopy_once.go)
+	if data == nil || !data.Holds(p) {
+		v, err := n.heldVersion(db, version)
+		if err != nil {
+			return PartFile{}, err
+		}
+		data = v.data
 	}
-	f, pi, err := v.data.OpenPartitionFile(p)
+	f, pi, err := data.OpenPartitionFile(p)
 	switch {
 	case errors.Is(err, blocks.ErrPartitionNotHeld):
 		return PartFile{}, fmt.Errorf("%w: %s/%s partition %d", ErrPartitionNotHeld, db, version, p)
@@ -50,6 +55,9 @@ func (n *Node) OpenPartFile(db, version string, p int) (PartFile, error) {
 // PartManifest returns the manifest of db's version held here, as JSON,
 // for a peer copying its partition files.
 func (n *Node) PartManifest(db, version string) ([]byte, error) {
+	if sv := n.staged(db, version); sv != nil { // build once: every partition
+		return json.Marshal(sv.Manifest())
+	}
 	v, err := n.heldVersion(db, version)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/spangledb/spangle/blocks"
 )
@@ -33,6 +34,27 @@ type PeerFiles interface {
 // none of them could give it; the version is built from the source.
 var errNoHolder = errors.New("node: no peer holds the partitions")
 
+// ErrPeerBusy: the peer is sending peer_copy_concurrency partition files
+// already (503); asked again a second later (busyRetry).
+var ErrPeerBusy = errors.New("node: peer busy sending partition files")
+
+// busyRetry is the pause before a busy peer is asked again: the
+// Retry-After its door sends.
+const busyRetry = time.Second
+
+// sleepCtx waits d, or less when ctx ends first; it reports whether d
+// passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Results of spangle_peer_copy_bytes_total.
 const (
 	copyOK       = "ok"       // in files that matched the manifest, and are served
@@ -44,7 +66,13 @@ const (
 // the files peers built (peerFetch). errNoHolder when a partition has no
 // holder or none could give it: the caller builds from the source.
 func (d *db) copyFromPeers(ctx context.Context, name string, n int, parts []int) (*blocks.Version, error) {
-	from, fetch, err := d.peerFetch(ctx, name, n, parts)
+	return d.copyFrom(ctx, name, n, parts, nil)
+}
+
+// copyFrom is copyFromPeers from holders (by partition), or from the
+// view's when nil.
+func (d *db) copyFrom(ctx context.Context, name string, n int, parts []int, holders map[int][]string) (*blocks.Version, error) {
+	from, fetch, err := d.peerFetch(ctx, name, n, parts, holders)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +90,7 @@ func (d *db) copyFromPeers(ctx context.Context, name string, n int, parts []int)
 // that hold them (AddPartitions with spec.Fetch); errNoHolder, or a
 // failed copy, and the caller loads them from the source.
 func (d *db) healFromPeers(ctx context.Context, v *version, spec blocks.BuildSpec) error {
-	_, fetch, err := d.peerFetch(ctx, v.name, v.n, spec.Partitions)
+	_, fetch, err := d.peerFetch(ctx, v.name, v.n, spec.Partitions, nil)
 	if err != nil {
 		return err
 	}
@@ -77,13 +105,16 @@ func (d *db) healFromPeers(ctx context.Context, v *version, spec blocks.BuildSpe
 // an interrupted copy resumed from the next holder (from where it
 // stopped, when that holder's file has the same checksum). errNoHolder
 // when a partition has no holder, or no holder gives its manifest.
-func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int) (*blocks.Manifest, func(context.Context, int, *os.File) (blocks.PartitionInfo, error), error) {
+// holders are the peers by partition; nil: the view's (FileHolders).
+func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int, holders map[int][]string) (*blocks.Manifest, func(context.Context, int, *os.File) (blocks.PartitionInfo, error), error) {
 	nd := d.node
 	pf, ok := nd.cfg.Cluster.(PeerFiles)
 	if !ok || !nd.clustered() || len(parts) == 0 {
 		return nil, nil, errNoHolder
 	}
-	holders := pf.FileHolders(VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()})
+	if holders == nil {
+		holders = pf.FileHolders(VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()})
+	}
 	for _, p := range parts {
 		if len(holders[p]) == 0 {
 			return nil, nil, errNoHolder
@@ -121,41 +152,62 @@ func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int) (*b
 		return nil, nil, errNoHolder
 	}
 	copied := nd.metrics.peerCopy
+	var busyWait time.Duration // how long all holders of a file may stay busy
+	if bo, ok := nd.cfg.Cluster.(BuildOnce); ok {
+		busyWait = bo.PeerWait()
+	}
 	fetch := func(ctx context.Context, p int, f *os.File) (blocks.PartitionInfo, error) {
 		// Holders in turn, from the p-th on: copies spread over them.
 		k := p % len(holders[p])
 		peers := append(slices.Clone(holders[p][k:]), holders[p][:k]...)
 		c := &fileCopy{f: f}
 		var last error = errNoHolder
-		for _, peer := range peers {
-			m := manifest(ctx, peer)
-			if m == nil {
-				continue
+		var giveUp time.Time
+		for {
+			busy := false
+			for _, peer := range peers {
+				m := manifest(ctx, peer)
+				if m == nil {
+					continue
+				}
+				i, ok := slices.BinarySearch(m.Partitions, p)
+				if !ok || m.PartitionInfo[i].FileChecksum == "" || m.PartitionInfo[i].StoredBytes <= 0 {
+					continue
+				}
+				pi := m.PartitionInfo[i]
+				before := c.resumed
+				err := c.from(ctx, pf, nd.cfg.DataDir, peer, d.name, name, pi)
+				if c.resumed > before {
+					nd.metrics.peerCopyResumed.WithLabelValues(d.name).Inc()
+				}
+				switch {
+				case err == nil:
+					copied.WithLabelValues(d.name, copyOK).Add(float64(c.sum.Size()))
+					return pi, nil
+				case errors.Is(err, blocks.ErrCorrupt):
+					copied.WithLabelValues(d.name, copyMismatch).Add(float64(c.sum.Size()))
+					nd.metrics.peerCopyMismatch.WithLabelValues(d.name).Inc()
+					c.reset()
+				case ctx.Err() != nil:
+					return pi, ctx.Err()
+				case errors.Is(err, ErrPeerBusy):
+					busy = true
+				}
+				nd.log.Warn("peer copy: partition failed, next holder", "db", d.name, "version", name,
+					"partition", p, "peer", peer, "err", err)
+				last = err
 			}
-			i, ok := slices.BinarySearch(m.Partitions, p)
-			if !ok || m.PartitionInfo[i].FileChecksum == "" || m.PartitionInfo[i].StoredBytes <= 0 {
-				continue
+			// A busy holder (peer_copy_concurrency files being sent) is
+			// asked again, a second apart, for up to busyWait.
+			if giveUp.IsZero() {
+				giveUp = time.Now().Add(busyWait)
 			}
-			pi := m.PartitionInfo[i]
-			before := c.resumed
-			err := c.from(ctx, pf, nd.cfg.DataDir, peer, d.name, name, pi)
-			if c.resumed > before {
-				nd.metrics.peerCopyResumed.WithLabelValues(d.name).Inc()
+			if !busy || !time.Now().Before(giveUp) || !sleepCtx(ctx, busyRetry) {
+				break
 			}
-			switch {
-			case err == nil:
-				copied.WithLabelValues(d.name, copyOK).Add(float64(c.sum.Size()))
-				return pi, nil
-			case errors.Is(err, blocks.ErrCorrupt):
-				copied.WithLabelValues(d.name, copyMismatch).Add(float64(c.sum.Size()))
-				nd.metrics.peerCopyMismatch.WithLabelValues(d.name).Inc()
-				c.reset()
-			case ctx.Err() != nil:
-				return pi, ctx.Err()
-			}
-			nd.log.Warn("peer copy: partition failed, next holder", "db", d.name, "version", name,
-				"partition", p, "peer", peer, "err", err)
-			last = err
+		}
+		if ctx.Err() != nil {
+			return blocks.PartitionInfo{}, ctx.Err()
 		}
 		if c.sum != nil {
 			copied.WithLabelValues(d.name, copyDropped).Add(float64(c.sum.Size()))

@@ -69,6 +69,17 @@ type Config struct {
 	// false (healing on). It is a negative switch so that the zero value
 	// keeps healing on.
 	DisableHeal bool
+	// DisableBuildOnce makes every node build the partitions it is
+	// assigned from the source, as before build once (issue 35): a region
+	// then reads each version once per node. Default false: one node
+	// builds each new version (VersionBuilder), the others copy from it.
+	// A negative switch so that the zero value keeps build once on.
+	DisableBuildOnce bool
+	// BuildOnceWait is how long a node waits for the builder of a new
+	// version to publish its partitions, or for a busy peer to send a
+	// file, before it builds from the source itself: set it above the
+	// longest build. Default 10m.
+	BuildOnceWait time.Duration
 	// PeerToken is the cluster's shared secret: sent with this node's
 	// proxied requests, and required of peers' by the HTTP front door
 	// when set (edge.Config.PeerToken). Default "": peers are not told
@@ -104,6 +115,7 @@ func DefaultConfig() Config {
 		VersionRemoveTimeout: 10 * time.Minute,
 		HealAfter:            time.Minute,
 		HealMaxParallel:      1,
+		BuildOnceWait:        10 * time.Minute,
 	}
 }
 
@@ -139,6 +151,8 @@ func (c Config) Validate() error {
 		return bad("heal_after %v: want a positive duration (heal = false turns healing off)", c.HealAfter)
 	case c.HealMaxParallel < 1:
 		return bad("heal_max_parallel %d: want at least 1", c.HealMaxParallel)
+	case c.BuildOnceWait <= 0:
+		return fmt.Errorf("%w: cluster.build_once_wait %v: want a positive duration", node.ErrConfig, c.BuildOnceWait)
 	}
 	if _, err := assign.ByName(c.Assignment); err != nil {
 		return fmt.Errorf("%w: sharding.assignment: %v", node.ErrConfig, err)

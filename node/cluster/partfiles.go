@@ -121,6 +121,9 @@ func (c *Cluster) PeerFile(ctx context.Context, peer, db, version string, p int,
 	}
 	if resp.StatusCode != want {
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return nil, "", 0, fmt.Errorf("peer %s: partition %d: %w", peer, p, node.ErrPeerBusy)
+		}
 		return nil, "", 0, fmt.Errorf("peer %s: partition %d from %d: status %d", peer, p, off, resp.StatusCode)
 	}
 	return resp.Body, resp.Header.Get("X-Spangle-File-Checksum"), off + resp.ContentLength, nil

@@ -1,0 +1,118 @@
+package edge_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spangledb/spangle/edge/internal/edgetest"
+	"github.com/spangledb/spangle/node/nodetest"
+)
+
+// Build once over real NATS and HTTP (issue 35): 3 nodes, replication 2,
+// a new version d/v1 no node holds. With build once, one node (the
+// version's builder) reads the source and builds every partition; the
+// two others copy theirs from it: the cluster reads the source once.
+// Without it, each node reads the whole source (hash partitioning: every
+// partition draws records from every file).
+
+// startOnceCluster writes d/v1 and starts 3 nodes with replication 2,
+// healing off, build once as told; it returns them and the source's size.
+func startOnceCluster(t *testing.T, buildOnce bool) ([]*healNode, float64) {
+	t.Helper()
+	root := t.TempDir()
+	recs := make([]nodetest.Record, copyKeys)
+	for i := range recs {
+		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte(copyValue(i))}
+	}
+	edgetest.WriteVersion(t, root, "d", "v1", healParts, recs)
+	var size int64
+	files, err := os.ReadDir(filepath.Join(root, "d", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if fi, err := f.Info(); err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+	}
+	opts := make([]healOpts, 3)
+	for i := range opts {
+		opts[i] = healOpts{replication: 2, disable: true, noBuildOnce: !buildOnce}
+	}
+	return startHealClusterOn(t, root, opts), float64(size)
+}
+
+// sourceReads sums spangle_source_read_bytes_total over nodes.
+func sourceReads(t *testing.T, nodes []*healNode) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, n := range nodes {
+		sum += n.metric(t, "spangle_source_read_bytes_total")
+	}
+	return sum
+}
+
+// outcomes counts spangle_build_once_total by outcome over nodes.
+func outcomes(t *testing.T, nodes []*healNode) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, n := range nodes {
+		mfs, err := n.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "spangle_build_once_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" {
+						out[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestBuildOnce: the cluster reads the source once in total (today: once
+// per node), one node built, two copied, and every node serves every key.
+// It fails without build once (3 times the source read).
+func TestBuildOnce(t *testing.T) {
+	nodes, size := startOnceCluster(t, true)
+	if got := sourceReads(t, nodes); got < size || got > 1.2*size {
+		t.Errorf("the cluster read %v bytes of the source (%v bytes): want about once", got, size)
+	}
+	if got := outcomes(t, nodes); got["built"] != 1 || got["copied"] != 2 || got["fallback"] != 0 {
+		t.Errorf("build once outcomes %v: want 1 built, 2 copied", got)
+	}
+	copied := 0
+	for _, n := range nodes {
+		if copyMetric(t, n, "ok") > 0 {
+			copied++
+		}
+		checkCopyKeys(t, n)
+	}
+	if copied != 2 {
+		t.Errorf("%d nodes copied files: want 2", copied)
+	}
+}
+
+// TestBuildOnceOff: with build_once false every node builds its own
+// partitions, each reading the whole source (the baseline).
+func TestBuildOnceOff(t *testing.T) {
+	nodes, size := startOnceCluster(t, false)
+	if got := sourceReads(t, nodes); got < 3*size {
+		t.Errorf("the cluster read %v bytes of the source (%v bytes): want 3 times", got, size)
+	}
+	if got := outcomes(t, nodes); len(got) != 0 {
+		t.Errorf("build once outcomes %v with build once off", got)
+	}
+	for _, n := range nodes {
+		checkCopyKeys(t, n)
+	}
+}
