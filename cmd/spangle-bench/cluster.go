@@ -53,6 +53,25 @@ type clusterNode struct {
 	id   int
 	addr string // HTTP, host:port; also its name in the status
 	c    *child
+	dir  string // its config and data dir
+	spec clusterSpec
+}
+
+func (n *clusterNode) configPath() string { return filepath.Join(n.dir, "spangle.toml") }
+func (n *clusterNode) dataDir() string    { return filepath.Join(n.dir, "data") }
+
+// startNode starts (or starts again) n's process on its configuration
+// and data dir.
+func (b *bench) startNode(n *clusterNode) error {
+	name := n.spec.logs + " node " + strconv.Itoa(n.id)
+	c, err := startChild(name, n.dir, filepath.Join(b.cfg.Work, fmt.Sprintf("%s-node%d.log", n.spec.logs, n.id)), b.cfg.Spangle,
+		"serve", "--config", n.configPath(), "--source", n.spec.source, "--data-dir", n.dataDir(),
+		"--bind", n.addr, "--log-format", "json")
+	if err != nil {
+		return err
+	}
+	n.c = c
+	return nil
 }
 
 // clusterKeyLimit is the most keys a load's key list holds.
@@ -210,6 +229,9 @@ type clusterSpec struct {
 	dir    string // a fresh directory: node<i>/ (config, data dir) under it
 	source string // every node's source: a directory or nats-object://<bucket>
 	logs   string // log file prefix in the work dir: <logs>-node<i>.log
+	// extra is appended to every node's configuration, after its
+	// [sharding] keys.
+	extra string
 }
 
 // startCluster starts clusterNodes `spangle serve` processes (node 1
@@ -237,19 +259,16 @@ func (b *bench) startCluster(ctx context.Context, spec clusterSpec) (nodes []*cl
 			return nodes, natsURL, err
 		}
 		config := fmt.Sprintf("require_success_file = true\nshard_id = \"%d\"\n[nats]\n%s\ncluster_name = \"bench\"\n"+
-			"[sharding]\nenabled = true\nreplication = 2\ntime_to_converge = %q\n", id, nats, b.cfg.ClusterConverge.String())
-		cfgPath := filepath.Join(dir, "spangle.toml")
-		if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+			"[sharding]\nenabled = true\nreplication = 2\ntime_to_converge = %q\n%s", id, nats, b.cfg.ClusterConverge.String(), spec.extra)
+		n := &clusterNode{id: id, addr: addr, dir: dir, spec: spec}
+		if err := os.WriteFile(n.configPath(), []byte(config), 0o644); err != nil {
 			return nodes, natsURL, err
 		}
-		name := spec.logs + " node " + strconv.Itoa(id)
-		c, err := startChild(name, dir, filepath.Join(b.cfg.Work, fmt.Sprintf("%s-node%d.log", spec.logs, id)), b.cfg.Spangle,
-			"serve", "--config", cfgPath, "--source", spec.source, "--data-dir", filepath.Join(dir, "data"),
-			"--bind", addr, "--log-format", "json")
-		if err != nil {
+		if err := b.startNode(n); err != nil {
 			return nodes, natsURL, err
 		}
-		nodes = append(nodes, &clusterNode{id: id, addr: addr, c: c})
+		nodes = append(nodes, n)
+		c := n.c
 		if id == 1 { // the others need its NATS server
 			err := pollUntil(ctx, c, 30*time.Second, pollInterval, "node 1's NATS server", func() error {
 				conn, err := net.DialTimeout("tcp", natsAddr, time.Second)

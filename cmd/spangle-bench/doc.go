@@ -4,7 +4,7 @@
 // because the machines it runs on are small and noisy.
 //
 //	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--start-rounds 3] [--conns 1,50]
-//	                  [--scenarios spangle,sequins,cluster,publish,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--json FILE]
+//	                  [--scenarios spangle,sequins,cluster,publish,peercopy,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
 //
@@ -29,6 +29,10 @@
 // cluster (three nodes on a smaller dataset, wrk against one of them with
 // proxied and local keys, then 20 upgrades under a checking Go load:
 // failed requests and per-node version regressions must be zero);
+// peercopy (three nodes, replication 2, --peercopy-records, run with
+// [cluster] build_once off then on: the source bytes a new version costs
+// the cluster, the time a wiped node takes to serve its share and what it
+// reads from the source, and the GET p99 of a serving node meanwhile);
 // publish (the dataset uploaded by `spangle publish` to a three-node
 // cluster's NATS Object Store: MB/s against a raw Object Store Put of the
 // same bytes, and the time until every node serves it); headers (the
@@ -53,6 +57,7 @@
 // cluster.go starts and stops a cluster and runs the cluster scenario;
 // https.go the https scenario and its certificate;
 // upgrades.go is its upgrades step; publish.go the publish scenario;
+// peercopy.go the peercopy scenario;
 // wrk.go writes the wrk script and parses what it prints; proc.go starts
 // and stops child processes and reads their memory and CPU from /proc;
 // report.go holds the result types, prints them and saves them.

@@ -41,12 +41,13 @@ type scenarioResult struct {
 	ServingRSSMiB float64      `json:"serving_rss_mib,omitempty"` // VmRSS after the loads
 	// RssAnon is the heap and stacks, RssFile the mapped files (the
 	// partitions' page cache), of ServingRSSMiB.
-	ServingAnonMiB float64        `json:"serving_rss_anon_mib,omitempty"`
-	ServingFileMiB float64        `json:"serving_rss_file_mib,omitempty"`
-	Cluster        *clusterResult `json:"cluster,omitempty"` // the cluster scenario's own figures
-	Publish        *publishResult `json:"publish,omitempty"` // the publish scenario's
-	Problems       []string       `json:"problems,omitempty"`
-	Notes          []string       `json:"notes,omitempty"` // worth saying, but not failures
+	ServingAnonMiB float64         `json:"serving_rss_anon_mib,omitempty"`
+	ServingFileMiB float64         `json:"serving_rss_file_mib,omitempty"`
+	Cluster        *clusterResult  `json:"cluster,omitempty"`  // the cluster scenario's own figures
+	Publish        *publishResult  `json:"publish,omitempty"`  // the publish scenario's
+	PeerCopy       *peerCopyResult `json:"peercopy,omitempty"` // the peercopy scenario's
+	Problems       []string        `json:"problems,omitempty"`
+	Notes          []string        `json:"notes,omitempty"` // worth saying, but not failures
 }
 
 // buildResult describes building the dataset: Records and Seconds as the
@@ -232,6 +233,7 @@ func (r *report) print(w io.Writer) {
 	r.printSequins(w)
 	r.printCluster(w)
 	r.printPublish(w)
+	r.printPeerCopy(w)
 	if busy {
 		fmt.Fprintf(w, "note: other processes used over %d%% of the CPUs during some loads (other cpu); compare those rows with care.\n", busyThreshold)
 	}

@@ -45,6 +45,10 @@ type runConfig struct {
 
 	// The publish scenario (publish.go).
 	PublishRounds int // rounds of a raw Put and a publish; default 3
+
+	// The peercopy scenario (peercopy.go).
+	PeerCopyRecords int64 // its dataset's records; default 2,000,000
+	PeerCopyConns   int   // wrk connections to node 1; default 10
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -77,6 +81,8 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.ClusterRounds, "cluster-rounds", 5, "rounds of a proxied and a local load in the cluster scenario; the proxied/local ratio is their median")
 	fs.IntVar(&c.ClusterUpgrades, "cluster-upgrades", 20, "versions the cluster scenario switches through under load (0 skips the step)")
 	fs.Int64Var(&c.UpgradeRecords, "upgrade-records", 20_000, "records of each upgrade's version")
+	fs.Int64Var(&c.PeerCopyRecords, "peercopy-records", 2_000_000, "records of the peercopy scenario's dataset")
+	fs.IntVar(&c.PeerCopyConns, "peercopy-conns", 10, "wrk connections to node 1 in the peercopy scenario")
 	fs.IntVar(&c.UpgradeReaders, "upgrade-readers", 2, "reading goroutines per node during the upgrades")
 	fs.DurationVar(&c.UpgradeTimeout, "upgrade-timeout", time.Minute, "how long every node may take to serve an upgrade")
 	fs.IntVar(&c.PublishRounds, "publish-rounds", 3, "rounds of a raw Object Store Put and a spangle publish in the publish scenario")
@@ -124,6 +130,9 @@ func (c *runConfig) Validate() error {
 		if c.ClusterUpgrades > 0 && (c.UpgradeRecords < 1 || c.UpgradeRecords > c.ClusterRecords || c.UpgradeReaders < 1 || c.UpgradeTimeout <= 0) {
 			return errors.New("run: --upgrade-records must be in [1, --cluster-records], --upgrade-readers and --upgrade-timeout positive")
 		}
+	}
+	if slices.Contains(c.Scenarios, "peercopy") && (c.PeerCopyRecords < 1 || c.PeerCopyConns < 1) {
+		return errors.New("run: --peercopy-records and --peercopy-conns must be at least 1")
 	}
 	if slices.Contains(c.Scenarios, "publish") && c.PublishRounds < 1 {
 		return errors.New("run: --publish-rounds must be at least 1")

@@ -65,6 +65,7 @@ func scenarios() []scenario {
 		{name: sequinsName, run: runSequins},
 		{name: "cluster", run: runCluster},
 		{name: "publish", run: runPublish},
+		{name: "peercopy", run: runPeerCopy},
 		{name: httpsName, run: runHTTPS},
 		{name: headersName, run: runHeaders},
 		{name: baselineName, run: runBaseline},

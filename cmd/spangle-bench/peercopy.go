@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The peercopy scenario (issue 35): three nodes, replication 2, on a
+// dataset of --peercopy-records, run twice in one run: with build once
+// off (every node builds its partitions from the source: the old way)
+// and on (one node builds, the others copy). Each run publishes the
+// version and measures the time until every node serves it and the
+// bytes the nodes read from the source; loads node 1 at rest; then wipes
+// node 3 and starts it again while node 1 is loaded: node 3's time to
+// serve its share and what it read from the source, and node 1's GET p99
+// meanwhile. With build once off the wiped node is given a peer token its
+// peers refuse, so that it builds its share from the source (as before
+// peer copies): that is "its build time".
+
+// peerCopyResult is the scenario's own figures.
+type peerCopyResult struct {
+	Records     int64          `json:"records"`
+	SourceBytes int64          `json:"source_bytes"`
+	Conns       int            `json:"conns"`
+	Runs        []peerCopyMode `json:"runs"` // build once off, then on
+}
+
+// peerCopyMode is one run of the scenario.
+type peerCopyMode struct {
+	BuildOnce bool `json:"build_once"`
+	// The new version: from _SUCCESS + SIGHUP to every node serving it,
+	// the bytes all nodes read from the source, and that over the
+	// source's size.
+	NewVersionSecs float64 `json:"new_version_seconds"`
+	SourceRead     float64 `json:"source_read_bytes"`
+	ReadRatio      float64 `json:"source_read_ratio"`
+	// The wiped node 3: from its start to serving its share (ACTIVE in
+	// its status), its own build (or copy) time
+	// (spangle_build_duration_seconds), and what it read from the source.
+	WipedSecs      float64 `json:"wiped_seconds"`
+	WipedBuildSecs float64 `json:"wiped_build_seconds"`
+	WipedRead      float64 `json:"wiped_source_read_bytes"`
+	WipedCopied    float64 `json:"wiped_copied_bytes"`
+	// Node 1 under wrk: at rest, and while node 3 loads its share (wrk
+	// starts when node 3 has joined, for --duration).
+	RestP99ms     float64 `json:"rest_p99_ms"`
+	DuringP99ms   float64 `json:"during_p99_ms"`
+	RestReqPerSec float64 `json:"rest_req_per_s"`
+	DuringReqPerS float64 `json:"during_req_per_s"`
+	DuringErrors  int64   `json:"during_errors"`
+}
+
+// runPeerCopy is the peercopy scenario.
+func runPeerCopy(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = "peercopy"
+	p := b.cfg.Gen
+	p.Records = b.cfg.PeerCopyRecords
+	src := filepath.Join(b.cfg.Work, "peercopy-source")
+	b.log.Info("peercopy: generating dataset", "dir", src, "records", p.Records)
+	if _, err := generate(src, p); err != nil {
+		return res, err
+	}
+	pc := &peerCopyResult{Records: p.Records, Conns: b.cfg.PeerCopyConns}
+	res.PeerCopy = pc
+	parts, err := filepath.Glob(filepath.Join(src, p.DB, p.Version, "part-*"))
+	if err != nil {
+		return res, err
+	}
+	for _, f := range parts {
+		if fi, err := os.Stat(f); err == nil {
+			pc.SourceBytes += fi.Size()
+		}
+	}
+	script := filepath.Join(b.cfg.Work, "peercopy.lua")
+	if err := writeWrkScript(script, p.Records, p.KeySize, "/"+p.DB+"/", false); err != nil {
+		return res, err
+	}
+	for _, once := range []bool{false, true} {
+		if err := settle(src); err != nil {
+			return res, err
+		}
+		m, err := b.peerCopyRun(ctx, src, script, p, once, &res)
+		pc.Runs = append(pc.Runs, m)
+		if err != nil {
+			return res, fmt.Errorf("build_once = %v: %w", once, err)
+		}
+	}
+	return res, nil
+}
+
+// peerCopyRun is one run of the scenario, build once on or off.
+func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams, once bool, res *scenarioResult) (m peerCopyMode, err error) {
+	m.BuildOnce = once
+	tmp, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
+	if err != nil {
+		return m, err
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "source")
+	versionDir, err := linkDataset(src, root, p)
+	if err != nil {
+		return m, err
+	}
+	logs := "peercopy-off"
+	if once {
+		logs = "peercopy-once"
+	}
+	extra := fmt.Sprintf("peer_token = \"bench\"\n[cluster]\nbuild_once = %v\n", once)
+	nodes, _, err := b.startCluster(ctx, clusterSpec{dir: tmp, source: root, logs: logs, extra: extra})
+	defer stopCluster(nodes, res)
+	if err != nil {
+		return m, err
+	}
+	start := time.Now()
+	if err := markAndSignal(versionDir, nodes); err != nil {
+		return m, err
+	}
+	if _, err := b.waitServing(ctx, nodes, p, p.Version); err != nil {
+		return m, err
+	}
+	m.NewVersionSecs = time.Since(start).Seconds()
+	for _, n := range nodes {
+		v, err := scrapeCounter("http://"+n.addr+"/metrics", "spangle_source_read_bytes_total")
+		if err != nil {
+			return m, err
+		}
+		m.SourceRead += v
+	}
+	m.ReadRatio = m.SourceRead / float64(max(res.PeerCopy.SourceBytes, 1))
+	b.log.Info("peercopy: new version served", "build_once", once, "seconds", m.NewVersionSecs, "source_read_ratio", m.ReadRatio)
+
+	url := "http://" + nodes[0].addr + "/"
+	rest, err := runWrk(ctx, b.wrk, wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.Duration})
+	if err != nil {
+		return m, err
+	}
+	m.RestP99ms, m.RestReqPerSec = ms(rest.P99), float64(rest.Requests)/rest.Elapsed.Seconds()
+
+	// Node 3 wiped and started again.
+	n3 := nodes[2]
+	if err := n3.c.stop(); err != nil {
+		return m, err
+	}
+	if err := os.RemoveAll(n3.dataDir()); err != nil {
+		return m, err
+	}
+	if !once { // its peers refuse its copies: it builds from the source
+		cfg, err := os.ReadFile(n3.configPath())
+		if err != nil {
+			return m, err
+		}
+		cfg = []byte(strings.Replace(string(cfg), `peer_token = "bench"`, `peer_token = "refused"`, 1))
+		if err := os.WriteFile(n3.configPath(), cfg, 0o644); err != nil {
+			return m, err
+		}
+	}
+	n3.spec.logs += "-wiped"
+	restart := time.Now()
+	if err := b.startNode(n3); err != nil {
+		return m, err
+	}
+	err = pollUntil(ctx, n3.c, 60*time.Second, 50*time.Millisecond, n3.c.name+" to join", func() error {
+		log, _ := os.ReadFile(n3.c.logPath)
+		if clusterNodeCount(log) < 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	if err != nil {
+		return m, err
+	}
+	during := make(chan error, 1)
+	var load wrkStats
+	go func() {
+		var err error
+		load, err = runWrk(ctx, b.wrk, wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.Duration})
+		during <- err
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	err = pollUntil(ctx, n3.c, b.cfg.BuildTimeout, pollInterval, n3.c.name+" to serve its share", func() error {
+		vs, err := clusterStatus(ctx, client, n3.addr, p.DB, p.Version)
+		if err != nil {
+			return err
+		}
+		if st := vs.Nodes[n3.addr]; st.State != "ACTIVE" {
+			return fmt.Errorf("%w: %s", errNotYet, st.State)
+		}
+		return nil
+	})
+	m.WipedSecs = time.Since(restart).Seconds()
+	if werr := <-during; err == nil {
+		err = werr
+	}
+	if err != nil {
+		return m, err
+	}
+	m.DuringP99ms, m.DuringReqPerS = ms(load.P99), float64(load.Requests)/load.Elapsed.Seconds()
+	m.DuringErrors = load.Errors.Total()
+	metrics := "http://" + n3.addr + "/metrics"
+	if m.WipedBuildSecs, err = scrapeCounter(metrics, "spangle_build_duration_seconds"); err != nil {
+		return m, err
+	}
+	if m.WipedRead, err = scrapeCounter(metrics, "spangle_source_read_bytes_total"); err != nil {
+		return m, err
+	}
+	m.WipedCopied, _ = scrapeCounter(metrics, "spangle_peer_copy_bytes_total") // none before a copy
+	b.log.Info("peercopy: wiped node serves its share", "build_once", once, "seconds", m.WipedSecs, "build_seconds", m.WipedBuildSecs,
+		"source_read", m.WipedRead, "rest_p99_ms", m.RestP99ms, "during_p99_ms", m.DuringP99ms)
+	return m, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// printPeerCopy writes the peercopy scenario's figures, if it ran.
+func (r *report) printPeerCopy(w io.Writer) {
+	for _, s := range r.Scenarios {
+		pc := s.PeerCopy
+		if pc == nil || len(pc.Runs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "peercopy: %d nodes, replication 2, %d records (--peercopy-records), %.0f MiB of source; build_once off, then on; wrk at %d connections on node 1\n",
+			clusterNodes, pc.Records, float64(pc.SourceBytes)/(1<<20), pc.Conns)
+		for _, m := range pc.Runs {
+			fmt.Fprintf(w, "  build_once=%-5v new version: served by all in %.2f s, source read %.2fx its size; wiped node 3: served its share %.2f s after its start "+
+				"(build or copy %.2f s), read %.0f bytes of the source, copied %.0f; node 1 p99 %.2f ms at rest, %.2f ms while node 3 loads (%.2fx), %d failed requests\n",
+				m.BuildOnce, m.NewVersionSecs, m.ReadRatio, m.WipedSecs, m.WipedBuildSecs, m.WipedRead, m.WipedCopied,
+				m.RestP99ms, m.DuringP99ms, m.DuringP99ms/max(m.RestP99ms, 1e-9), m.DuringErrors)
+		}
+		if len(pc.Runs) == 2 {
+			off, on := pc.Runs[0], pc.Runs[1]
+			fmt.Fprintf(w, "  on/off: new version source reads %.2fx (%.2fx → %.2fx), time to serve it %.2fx; wiped node's load %.2fx of its build time (%.2f s / %.2f s), wall %.2fx\n",
+				on.ReadRatio/max(off.ReadRatio, 1e-9), off.ReadRatio, on.ReadRatio, on.NewVersionSecs/max(off.NewVersionSecs, 1e-9),
+				on.WipedBuildSecs/max(off.WipedBuildSecs, 1e-9), on.WipedBuildSecs, off.WipedBuildSecs, on.WipedSecs/max(off.WipedSecs, 1e-9))
+		}
+		fmt.Fprintln(w)
+	}
+}
