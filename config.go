@@ -106,6 +106,10 @@ type natsFile struct {
 	// The NATS door's access log: a path or "-"; combined | json.
 	AccessLog       string `toml:"access_log"`
 	AccessLogFormat string `toml:"access_log_format"`
+	// For url: the node's second login, in the clients' account
+	// (responder), answering their lookups there.
+	LookupCreds string `toml:"lookup_creds"`
+	LookupNKey  string `toml:"lookup_nkey"`
 }
 
 // regionFile is [region]: the node's region of a hub (kvwatch/region).
@@ -592,6 +596,8 @@ func (f natsFile) apply(k *kvwatch.Config) error {
 	setNonZero(&k.EmbeddedListen, f.Listen)
 	k.CredsFile = f.Creds
 	k.NKeySeedFile = f.NKey
+	k.LookupCredsFile = f.LookupCreds
+	k.LookupNKeySeedFile = f.LookupNKey
 	k.TLSCAFile = f.TLSCA
 	k.TLSCertFile = f.TLSCert
 	k.TLSKeyFile = f.TLSKey

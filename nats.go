@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
 )
@@ -26,8 +28,11 @@ type natsDoor struct {
 	// NATS server cannot start (its port is taken, say). Never blocks.
 	fatal chan<- error
 
-	mu  sync.Mutex // guards srv
+	mu  sync.Mutex // guards srv and lookups
 	srv *edge.NATSServer
+	// lookups is the node's login in the clients' account
+	// (kvwatch.KV.LookupConn), the front door's ClientConn; nil without.
+	lookups *nats.Conn
 }
 
 func startNATS(log *slog.Logger, kv *kvwatch.KV, cfg edge.NATSConfig, fatal chan<- error) *natsDoor {
@@ -56,16 +61,25 @@ func (d *natsDoor) run(ctx context.Context) {
 		return
 	}
 	d.cfg.Conn = d.kv.Conn()
+	lookups, err := d.kv.LookupConn()
+	if err != nil {
+		// The clients' lookups then find no responder in their account.
+		d.log.Error("NATS front door: no login in the clients' account: answering in the cluster's only", "err", err)
+	}
+	d.cfg.ClientConn = lookups
 	srv, err := edge.NewNATSServer(d.cfg)
 	if err == nil {
 		err = srv.Start()
 	}
 	if err != nil {
+		if lookups != nil {
+			lookups.Close()
+		}
 		d.log.Error("NATS front door not started: serving HTTP only", "err", err)
 		return
 	}
 	d.mu.Lock()
-	d.srv = srv
+	d.srv, d.lookups = srv, lookups
 	d.mu.Unlock()
 	d.log.Info("NATS front door serving", "subjects", edge.SubjectPrefix(d.cfg.ClusterName)+".>",
 		"embedded_url", d.kv.ClientURL())
@@ -81,12 +95,16 @@ func (d *natsDoor) stopFrontDoor(ctx context.Context) error {
 		return fmt.Errorf("NATS front door: %w", ctx.Err())
 	}
 	d.mu.Lock()
-	srv := d.srv
+	srv, lookups := d.srv, d.lookups
 	d.mu.Unlock()
 	if srv == nil {
 		return nil
 	}
-	return srv.Shutdown(ctx)
+	err := srv.Shutdown(ctx)
+	if lookups != nil {
+		lookups.Close()
+	}
+	return err
 }
 
 // stopKV withdraws what is left of this node's KV entries, closes the

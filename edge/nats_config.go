@@ -22,6 +22,12 @@ type NATSConfig struct {
 	// open until Shutdown returns; the front door never closes it. While
 	// it is disconnected, the subscriptions wait for the reconnect.
 	Conn *nats.Conn
+	// ClientConn, when set, is a second connection, logged into the
+	// clients' NATS account (kvwatch.KV.LookupConn): the front door
+	// subscribes on it as on Conn, so that the clients' lookups are
+	// answered in their own account and cross no service import
+	// (docs/SECURITY.md). The caller owns it as it owns Conn. Default nil.
+	ClientConn *nats.Conn
 
 	// Backend answers lookups and tells which versions are held. Required.
 	Backend NATSBackend

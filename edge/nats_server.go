@@ -38,7 +38,8 @@ type NATSBackend interface {
 // concurrent use.
 type NATSServer struct {
 	cfg        NATSConfig
-	nc         *nats.Conn
+	nc         *nats.Conn   // cfg.Conn
+	conns      []*nats.Conn // nc, then cfg.ClientConn if set: each gets every subscription
 	backend    NATSBackend
 	lister     ListBackend // nil: listings are 501
 	log        *slog.Logger
@@ -60,9 +61,9 @@ type NATSServer struct {
 
 	mu       sync.Mutex // guards the fields below
 	state    lifeState
-	subs     []*nats.Subscription     // get and mget
-	parts    map[string]*subscription // part subject → its subscription
-	draining []*subscription          // parts of retired versions, until closed
+	subs     []*subscription           // get, mget and list, on every connection
+	parts    map[partKey]*subscription // part subject on a connection → its subscription
+	draining []*subscription           // parts of retired versions, until closed
 
 	quit chan struct{}  // closed by Shutdown to stop follow
 	wg   sync.WaitGroup // follow
@@ -76,11 +77,27 @@ const (
 	stateClosed
 )
 
-// subscription is a part subscription and the channel that reports its
-// closing (after a drain).
+// subscription is a subscription, its connection and the channel that
+// reports its closing (after a drain).
 type subscription struct {
 	sub    *nats.Subscription
+	nc     *nats.Conn
 	closed <-chan nats.SubStatus
+}
+
+// partKey names a part subscription: its subject on conns[conn].
+type partKey struct {
+	conn    int
+	subject string
+}
+
+// subscribe queue-subscribes h to subject on nc.
+func subscribe(nc *nats.Conn, subject, queue string, h nats.MsgHandler) (*subscription, error) {
+	sub, err := nc.QueueSubscribe(subject, queue, h)
+	if err != nil {
+		return nil, err
+	}
+	return &subscription{sub: sub, nc: nc, closed: sub.StatusChanged(nats.SubscriptionClosed)}, nil
 }
 
 // NewNATSServer validates cfg, registers the NATS metrics and returns a
@@ -102,9 +119,14 @@ func NewNATSServer(cfg NATSConfig) (*NATSServer, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	conns := []*nats.Conn{cfg.Conn}
+	if cfg.ClientConn != nil {
+		conns = append(conns, cfg.ClientConn)
+	}
 	return &NATSServer{
 		cfg:        cfg,
 		nc:         cfg.Conn,
+		conns:      conns,
 		backend:    cfg.Backend,
 		lister:     cfg.List,
 		log:        log,
@@ -115,15 +137,16 @@ func NewNATSServer(cfg NATSConfig) (*NATSServer, error) {
 		listPrefix: names.ListSubject(cfg.ClusterName, ""),
 		ctx:        ctx,
 		cancel:     cancel,
-		parts:      map[string]*subscription{},
+		parts:      map[partKey]*subscription{},
 		quit:       make(chan struct{}),
 	}, nil
 }
 
-// Start subscribes to the get and mget subjects and starts following the
-// backend's held versions with part subscriptions. It does not wait for
-// the server to confirm the subscriptions (Conn.Flush does). It fails if
-// the connection is closed, or on a second call.
+// Start subscribes to the get, mget and list subjects, on Conn and on
+// ClientConn, and starts following the backend's held versions with part
+// subscriptions. It does not wait for the server to confirm the
+// subscriptions (Conn.Flush does). It fails if a connection is closed,
+// or on a second call.
 func (s *NATSServer) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,16 +162,18 @@ func (s *NATSServer) Start() error {
 		{s.mgetPrefix + "*", prefix + ".mget", s.onMGet},
 		{s.listPrefix + "*", prefix + ".list", s.onList},
 	} {
-		for range s.cfg.Handlers {
-			sub, err := s.nc.QueueSubscribe(sc.subject, sc.queue, s.logged("", sc.handler))
-			if err != nil {
-				for _, sub := range s.subs {
-					_ = sub.Unsubscribe()
+		for _, nc := range s.conns {
+			for range s.cfg.Handlers {
+				sub, err := subscribe(nc, sc.subject, sc.queue, s.logged("", sc.handler))
+				if err != nil {
+					for _, sub := range s.subs {
+						_ = sub.sub.Unsubscribe()
+					}
+					s.subs = nil
+					return fmt.Errorf("edge: subscribe %s: %w", sc.subject, err)
 				}
-				s.subs = nil
-				return fmt.Errorf("edge: subscribe %s: %w", sc.subject, err)
+				s.subs = append(s.subs, sub)
 			}
-			s.subs = append(s.subs, sub)
 		}
 	}
 	s.state = stateRunning
@@ -157,7 +182,8 @@ func (s *NATSServer) Start() error {
 		defer s.wg.Done()
 		s.follow()
 	}()
-	s.log.Info("NATS front door started", "get", s.getPrefix+"*", "mget", s.mgetPrefix+"*", "list", s.listPrefix+"*", "handlers", s.cfg.Handlers)
+	s.log.Info("NATS front door started", "get", s.getPrefix+"*", "mget", s.mgetPrefix+"*", "list", s.listPrefix+"*", "handlers", s.cfg.Handlers,
+		"client_account", s.cfg.ClientConn != nil)
 	return nil
 }
 
@@ -191,8 +217,8 @@ func (s *NATSServer) follow() {
 }
 
 // syncParts subscribes to the part subjects of held that have no
-// subscription and drains those of versions no longer held. It reports
-// whether every subscription succeeded.
+// subscription on a connection and drains those of versions no longer
+// held. It reports whether every subscription succeeded.
 func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 	want := map[string]bool{}
 	type newSub struct {
@@ -211,8 +237,8 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ok := true
-	for subject, ps := range s.parts {
-		if want[subject] {
+	for key, ps := range s.parts {
+		if want[key.subject] {
 			continue
 		}
 		// A drain answers the requests already routed here, then closes.
@@ -220,22 +246,25 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 			_ = ps.sub.Unsubscribe()
 		}
 		s.draining = append(s.draining, ps)
-		delete(s.parts, subject)
-		s.log.Debug("NATS part subscription retired", "subject", subject)
+		delete(s.parts, key)
+		s.log.Debug("NATS part subscription retired", "subject", key.subject, "conn", key.conn)
 	}
 	for _, a := range adds {
-		if _, ok := s.parts[a.subject]; ok {
-			continue
-		}
 		db, version, p := a.db, a.version, a.p
-		sub, err := s.nc.QueueSubscribe(a.subject, a.subject, s.logged(db, func(m *nats.Msg) { s.onPart(m, db, version, p) }))
-		if err != nil {
-			s.log.Warn("cannot subscribe; retrying", "subject", a.subject, "err", err)
-			ok = false
-			continue
+		for i, nc := range s.conns {
+			key := partKey{i, a.subject}
+			if _, ok := s.parts[key]; ok {
+				continue
+			}
+			sub, err := subscribe(nc, a.subject, a.subject, s.logged(db, func(m *nats.Msg) { s.onPart(m, db, version, p) }))
+			if err != nil {
+				s.log.Warn("cannot subscribe; retrying", "subject", a.subject, "conn", i, "err", err)
+				ok = false
+				continue
+			}
+			s.parts[key] = sub
+			s.log.Debug("NATS part subscription added", "subject", a.subject, "conn", i)
 		}
-		s.parts[a.subject] = &subscription{sub: sub, closed: sub.StatusChanged(nats.SubscriptionClosed)}
-		s.log.Debug("NATS part subscription added", "subject", a.subject)
 	}
 	// Forget the drained subscriptions that have closed.
 	kept := s.draining[:0]
@@ -246,7 +275,11 @@ func (s *NATSServer) syncParts(held []node.HeldVersion) bool {
 	}
 	clear(s.draining[len(kept):])
 	s.draining = kept
-	s.met.parts.Set(float64(len(s.parts)))
+	subjects := map[string]bool{}
+	for key := range s.parts {
+		subjects[key.subject] = true
+	}
+	s.met.parts.Set(float64(len(subjects)))
 	return ok
 }
 
@@ -276,32 +309,32 @@ func (s *NATSServer) Shutdown(ctx context.Context) error {
 	close(s.quit)
 	s.wg.Wait()
 
-	// 2. A drain needs the server: without a connection, unsubscribe
-	// (nothing is routed here meanwhile) and wait for nothing.
-	connected := s.nc.IsConnected()
-	stop := func(sub *nats.Subscription) {
-		if !connected || sub.Drain() != nil {
-			_ = sub.Unsubscribe()
+	// 2. A drain needs the server: on a connection that is down,
+	// unsubscribe (nothing is routed there meanwhile) and wait for
+	// nothing.
+	connected := map[*nats.Conn]bool{}
+	for _, nc := range s.conns {
+		connected[nc] = nc.IsConnected()
+	}
+	var waits []*subscription
+	stop := func(ps *subscription) {
+		if !connected[ps.nc] || ps.sub.Drain() != nil {
+			_ = ps.sub.Unsubscribe()
+			return
 		}
+		waits = append(waits, ps)
 	}
 	s.mu.Lock()
-	var waits []<-chan nats.SubStatus
-	for _, sub := range s.subs {
-		if connected {
-			waits = append(waits, sub.StatusChanged(nats.SubscriptionClosed))
-		}
-		stop(sub)
+	for _, ps := range s.subs {
+		stop(ps)
 	}
-	for subject, ps := range s.parts {
-		stop(ps.sub)
-		if connected {
-			s.draining = append(s.draining, ps)
-		}
-		delete(s.parts, subject)
+	for key, ps := range s.parts {
+		stop(ps)
+		delete(s.parts, key)
 	}
-	if connected {
-		for _, ps := range s.draining {
-			waits = append(waits, ps.closed)
+	for _, ps := range s.draining {
+		if connected[ps.nc] {
+			waits = append(waits, ps)
 		}
 	}
 	s.draining = nil
@@ -311,12 +344,12 @@ func (s *NATSServer) Shutdown(ctx context.Context) error {
 	// 3. A closed connection closes no subscription channel: do not wait
 	// for those.
 	var err error
-	for _, ch := range waits {
-		if s.nc.IsClosed() {
-			break
+	for _, ps := range waits {
+		if ps.nc.IsClosed() {
+			continue
 		}
 		select {
-		case <-ch:
+		case <-ps.closed:
 		case <-ctx.Done():
 			err = fmt.Errorf("edge: NATS shutdown: %w", ctx.Err())
 		}

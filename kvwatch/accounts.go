@@ -1,6 +1,7 @@
 package kvwatch
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -26,6 +27,14 @@ import (
 // account, mapped back to the requester's reply), so whatever reply a
 // client names, the answer comes back to it and nowhere else; and no
 // role but the node may create consumers.
+//
+// Clients' lookups are the exception: a service import costs a reply
+// mapping per request (up to a third of a lookup's speed), so the nodes
+// answer them inside the client account instead, from a second login of
+// theirs there (RoleResponder; the embedded server's own, selfKeys). A
+// reply subject a client crafts then names a subject of the client
+// account, which has no JetStream and exports nothing: it cannot reach
+// the cluster account at all.
 
 // serviceImport is one service a role's account imports from the cluster
 // account: local is its subject in the importing account, remote in the
@@ -76,10 +85,8 @@ func RoleImports(role string, s Scope) ([]serviceImport, error) {
 	var imp []serviceImport
 	switch role {
 	case RoleClient:
-		p := names.Prefix(s.Cluster)
-		for _, op := range []string{"get", "part", "mget", "list"} {
-			imp = append(imp, serviceImport{local: p + "." + op + ".>", remote: p + "." + op + ".>"})
-		}
+		// Its lookups are answered in its own account (RoleResponder):
+		// it imports only the cluster map.
 		imp = append(imp, mapReads("$JS.API")...)
 	case RoleOperator:
 		// Binding the versions bucket, reading a pin, writing pins.
@@ -119,9 +126,45 @@ func RoleImports(role string, s Scope) ([]serviceImport, error) {
 	return imp, nil
 }
 
+// lookupSubjects are the subjects of a cluster's lookups and key
+// listings (a client's requests; the nodes answer them).
+func lookupSubjects(cluster string) []string {
+	p := names.Prefix(cluster)
+	return []string{p + ".get.>", p + ".part.>", p + ".mget.>", p + ".list.>"}
+}
+
+// selfKeys are this process's logins on the embedded server when it has
+// users, NKeys made at New and never stored: cluster in the cluster
+// account (kvwatch's connection, the front door for the nodes' logins),
+// lookups in the client account when there is one (LookupConn: the front
+// door for the clients), else nil.
+type selfKeys struct {
+	cluster, lookups nkeys.KeyPair
+}
+
+func newSelfKeys(c Config) (selfKeys, error) {
+	var k selfKeys
+	var err error
+	if k.cluster, err = nkeys.CreateUser(); err != nil {
+		return k, fmt.Errorf("kvwatch: node NKey: %w", err)
+	}
+	if hasClientAccount(c) {
+		if k.lookups, err = nkeys.CreateUser(); err != nil {
+			return k, fmt.Errorf("kvwatch: node NKey: %w", err)
+		}
+	}
+	return k, nil
+}
+
+// hasClientAccount reports whether c's embedded server has a client
+// account: a user of the client or the responder role.
+func hasClientAccount(c Config) bool {
+	return slices.ContainsFunc(c.EmbeddedUsers, func(u User) bool { return u.Role == RoleClient || u.Role == RoleResponder })
+}
+
 // accountsOf returns the accounts of c's users: the cluster account,
 // then one account per role and set of imports, and each user's
-// account, by index.
+// account, by index. Responders are users of the client account.
 func accountsOf(c Config) ([]accountSpec, []int, error) {
 	specs := []accountSpec{{name: names.ClusterAccount(c.ClusterName), jetStream: true}}
 	of := make([]int, len(c.EmbeddedUsers))
@@ -129,6 +172,9 @@ func accountsOf(c Config) ([]accountSpec, []int, error) {
 	for i, u := range c.EmbeddedUsers {
 		if u.Role == RoleNode {
 			continue
+		}
+		if u.Role == RoleResponder {
+			u.Role = RoleClient
 		}
 		imp, err := RoleImports(u.Role, c.userScope(u))
 		if err != nil {
@@ -212,10 +258,15 @@ func renderAccounts(specs []accountSpec, comments bool) string {
 		}
 		b.WriteString("    users: [\n")
 		if comments {
-			if a.role == "" {
-				fmt.Fprintf(&b, "      # the %s logins, with the permissions of: spangle nats-permissions %s\n", RoleNode, RoleNode)
-			} else {
-				fmt.Fprintf(&b, "      # the %s logins, with the permissions of: spangle nats-permissions %s\n", a.role, a.role)
+			role := a.role
+			if role == "" {
+				role = RoleNode
+			}
+			fmt.Fprintf(&b, "      # the %s logins, with the permissions of: spangle nats-permissions %s\n", role, role)
+			if role == RoleClient {
+				// The nodes answer the clients' lookups in this account.
+				b.WriteString("      # and each node's second login, answering the lookups here ([nats] lookup_creds or lookup_nkey):\n")
+				fmt.Fprintf(&b, "      # the %s logins, with the permissions of: spangle nats-permissions %s\n", RoleResponder, RoleResponder)
 			}
 		}
 		b.WriteString("    ]\n")
@@ -253,9 +304,9 @@ func renderAccounts(specs []accountSpec, comments bool) string {
 // subjects built from such names).
 func quote(s string) string { return `"` + s + `"` }
 
-// addAccounts puts c's accounts and users, and the node's own NKey user,
-// into o.
-func addAccounts(o *server.Options, c Config, self nkeys.KeyPair) error {
+// addAccounts puts c's accounts and users, and the node's own NKey
+// users, into o.
+func addAccounts(o *server.Options, c Config, self selfKeys) error {
 	specs, of, err := accountsOf(c)
 	if err != nil {
 		return err
@@ -281,10 +332,25 @@ func addAccounts(o *server.Options, c Config, self nkeys.KeyPair) error {
 			o.Users = append(o.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms, Account: acc})
 		}
 	}
-	pub, err := self.PublicKey()
+	pub, err := self.cluster.PublicKey()
 	if err != nil {
 		return err
 	}
 	o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: pub, Account: byName[specs[0].name]})
+	if self.lookups == nil {
+		return nil
+	}
+	i := slices.IndexFunc(specs, func(a accountSpec) bool { return a.role == RoleClient })
+	if i < 0 {
+		return errors.New("kvwatch: accounts: a lookups login but no client account")
+	}
+	if pub, err = self.lookups.PublicKey(); err != nil {
+		return err
+	}
+	perms, err := RolePermissions(RoleResponder, Scope{Cluster: c.ClusterName, Accounts: true})
+	if err != nil {
+		return err
+	}
+	o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: perms, Account: byName[specs[i].name]})
 	return nil
 }

@@ -136,6 +136,24 @@ func TestAttacksEmbedded(t *testing.T) {
 	if err := node.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// The node's own login in the clients' account (LookupConn) is where
+	// their lookups are answered: here as naively, to whatever reply, and
+	// whatever a reply names is a subject of the clients' account.
+	lookups, err := k.LookupConn()
+	if err != nil || lookups == nil {
+		t.Fatalf("no login in the clients' account: %v", err)
+	}
+	defer lookups.Close()
+	answered := make(chan string, 100)
+	if _, err := lookups.QueueSubscribe(names.GetSubject("test", "db"), "q", func(m *nats.Msg) {
+		m.Respond(nil) //nolint:errcheck // a refused answer is the server's to log
+		answered <- m.Reply
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lookups.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	before := readClusterState(t, ctx, admin)
 
 	// Where a crafted reply would write, in the cluster's account.
@@ -245,7 +263,22 @@ func TestAttacksEmbedded(t *testing.T) {
 			}
 			nc.Flush() //nolint:errcheck // refused
 			waitFor(t, 5*time.Second, "the direct attempts refused", v.has(`Publish to "`+targets[0]+`"`))
+			// Nobody but a node answers lookups in the clients' account.
+			nc.QueueSubscribe(names.GetSubject("test", "db"), "q", func(*nats.Msg) {}) //nolint:errcheck // refused
+			nc.Flush()                                                                 //nolint:errcheck // refused
+			waitFor(t, 5*time.Second, "the lookup subscription refused", v.has(`Subscription to "`+names.GetSubject("test", "db")+`"`))
 		})
+	}
+	// The crafted replies reached the node's login in the clients'
+	// account, as they were.
+	got := map[string]bool{}
+	for len(answered) > 0 {
+		got[<-answered] = true
+	}
+	for _, target := range targets {
+		if !got[target] {
+			t.Errorf("the lookup with reply %s never reached the clients' account's responder", target)
+		}
 	}
 	// Every answer has been sent by now: the requester's own got back.
 	after := readClusterState(t, ctx, admin)

@@ -47,6 +47,12 @@ const (
 	// partition-aware routing); it may not answer lookups, join their
 	// queue groups, or write anything.
 	RoleClient = "client"
+	// RoleResponder: a spangle node's second login, in the client
+	// account (accounts.go), answering the clients' lookups there so that
+	// they cross no service import. It subscribes to the cluster's lookup
+	// subjects and publishes nothing but one answer to each request it
+	// received. Only with accounts.
+	RoleResponder = "responder"
 )
 
 // User is one login of the embedded server.
@@ -58,7 +64,9 @@ type User struct {
 	// NKey, instead of Name and Password, is a user's public NKey ("U…"):
 	// the client signs a challenge with the seed.
 	NKey string
-	// Role is RoleNode, RoleOperator, RolePublisher or RoleClient.
+	// Role is RoleNode, RoleOperator, RolePublisher, RoleClient or
+	// RoleResponder (another node's login answering lookups in the client
+	// account).
 	Role string
 	// Buckets are the Object Store buckets a publisher writes, or a node
 	// reads its versions from. Default none; a publisher needs at least
@@ -203,7 +211,8 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 			return legacyPermissions(role, s, pub, sub)
 		}
 		// Users of the role's own account (accounts.go): what they may
-		// publish is what the account imports.
+		// publish is what the account imports, and a client its lookups,
+		// which the nodes answer in its account (RoleResponder).
 		imp, err := RoleImports(role, s)
 		if err != nil {
 			return nil, err
@@ -212,8 +221,22 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		for _, si := range imp {
 			pub = append(pub, si.local)
 		}
+		if role == RoleClient {
+			pub = append(pub, lookupSubjects(s.Cluster)...)
+		}
+	case RoleResponder:
+		if !s.Accounts {
+			return nil, fmt.Errorf("a %s answers lookups in the client account: only with accounts", RoleResponder)
+		}
+		// The lookup subjects, and one answer to each request: nothing
+		// else (an empty allow list, not none, which would allow all).
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{}},
+			Subscribe: &server.SubjectPermission{Allow: []string{names.Prefix(s.Cluster) + ".>"}},
+			Response:  &server.ResponsePermission{MaxMsgs: 1, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
+		}, nil
 	default:
-		return nil, fmt.Errorf("unknown role %q (want %s, %s, %s or %s)", role, RoleNode, RoleOperator, RolePublisher, RoleClient)
+		return nil, fmt.Errorf("unknown role %q (want %s, %s, %s, %s or %s)", role, RoleNode, RoleOperator, RolePublisher, RoleClient, RoleResponder)
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: unique(pub)},
@@ -253,8 +276,8 @@ func readStream(api, stream string) []string {
 	}
 }
 
-// addUsers puts c's users, and the node's own NKey user, into o.
-func addUsers(o *server.Options, c Config, self nkeys.KeyPair) error {
+// addUsers puts c's users, and the node's own NKey users, into o.
+func addUsers(o *server.Options, c Config, self selfKeys) error {
 	if len(c.EmbeddedUsers) == 0 {
 		return nil
 	}
@@ -323,9 +346,15 @@ func PermissionsConfig(role string, s Scope) (string, error) {
 		}
 		b.WriteString(indent + "]\n")
 	}
-	b.WriteString("permissions: {\n  publish: {\n    allow: ")
-	list("    ", p.Publish.Allow)
-	b.WriteString("  }\n  subscribe: {\n    allow: ")
+	b.WriteString("permissions: {\n")
+	// An empty allow list parses as none, which allows everything:
+	// allow_responses alone closes publishing to all but the answers.
+	if len(p.Publish.Allow) > 0 || p.Response == nil {
+		b.WriteString("  publish: {\n    allow: ")
+		list("    ", p.Publish.Allow)
+		b.WriteString("  }\n")
+	}
+	b.WriteString("  subscribe: {\n    allow: ")
 	list("    ", p.Subscribe.Allow)
 	b.WriteString("  }\n")
 	if p.Response != nil {
@@ -384,8 +413,7 @@ func legacyPermissions(role string, s Scope, pub, sub []string) (*server.Permiss
 			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.PURGE."+st, names.ObjectSubjects(b))
 		}
 	case RoleClient:
-		p := names.Prefix(s.Cluster)
-		pub = append(pub, p+".get.>", p+".part.>", p+".mget.>", p+".list.>")
+		pub = append(pub, lookupSubjects(s.Cluster)...)
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: unique(pub)},

@@ -81,6 +81,17 @@ type Config struct {
 	// none.
 	NKeySeedFile string
 
+	// LookupCredsFile and LookupNKeySeedFile are this node's second login
+	// at URLs, of the responder role in the client account (a server
+	// configured with the accounts of AccountsConfig): the front door
+	// answers the clients' lookups there, so that they cross no service
+	// import (LookupConn; docs/SECURITY.md). A credentials file or an NKey
+	// seed file, exclusive. Default "": none, the node answers in its own
+	// account only. The embedded server with users makes this login by
+	// itself.
+	LookupCredsFile    string
+	LookupNKeySeedFile string
+
 	// TLSCAFile, TLSCertFile and TLSKeyFile configure TLS towards URLs: a CA
 	// bundle to verify the servers, and a client certificate and key (both
 	// or neither). TLSInsecureSkipVerify skips the server certificate check
@@ -241,6 +252,9 @@ func (c Config) Validate() error {
 	if c.CredsFile != "" && c.NKeySeedFile != "" {
 		return bad("CredsFile and NKeySeedFile are exclusive")
 	}
+	if c.LookupCredsFile != "" && c.LookupNKeySeedFile != "" {
+		return bad("LookupCredsFile and LookupNKeySeedFile are exclusive")
+	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return bad("TLSCertFile and TLSKeyFile go together")
 	}
@@ -255,7 +269,7 @@ func (c Config) Validate() error {
 		}
 		return nil
 	}
-	if c.CredsFile != "" || c.NKeySeedFile != "" || c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSInsecureSkipVerify {
+	if c.CredsFile != "" || c.NKeySeedFile != "" || c.LookupCredsFile != "" || c.LookupNKeySeedFile != "" || c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSInsecureSkipVerify {
 		return bad("credentials and TLS options apply to URLs only; the embedded server's logins are EmbeddedUsers")
 	}
 	if c.EmbeddedMaxMemory < 1<<20 || c.EmbeddedMaxStore < 16<<20 {

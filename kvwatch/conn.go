@@ -63,7 +63,7 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 	if c.Embedded() {
 		opts = append(opts, nats.InProcessServer(&k.emb))
 		if len(c.EmbeddedUsers) > 0 {
-			auth, err := selfAuth(k.self)
+			auth, err := selfAuth(k.self.cluster)
 			if err != nil {
 				return nil, err
 			}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nkeys"
 
 	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/region"
@@ -48,8 +47,8 @@ func (e *embedded) InProcessConn() (net.Conn, error) {
 }
 
 // serverOptions builds the nats-server options from the configuration;
-// self is the node's own login when c has users.
-func serverOptions(c Config, self nkeys.KeyPair) (*server.Options, error) {
+// self are the node's own logins when c has users.
+func serverOptions(c Config, self selfKeys) (*server.Options, error) {
 	host, port, err := splitListen(c.EmbeddedListen)
 	if err != nil {
 		return nil, err

@@ -51,11 +51,17 @@ func TestEmbeddedAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodePub, _ := nodeKey.PublicKey()
+	respKey, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	respPub, _ := respKey.PublicKey()
 	c := testConfig(t)
 	c.EmbeddedUsers = []User{
 		{Name: "app", Password: "app-secret", Role: RoleClient},
 		{Name: "job", Password: "job-secret", Role: RolePublisher, Buckets: []string{"data"}},
 		{NKey: nodePub, Role: RoleNode},
+		{NKey: respPub, Role: RoleResponder},
 	}
 	k := startKV(t, c)
 	if _, err := k.Put(context.Background(), Versions, "d", []byte(`{"version":"v1"}`)); err != nil {
@@ -85,9 +91,20 @@ func TestEmbeddedAuth(t *testing.T) {
 		return c
 	}
 
-	// The node user answers lookups.
+	// The clients' lookups are answered in their account, by a node's
+	// login of the responder role, which may publish nothing else; the
+	// node user's subscription in the cluster's account sees none of
+	// them.
+	resp, rv := connect(nats.Nkey(respPub, respKey.Sign))
+	if _, err := resp.QueueSubscribe("spangle.test.get.d", "q", func(m *nats.Msg) { m.Respond([]byte("value")) }); err != nil {
+		t.Fatal(err)
+	}
+	resp.Flush()
+	resp.Publish("$JS.API.DIRECT.GET."+names.KVStream(names.KVBucket("test", names.Versions)), nil)
+	resp.Flush()
+	waitFor(t, 5*time.Second, "a responder may publish nothing but answers", rv.has(`Publish to "$JS.API.DIRECT.GET.`))
 	node, _ := connect(nats.Nkey(nodePub, nodeKey.Sign))
-	if _, err := node.QueueSubscribe("spangle.test.get.d", "q", func(m *nats.Msg) { m.Respond([]byte("value")) }); err != nil {
+	if _, err := node.QueueSubscribe("spangle.test.get.d", "q", func(m *nats.Msg) { m.Respond([]byte("cluster")) }); err != nil {
 		t.Fatal(err)
 	}
 	node.Flush()
@@ -101,8 +118,10 @@ func TestEmbeddedAuth(t *testing.T) {
 	}
 
 	client, cv := connect(nats.UserInfo("app", "app-secret"))
-	if m, err := client.Request("spangle.test.get.d", []byte("k"), 5*time.Second); err != nil || string(m.Data) != "value" {
-		t.Fatalf("client lookup: %v %v", m, err)
+	for range 10 {
+		if m, err := client.Request("spangle.test.get.d", []byte("k"), 5*time.Second); err != nil || string(m.Data) != "value" {
+			t.Fatalf("client lookup: %v %v", m, err)
+		}
 	}
 	// The client reads the cluster map with batched direct gets, and has
 	// no JetStream of its own: it cannot bind, watch or write a bucket.

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/spangledb/spangle/internal/backoff"
 	"github.com/spangledb/spangle/kvwatch/natsconn"
@@ -50,9 +49,9 @@ type KV struct {
 	log *slog.Logger
 	met *metrics
 	emb embedded
-	// self is this process's login on the embedded server when it has
-	// users: an NKey made at New, never stored.
-	self nkeys.KeyPair
+	// self are this process's logins on the embedded server when it has
+	// users: NKeys made at New, never stored (selfKeys).
+	self selfKeys
 	// buckets are the buckets bound and watched (watchedBuckets), set by
 	// New.
 	buckets []watched
@@ -124,8 +123,8 @@ func New(cfg Config) (*KV, error) {
 	k.events = newConnEvents(k.log, k.met.reconnects)
 	if cfg.Embedded() && len(cfg.EmbeddedUsers) > 0 {
 		var err error
-		if k.self, err = nkeys.CreateUser(); err != nil {
-			return nil, fmt.Errorf("kvwatch: node NKey: %w", err)
+		if k.self, err = newSelfKeys(cfg); err != nil {
+			return nil, err
 		}
 	}
 	empty := &Snapshot{since: time.Now()}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spangledb/spangle/kvwatch/names"
@@ -287,9 +288,16 @@ func tryOp(nc *nats.Conn, op permOp) (bool, error) {
 // permissions violation.
 func TestRoleNodeRuns(t *testing.T) {
 	c := testConfig(t)
+	respKey, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	respPub, _ := respKey.PublicKey()
+	respSeed, _ := respKey.Seed()
 	c.EmbeddedUsers = []User{
 		{Name: "node", Password: "pw", Role: RoleNode, Buckets: []string{"data"}},
 		{Name: "client", Password: "pw", Role: RoleClient},
+		{NKey: respPub, Role: RoleResponder},
 	}
 	k := startKV(t, c)
 	ctx := ctxT(t)
@@ -301,7 +309,9 @@ func TestRoleNodeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := strings.Replace(k.ClientURL(), "nats://", "nats://node:pw@", 1)
-	n := startKV(t, testConfig(t, url))
+	nc := testConfig(t, url)
+	nc.LookupNKeySeedFile = writeFile(t, t.TempDir(), "lookups.nk", respSeed)
+	n := startKV(t, nc)
 	if err := n.Publish(ctx, Nodes, names.NodeKey("n2"), []byte("node")); err != nil {
 		t.Fatal(err)
 	}
@@ -339,10 +349,17 @@ func TestRoleNodeRuns(t *testing.T) {
 	if _, err := nobs.List(ctx); err != nil {
 		t.Fatalf("listing the source bucket: %v", err)
 	}
-	if _, err := n.Conn().QueueSubscribe(names.GetSubject("test", "db"), "q", func(m *nats.Msg) { _ = m.Respond([]byte("value")) }); err != nil {
+	// Lookups: the clients' are answered on the node's second login, in
+	// their account (LookupConn).
+	lookups, err := n.LookupConn()
+	if err != nil || lookups == nil {
+		t.Fatalf("the node's login in the clients' account: %v %v", lookups, err)
+	}
+	defer lookups.Close()
+	if _, err := lookups.QueueSubscribe(names.GetSubject("test", "db"), "q", func(m *nats.Msg) { _ = m.Respond([]byte("value")) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Conn().Flush(); err != nil {
+	if err := lookups.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	client, err := nats.Connect(k.ClientURL(), nats.UserInfo("client", "pw"))
@@ -351,7 +368,7 @@ func TestRoleNodeRuns(t *testing.T) {
 	}
 	defer client.Close()
 	if m, err := client.Request(names.GetSubject("test", "db"), []byte("k"), 5*time.Second); err != nil || string(m.Data) != "value" {
-		t.Fatalf("lookup answered by the node login: %v %v", m, err)
+		t.Fatalf("lookup answered by the node login: %v %v (lookups %v %v)", m, err, lookups.Status(), lookups.LastError())
 	}
 	if err := n.Withdraw(ctx, Partitions, names.PartitionKey("db", "v1", "n2")); err != nil {
 		t.Fatal(err)
@@ -360,8 +377,10 @@ func TestRoleNodeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the withdrawn entry gone", hasNoKey(k, Partitions, "db.v1.n2"))
-	if err := n.Conn().LastError(); err != nil {
-		t.Fatalf("the node login met: %v", err)
+	for _, c := range []*nats.Conn{n.Conn(), lookups} {
+		if err := c.LastError(); err != nil {
+			t.Fatalf("the node login met: %v", err)
+		}
 	}
 }
 
@@ -414,7 +433,7 @@ func TestPermissionsConfig(t *testing.T) {
 		scope Scope
 	}{
 		{RoleNode, s}, {RoleOperator, s}, {RolePublisher, s}, {RoleClient, s},
-		{RoleNode, acc}, {RoleOperator, acc}, {RolePublisher, acc}, {RoleClient, acc},
+		{RoleNode, acc}, {RoleOperator, acc}, {RolePublisher, acc}, {RoleClient, acc}, {RoleResponder, acc},
 		{RoleNode, hub}, {RoleOperator, hub}, {RoleOperator, hubRA}, {RolePublisher, hub}, {RoleClient, hub},
 	} {
 		role, s := tc.role, tc.scope
@@ -452,7 +471,7 @@ func TestAccountsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []string{RoleNode, RoleClient, RoleOperator, RolePublisher} {
+	for _, role := range []string{RoleNode, RoleClient, RoleResponder, RoleOperator, RolePublisher} {
 		perms, err := PermissionsConfig(role, s)
 		if err != nil {
 			t.Fatal(err)
@@ -477,15 +496,18 @@ func TestAccountsConfig(t *testing.T) {
 	}
 	for _, u := range o.Users {
 		want := names.RoleAccount("prod", u.Username, "")
-		if u.Username == RoleNode {
+		switch u.Username {
+		case RoleNode:
 			want = names.ClusterAccount("prod")
+		case RoleResponder: // the nodes answer the clients in their account
+			want = names.RoleAccount("prod", RoleClient, "")
 		}
 		if u.Account == nil || u.Account.Name != want {
 			t.Errorf("user %s in account %v, want %s", u.Username, u.Account, want)
 		}
 	}
 	cluster := accounts[names.ClusterAccount("prod")]
-	if cluster == nil || len(o.Users) != 4 {
+	if cluster == nil || len(o.Users) != 5 {
 		t.Fatalf("accounts %v, users %d", accounts, len(o.Users))
 	}
 	for _, role := range []string{RoleClient, RoleOperator, RolePublisher} {
@@ -493,6 +515,13 @@ func TestAccountsConfig(t *testing.T) {
 		a := accounts[names.RoleAccount("prod", role, "")]
 		if a == nil || a.NumServiceImports() != len(imp) {
 			t.Errorf("%s's account: %v imports, want %d", role, a, len(imp))
+		}
+	}
+	// The clients' lookups cross no import: the nodes answer them in the
+	// clients' account.
+	for _, subject := range lookupSubjects("prod") {
+		if strings.Contains(block, `service: "`+subject+`"`) || strings.Contains(block, `subject: "`+subject+`"`) {
+			t.Errorf("the accounts export or import %s:\n%s", subject, block)
 		}
 	}
 	s2, err := server.NewServer(o)

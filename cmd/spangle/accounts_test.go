@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/spangledb/spangle/kvwatch/names"
 )
@@ -17,23 +18,35 @@ import (
 // accountsConfig returns the accounts block spangle nats-permissions
 // --accounts prints, with a login in each account: "<role>" with
 // password "<role>-pw" and the permissions nats-permissions prints for
-// it.
-func accountsConfig(t *testing.T, bin string) string {
+// it, and the nodes' responder login, the NKey whose seed is in the file
+// it returns (for [nats] lookup_nkey).
+func accountsConfig(t *testing.T, bin string) (block, lookupSeed string) {
 	t.Helper()
-	block := permissionsBlock(t, bin, "--accounts")
-	for _, role := range []string{"node", "client", "operator", "publisher"} {
+	block = permissionsBlock(t, bin, "--accounts")
+	key, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := key.PublicKey()
+	seed, _ := key.Seed()
+	lookupSeed = writeFile(t, t.TempDir(), "lookups.nk", string(seed))
+	for _, role := range []string{"node", "client", "responder", "operator", "publisher"} {
 		args := []string{"--accounts", role}
 		if role == "node" {
 			args = args[1:]
 		}
-		user := fmt.Sprintf("{ user: %s, password: %s-pw\n%s }", role, role, permissionsBlock(t, bin, args...))
+		login := fmt.Sprintf("user: %s, password: %s-pw", role, role)
+		if role == "responder" {
+			login = "nkey: " + pub
+		}
+		user := fmt.Sprintf("{ %s\n%s }", login, permissionsBlock(t, bin, args...))
 		comment := fmt.Sprintf("# the %s logins, with the permissions of: spangle nats-permissions %s", role, role)
 		if !strings.Contains(block, comment) {
 			t.Fatalf("no place for the %s logins in:\n%s", role, block)
 		}
 		block = strings.Replace(block, comment, user, 1)
 	}
-	return block
+	return block, lookupSeed
 }
 
 // TestAccountsExternal runs an external nats-server process configured
@@ -56,8 +69,9 @@ func TestAccountsExternal(t *testing.T) {
 	port := freePort(t)
 	srv := &natsProc{name: "nats", url: fmt.Sprintf("nats://127.0.0.1:%d", port),
 		storeDir: filepath.Join(dir, "store"), logPath: filepath.Join(dir, "nats.log")}
+	accounts, lookupSeed := accountsConfig(t, bin)
 	srv.args = []string{"-c", writeFile(t, dir, "nats.conf", fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\n%s",
-		port, srv.storeDir, accountsConfig(t, bin)))}
+		port, srv.storeDir, accounts))}
 	srv.start(t, natsBin)
 	srv.cleanup(t)
 	as := func(role string) string {
@@ -70,7 +84,7 @@ func TestAccountsExternal(t *testing.T) {
 	}
 	publish := publisher(t, bin, src, "nats-object://data", as("publisher"))
 	waitFor(t, "publish v1 as the publisher", func() error { return publish("v1") })
-	n := startRegionNode(t, bin, 1, "data", fmt.Sprintf("require_success_file = true\n[nats]\nurl = %q\nentry_ttl = \"2s\"\n", as("node")))
+	n := startRegionNode(t, bin, 1, "data", fmt.Sprintf("require_success_file = true\n[nats]\nurl = %q\nlookup_nkey = %q\nentry_ttl = \"2s\"\n", as("node"), lookupSeed))
 	waitFor(t, "the node serves v1", func() error { return readAll(n.base, "v1", keys) })
 	if err := publish("v2"); err != nil {
 		t.Fatal(err)

@@ -200,7 +200,7 @@ func TestNATSPermissionsCommand(t *testing.T) {
 		strings.Contains(stdout, `"$KV.spangle_prod_versions.*.pin"`+"\n") {
 		t.Fatalf("a region's operator: exit %d\n%s%s", code, stdout, stderr)
 	}
-	for _, args := range [][]string{{"admin"}, {"publisher"}, {}, {"--region", "eu", "operator"}} {
+	for _, args := range [][]string{{"admin"}, {"publisher"}, {}, {"--region", "eu", "operator"}, {"responder"}} {
 		if code, _, stderr := runCLI(t, bin, append([]string{"nats-permissions"}, args...)...); code != 2 {
 			t.Errorf("nats-permissions %q: exit %d, want 2\n%s", args, code, stderr)
 		}

@@ -14,9 +14,10 @@ import (
 // --accounts and no role the accounts block that puts every role but the
 // node in an account of its own (kvwatch.AccountsConfig): what the
 // embedded server applies to its [[nats.users]] (docs/SECURITY.md gives
-// the reasons).
+// the reasons). With accounts, the responder role is the nodes' second
+// login, answering the clients' lookups in the clients' account.
 func natsPermissions(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("nats-permissions", "usage: spangle nats-permissions [flags] node|operator|publisher|client\n       spangle nats-permissions --accounts [flags]", stderr)
+	fs := newFlagSet("nats-permissions", "usage: spangle nats-permissions [flags] node|operator|publisher|client\n       spangle nats-permissions --accounts [flags] [operator|publisher|client|responder]", stderr)
 	cluster := fs.String("cluster", "spangle", "spangle cluster name (names the buckets and subjects)")
 	domain := fs.String("domain", "", "JetStream domain the buckets are reached in (none: the account's own)")
 	buckets := fs.String("buckets", "", "Object Store buckets, comma-separated: those a publisher writes, a node reads")

@@ -181,6 +181,16 @@ func StartNode(t testing.TB, kv *kvwatch.KV, root string, opts Options) *Node {
 	}
 	ncfg := edge.DefaultNATSConfig()
 	ncfg.Conn = kv.Conn()
+	// As spangle serve does: with accounts, the node's login in the
+	// clients' account answers their lookups (closed after Stop).
+	lookups, err := kv.LookupConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lookups != nil {
+		ncfg.ClientConn = lookups
+		t.Cleanup(lookups.Close)
+	}
 	ncfg.Backend, ncfg.List = n, n
 	ncfg.ClusterName = Cluster
 	ncfg.Logger = Logger()
