@@ -29,7 +29,8 @@ const mirrorWait = natstest.MirrorWait
 // the nodes bucket is the region's own (the hub has none), and the hub
 // check reports the hub. With users, the same holds with the server's
 // accounts (the leafnode link bound to the cluster's account), and a
-// client login reads the mirror through its account's imports.
+// client login reads the mirror through its account's imports, and its
+// lookups are answered in its account, on the node's LookupConn.
 func TestRegion(t *testing.T) {
 	for _, users := range []bool{false, true} {
 		t.Run(fmt.Sprintf("users=%v", users), func(t *testing.T) { testRegion(t, users) })
@@ -73,6 +74,19 @@ func testRegion(t *testing.T, users bool) {
 		m, err := app.Request("$JS.API.DIRECT.GET."+names.KVStream(vb), []byte(`{"last_by_subj":"`+names.KVSubject(vb, "d")+`"}`), 5*time.Second)
 		if err != nil || string(m.Data) != "from the hub" {
 			t.Fatalf("the client reads the mirror: %v %v", m, err)
+		}
+		// The region's nodes answer its clients in their account.
+		lookups, err := k.LookupConn()
+		if err != nil || lookups == nil {
+			t.Fatalf("no login in the region's clients' account: %v", err)
+		}
+		defer lookups.Close()
+		if _, err := lookups.Subscribe(names.GetSubject("test", "d"), func(m *nats.Msg) { m.Respond([]byte("ra")) }); err != nil { //nolint:errcheck // the request checks the answer
+			t.Fatal(err)
+		}
+		lookups.Flush() //nolint:errcheck // the request below waits
+		if m, err := app.Request(names.GetSubject("test", "d"), []byte("k"), 5*time.Second); err != nil || string(m.Data) != "ra" {
+			t.Fatalf("the region's client's lookup: %v %v", m, err)
 		}
 	}
 	if _, err := hkv.Put(ctx, "d.pin.ra", []byte("pin")); err != nil {
