@@ -460,6 +460,12 @@ func TestAuthConfigValidate(t *testing.T) {
 	}{
 		{"key without cert", func(c *Config) { c.URLs = []string{"tls://h"}; c.TLSKeyFile = "k" }},
 		{"nkey on embedded", func(c *Config) { c.NKeySeedFile = "s" }},
+		{"lookups nkey on embedded", func(c *Config) { c.LookupNKeySeedFile = "s" }},
+		{"lookups creds on embedded", func(c *Config) { c.LookupCredsFile = "s" }},
+		{"lookups creds and nkey", func(c *Config) {
+			c.URLs = []string{"nats://h"}
+			c.LookupCredsFile, c.LookupNKeySeedFile = "a", "b"
+		}},
 		{"CA on embedded", func(c *Config) { c.TLSCAFile = "ca" }},
 		{"client cert on embedded", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c", "k" }},
 		{"skip verify on embedded", func(c *Config) { c.TLSInsecureSkipVerify = true }},
