@@ -106,7 +106,7 @@ func (s *Store) AddPartitions(ctx context.Context, v *Version, spec BuildSpec) e
 
 	var added *Manifest
 	if spec.Fetch != nil {
-		added, err = fetchFiles(ctx, b.dir, add, spec.Fetch) // import.go
+		added, err = fetchFiles(ctx, b.dir, add, spec.Fetch, spec.FetchParallel) // import.go
 	} else {
 		stopProgress := b.reportProgress()
 		added, err = b.run(ctx)

@@ -47,6 +47,8 @@ type BuildSpec struct {
 	// through it, as Import does (ImportSpec.Fetch), instead of reading
 	// Files: a heal from peers that hold them. Build ignores it.
 	Fetch func(ctx context.Context, p int, f *os.File) (PartitionInfo, error)
+	// FetchParallel is how many files Fetch copies at once; below 1: one.
+	FetchParallel int
 	// Files are the version's data files in name order: N = len(Files)
 	// partitions. Build uses the order given; it decides which of duplicate
 	// keys wins (the last).

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // ImportSpec describes a version made of partition files copied from a
@@ -28,6 +30,9 @@ type ImportSpec struct {
 	// error: Import trusts what Fetch returns. Fetch may write f again
 	// from the start after a failed attempt (Truncate, Seek).
 	Fetch func(ctx context.Context, p int, f *os.File) (PartitionInfo, error)
+	// Parallel is how many files Fetch copies at once (each partition's
+	// at most once at a time); below 1: one.
+	Parallel int
 }
 
 // Import makes version spec.Version of spec.DB from partition files that
@@ -78,7 +83,7 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 		Compression: from.Compression, SourceModified: from.SourceModified, Files: from.Files,
 	}
 	err = func() error {
-		got, err := fetchFiles(ctx, dir, parts, spec.Fetch)
+		got, err := fetchFiles(ctx, dir, parts, spec.Fetch, spec.Parallel)
 		if err != nil {
 			return err
 		}
@@ -102,17 +107,29 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 	return openVersion(dir, m)
 }
 
-// fetchFiles has fetch write partitions parts' files into dir, fsyncs
-// them and dir, and returns a manifest of what they hold (Partitions,
-// PartitionInfo and the totals).
-func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context.Context, int, *os.File) (PartitionInfo, error)) (*Manifest, error) {
-	m := &Manifest{Partitions: parts, PartitionInfo: make([]PartitionInfo, 0, len(parts))}
-	for _, p := range parts {
-		pi, err := importFile(ctx, filepath.Join(dir, partitionFile(p)), p, fetch)
-		if err != nil {
-			return nil, fmt.Errorf("partition %d: %w", p, err)
-		}
-		m.PartitionInfo = append(m.PartitionInfo, pi)
+// fetchFiles has fetch write partitions parts' files into dir, parallel
+// at once (at least one), fsyncs them and dir, and returns a manifest of
+// what they hold (Partitions, PartitionInfo and the totals).
+func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context.Context, int, *os.File) (PartitionInfo, error), parallel int) (*Manifest, error) {
+	m := &Manifest{Partitions: parts}
+	infos := make([]PartitionInfo, len(parts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for i, p := range parts {
+		g.Go(func() error {
+			pi, err := importFile(gctx, filepath.Join(dir, partitionFile(p)), p, fetch)
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			infos[i] = pi
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	m.PartitionInfo = infos
+	for _, pi := range infos {
 		m.Records += pi.Records
 		m.Bytes += pi.Bytes
 		m.StoredBytes += pi.StoredBytes

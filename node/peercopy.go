@@ -72,11 +72,15 @@ func (d *db) copyFromPeers(ctx context.Context, name string, n int, parts []int)
 // copyFrom is copyFromPeers from holders (by partition), or from the
 // view's when nil.
 func (d *db) copyFrom(ctx context.Context, name string, n int, parts []int, holders map[int][]string) (*blocks.Version, error) {
+	if holders == nil {
+		holders = d.holders(name, n)
+	}
 	from, fetch, err := d.peerFetch(ctx, name, n, parts, holders)
 	if err != nil {
 		return nil, err
 	}
-	bv, err := d.node.store.Import(ctx, blocks.ImportSpec{DB: d.name, Version: name, From: from, Partitions: parts, Fetch: fetch})
+	bv, err := d.node.store.Import(ctx, blocks.ImportSpec{DB: d.name, Version: name, From: from, Partitions: parts, Fetch: fetch,
+		Parallel: copyParallel(holders, parts)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -90,12 +94,41 @@ func (d *db) copyFrom(ctx context.Context, name string, n int, parts []int, hold
 // that hold them (AddPartitions with spec.Fetch); errNoHolder, or a
 // failed copy, and the caller loads them from the source.
 func (d *db) healFromPeers(ctx context.Context, v *version, spec blocks.BuildSpec) error {
-	_, fetch, err := d.peerFetch(ctx, v.name, v.n, spec.Partitions, nil)
+	holders := d.holders(v.name, v.n)
+	_, fetch, err := d.peerFetch(ctx, v.name, v.n, spec.Partitions, holders)
 	if err != nil {
 		return err
 	}
-	spec.Fetch = fetch
+	spec.Fetch, spec.FetchParallel = fetch, copyParallel(holders, spec.Partitions)
 	return d.node.store.AddPartitions(ctx, v.data, spec)
+}
+
+// holders returns, by partition, the other nodes holding version name
+// (of n partitions) as the view says (PeerFiles.FileHolders); nil
+// without PeerFiles.
+func (d *db) holders(name string, n int) map[int][]string {
+	pf, ok := d.node.cfg.Cluster.(PeerFiles)
+	if !ok || !d.node.clustered() {
+		return nil
+	}
+	return pf.FileHolders(VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()})
+}
+
+// maxCopyParallel bounds the files a node copies at once.
+const maxCopyParallel = 4
+
+// copyParallel is how many files to copy at once: one per peer holding
+// some of parts (copies spread over the holders, each sends one), at most
+// maxCopyParallel. Each peer bounds what it sends with its own
+// peer_copy_concurrency and peer_copy_bandwidth.
+func copyParallel(holders map[int][]string, parts []int) int {
+	peers := map[string]bool{}
+	for _, p := range parts {
+		for _, h := range holders[p] {
+			peers[h] = true
+		}
+	}
+	return min(max(len(peers), 1), maxCopyParallel)
 }
 
 // peerFetch returns a manifest of version name from a holder and the
@@ -105,16 +138,14 @@ func (d *db) healFromPeers(ctx context.Context, v *version, spec blocks.BuildSpe
 // an interrupted copy resumed from the next holder (from where it
 // stopped, when that holder's file has the same checksum). errNoHolder
 // when a partition has no holder, or no holder gives its manifest.
-// holders are the peers by partition; nil: the view's (FileHolders).
+// holders are the peers by partition.
 func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int, holders map[int][]string) (*blocks.Manifest, func(context.Context, int, *os.File) (blocks.PartitionInfo, error), error) {
 	nd := d.node
 	pf, ok := nd.cfg.Cluster.(PeerFiles)
 	if !ok || !nd.clustered() || len(parts) == 0 {
 		return nil, nil, errNoHolder
 	}
-	if holders == nil {
-		holders = pf.FileHolders(VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()})
-	}
+
 	for _, p := range parts {
 		if len(holders[p]) == 0 {
 			return nil, nil, errNoHolder

@@ -136,6 +136,11 @@ func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams
 	b.log.Info("peercopy: new version served", "build_once", once, "seconds", m.NewVersionSecs, "source_read_ratio", m.ReadRatio)
 
 	url := "http://" + nodes[0].addr + "/"
+	if b.cfg.Warmup > 0 { // the partitions read once, as at rest
+		if _, err := runWrk(ctx, b.wrk, wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.Warmup}); err != nil {
+			return m, err
+		}
+	}
 	rest, err := runWrk(ctx, b.wrk, wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.Duration})
 	if err != nil {
 		return m, err

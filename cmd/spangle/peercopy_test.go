@@ -1,0 +1,289 @@
+package main
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/node/nodetest"
+)
+
+// Peer copies and build once with real processes (issue 35): nodes of
+// one cluster on loopback (node 1 embeds NATS), versions whose values are
+// padded so that files, not the protocol, dominate the bytes.
+
+const (
+	copyKeys  = 60
+	copyFiles = 6
+	copyPad   = 1 << 20 // random bytes beside the keys: about 170 KiB a partition file
+)
+
+// writeCopyVersion writes version v of db d under root: key-<i> →
+// <v>:<i> and pad-<j> keys of random values, in copyFiles files, and
+// returns the files' total size.
+func writeCopyVersion(t *testing.T, root, v string) int64 {
+	t.Helper()
+	recs := nodetest.Numbered(v, copyKeys)
+	for j, pad := 0, copyPad; pad > 0; j++ {
+		val := make([]byte, min(pad, 16<<10))
+		rand.Read(val)
+		recs = append(recs, nodetest.Record{Key: fmt.Appendf(nil, "pad-%d", j), Value: val})
+		pad -= len(val)
+	}
+	nodetest.WriteVersion(t, root, "d", v, copyFiles, recs)
+	return dirBytes(t, filepath.Join(root, "d", v))
+}
+
+// nodeMetric sums the samples of the metric family name in n's /metrics.
+func nodeMetric(client *http.Client, n *clusterProc, name string) (float64, error) {
+	resp, err := client.Get(n.base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for l := range strings.Lines(string(b)) {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+			continue
+		}
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("node %d: %q: %v", n.id, l, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// mustMetric is nodeMetric, failing the test on an error.
+func mustMetric(t *testing.T, client *http.Client, n *clusterProc, name string) float64 {
+	t.Helper()
+	v, err := nodeMetric(client, n, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitConverged waits until each of nodes has logged that it converged
+// with want nodes.
+func waitConverged(t *testing.T, nodes []*clusterProc, want int) {
+	t.Helper()
+	line := fmt.Sprintf(`"msg":"cluster membership converged","nodes":%d`, want)
+	for _, n := range nodes {
+		waitFor(t, fmt.Sprintf("node %d converged with %d nodes", n.id, want), func() error {
+			if !strings.Contains(n.log(), line) {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+}
+
+// dataDir is n's data dir (its --data-dir argument).
+func (p *clusterProc) dataDir() string {
+	for i, a := range p.args {
+		if a == "--data-dir" && i+1 < len(p.args) {
+			return p.args[i+1]
+		}
+	}
+	return ""
+}
+
+// wipeRestart kills n (SIGKILL), empties its data dir and starts it
+// again.
+func wipeRestart(t *testing.T, n *clusterProc) {
+	t.Helper()
+	n.kill(t)
+	if err := os.RemoveAll(n.dataDir()); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t)
+}
+
+// TestPeerCopyProcesses runs "spangle serve" processes, replication 2,
+// heal_after 1s, entries gone 3s after a node is killed, each sending
+// partition files at 128 KiB/s (so that a copy lasts long enough to be
+// interrupted):
+//
+//  1. three nodes, then v1 published: one node reads the source, the
+//     others copy (build once): the cluster reads about 1x the version;
+//  2. node 1's partition files damaged in place, then a fourth node
+//     joins: it refuses node 1's files (mismatch counted), copies them
+//     from the other holders and reads nothing from the source;
+//  3. node 1 killed (SIGKILL), wiped and started again: it copies its
+//     share, reading nothing; every node serves every key right;
+//  4. node 2 killed: once its entries are gone, the partitions it held
+//     are healed by copies, the healers reading nothing more;
+//  5. node 2 wiped and started again: the first peer that sends it a file
+//     is killed; node 2 resumes from another holder, reading nothing.
+func TestPeerCopyProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs four binaries")
+	}
+	const entryTTL = 3 * time.Second
+	const sharding = "heal_after = \"1s\"\n[cluster]\npeer_copy_bandwidth = \"128KiB\"\n"
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	natsPort := freePort(t)
+	client := &http.Client{Timeout: testTimeout}
+	var nodes []*clusterProc
+	for id := 1; id <= 3; id++ {
+		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, 2*time.Second, entryTTL, sharding))
+	}
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	waitConverged(t, nodes, 3)
+	metric := func(n *clusterProc, name string) float64 {
+		t.Helper()
+		return mustMetric(t, client, n, name)
+	}
+	waitKeys := func(what string, nodes ...*clusterProc) {
+		t.Helper()
+		waitFor(t, "every key of v1 readable from "+what, func() error {
+			_, err := allKeys(client, nodes, copyKeys, "v1")
+			return err
+		})
+	}
+
+	// 1. Build once.
+	size := writeCopyVersion(t, root, "v1")
+	for _, n := range nodes {
+		if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitKeys("every node", nodes...)
+	read := 0.0
+	for _, n := range nodes {
+		read += metric(n, "spangle_source_read_bytes_total")
+	}
+	if read < float64(size) || read > 1.2*float64(size) {
+		t.Errorf("the cluster read %v bytes of the source for v1 (%d bytes): want about once", read, size)
+	}
+	t.Logf("v1 (%d bytes of source): the cluster read %v", size, read)
+
+	// 2. Node 1's files damaged; node 4 joins.
+	files, err := filepath.Glob(filepath.Join(n1.dataDir(), "dbs", "d", "v1", "p-*.bolt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("node 1's partition files: %v %v", files, err)
+	}
+	for _, path := range files {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	n4 := startClusterProc(t, bin, root, 4, natsPort, 2*time.Second, entryTTL, sharding)
+	nodes = append(nodes, n4)
+	waitFor(t, "node 4 serves its share of v1", func() error {
+		if st, err := ownState(client, n4, "v1"); err != nil || st != "ACTIVE" {
+			return fmt.Errorf("%s %v", st, err)
+		}
+		return nil
+	})
+	if got := metric(n4, "spangle_peer_copy_mismatches_total"); got == 0 {
+		t.Error("node 4 counted no mismatch: node 1's damaged files were never tried")
+	}
+	if got := metric(n4, "spangle_source_read_bytes_total"); got != 0 {
+		t.Errorf("node 4 read %v bytes of the source", got)
+	}
+
+	// 3. Node 1 wiped.
+	wipeRestart(t, n1)
+	waitKeys("every node, node 1 wiped", nodes...)
+	if got := metric(n1, "spangle_source_read_bytes_total"); got != 0 {
+		t.Errorf("node 1, wiped, read %v bytes of the source", got)
+	}
+	if got := metric(n1, "spangle_peer_copy_bytes_total"); got == 0 {
+		t.Error("node 1, wiped, copied nothing")
+	}
+
+	// 4. Node 2 killed: heals copy.
+	live := []*clusterProc{n1, n3, n4}
+	before := map[*clusterProc]float64{}
+	for _, n := range live {
+		before[n] = metric(n, "spangle_source_read_bytes_total")
+	}
+	n2.kill(t)
+	waitFor(t, "nodes 1, 3 and 4 hold every partition of v1 twice", func() error {
+		held := 0
+		for _, n := range live {
+			parts, err := ownPartitions(client, n, "v1")
+			if err != nil {
+				return err
+			}
+			held += len(parts)
+		}
+		if held < 2*copyFiles {
+			return fmt.Errorf("%d partitions held", held)
+		}
+		return nil
+	})
+	healed := 0.0
+	for _, n := range live {
+		if got := metric(n, "spangle_source_read_bytes_total"); got != before[n] {
+			t.Errorf("node %d read %v bytes of the source healing (%v before)", n.id, got, before[n])
+		}
+		healed += metric(n, "spangle_heal_partitions_total")
+	}
+	if healed == 0 {
+		t.Error("no partition healed")
+	}
+	waitKeys("nodes 1, 3 and 4, node 2 killed", live...)
+
+	// 5. A copy interrupted by killing the peer sending it.
+	sent := map[*clusterProc]float64{}
+	for _, n := range live {
+		sent[n] = metric(n, "spangle_peer_copy_served_bytes_total")
+	}
+	if err := os.RemoveAll(n2.dataDir()); err != nil {
+		t.Fatal(err)
+	}
+	n2.start(t)
+	var sender *clusterProc
+	waitFor(t, "a peer sends node 2 a file", func() error {
+		for _, n := range live {
+			if v, err := nodeMetric(client, n, "spangle_peer_copy_served_bytes_total"); err == nil && v > sent[n] {
+				sender = n
+				return nil
+			}
+		}
+		return fmt.Errorf("nothing sent yet")
+	})
+	sender.kill(t)
+	t.Logf("node %d killed while sending node 2 a file", sender.id)
+	waitFor(t, "node 2 serves its share of v1", func() error {
+		if st, err := ownState(client, n2, "v1"); err != nil || st != "ACTIVE" {
+			return fmt.Errorf("%s %v", st, err)
+		}
+		return nil
+	})
+	if got := metric(n2, "spangle_source_read_bytes_total"); got != 0 {
+		t.Errorf("node 2 read %v bytes of the source", got)
+	}
+	if got := metric(n2, "spangle_peer_copy_resumed_total"); got == 0 {
+		t.Error("node 2 resumed no copy where the killed peer's stopped")
+	}
+}
