@@ -154,7 +154,7 @@ func serveKeyOn[K sink](s *Server, k K, db, key string) {
 		writeFailureOn(s, k, db, proxy, err, start, "edge: lookup failed")
 		return
 	}
-	status := writeAnswerOn(s, k, dh, a, proxiedTo)
+	status := writeAnswerOn(s, k, dh, &a, proxiedTo)
 	if hot {
 		if rec := k.record(); rec != nil {
 			rec.hot = true
@@ -167,41 +167,41 @@ func serveKeyOn[K sink](s *Server, k K, db, key string) {
 // the answer to write for key of db, the peer that answered it
 // (proxiedTo) and whether the node's answer cache held it (hot); or the
 // backend's error.
-func (s *Server) lookupKey(ctx context.Context, db, key, proxy string, raw bool) (dh *dbHandle, a *answer, proxiedTo string, hot bool, err error) {
+func (s *Server) lookupKey(ctx context.Context, db, key, proxy string, raw bool) (dh *dbHandle, a answer, proxiedTo string, hot bool, err error) {
 	// The key's bytes are the path string's, shared rather than copied: a
 	// lookup only reads its key (partitioners, bbolt, the proxy's
 	// requests, the answer cache's lookup; a cached key is copied), and a
 	// string's memory is never written.
 	res, err := s.backend.Get(ctx, db, unsafe.Slice(unsafe.StringData(key), len(key)), node.GetOptions{Version: proxy, Raw: raw})
 	if err != nil {
-		return nil, nil, "", false, err
+		return nil, answer{}, "", false, err
 	}
 	dh = s.metrics.known(db)
 	return dh, answerOf(dh, &res), res.ProxiedTo, res.Cached, nil
 }
 
-// answer is what a found or missing key's response is written from,
-// one per request.
+// answer is what a found or missing key's response is written from: a
+// value, made per request.
 type answer struct {
 	hs    *headerSet
 	value []byte // shared (node.Result.Value): never modified
 	found bool
-	// etagVal is the ETag header's value: the node's (node.Result.ETag)
-	// when it had it, else etag's bytes, computed by answerOf.
-	etagVal [1]string
-	etag    [node.ETagLen]byte
+	// etag is the ETag header's value, of one element: the node's
+	// (node.Result.ETag, shared) when it had it, else computed by
+	// answerOf.
+	etag []string
 }
 
-// answerOf returns the answer to write for res, a lookup of dh's db.
-func answerOf(dh *dbHandle, res *node.Result) *answer {
-	a := &answer{hs: dh.headersFor(res), value: res.Value, found: res.Found}
-	switch {
-	case !a.found:
-	case len(res.ETag) == node.ETagLen:
-		a.etagVal[0] = res.ETag
-	default:
-		node.AppendETag(a.etag[:0], a.value)
-		a.etagVal[0] = unsafe.String(&a.etag[0], node.ETagLen)
+// answerOf returns the answer to write for res, a lookup of dh's db. A
+// hit of the node's answer cache allocates nothing here; any other found
+// value its ETag, hashed.
+func answerOf(dh *dbHandle, res *node.Result) answer {
+	a := answer{hs: dh.headersFor(res), value: res.Value, found: res.Found, etag: res.ETag}
+	if a.found && len(a.etag) != 1 {
+		ev := new(etagValue)
+		tag := node.AppendETag(ev.buf[:0], a.value)
+		ev.vals[0] = unsafe.String(unsafe.SliceData(tag), len(tag))
+		a.etag = ev.vals[:]
 	}
 	return a
 }
@@ -238,7 +238,7 @@ func writeAnswerOn[K sink](s *Server, k K, dh *dbHandle, a *answer, proxiedTo st
 		return http.StatusNotFound
 	}
 
-	etagVal := a.etagVal[:]
+	etagVal := a.etag
 	etag := unsafe.Slice(unsafe.StringData(etagVal[0]), len(etagVal[0]))
 	gz := wantsGzipOn(s, k, len(a.value))
 	if gz {
@@ -291,8 +291,9 @@ func writeAnswerOn[K sink](s *Server, k K, dh *dbHandle, a *answer, proxiedTo st
 	return http.StatusOK
 }
 
-// etagValue holds a gzip answer's ETag header: its bytes (gzipETag adds
-// 3) and the one-element value slice naming them, allocated together.
+// etagValue holds an ETag header computed by the door (answerOf, or a
+// gzip answer's: gzipETag adds 3 bytes): its bytes and the one-element
+// value slice naming them, allocated together.
 type etagValue struct {
 	vals [1]string
 	buf  [node.ETagLen + 3]byte

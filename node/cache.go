@@ -46,13 +46,14 @@ type cacheKey struct {
 // version's and the db's own fields. Never modified once stored.
 type cacheEntry struct {
 	value     []byte
-	etag      string
+	etag      []string // Result.ETag
 	proxiedTo string
 	found     bool
 }
 
 // cacheEntryOverhead is the memory an entry costs beyond its key's and
-// value's bytes: the cacheKey and cacheEntry, the ETag's string, otter's
+// value's bytes: the cacheKey and cacheEntry, the ETag's string and
+// slice, otter's
 // node and its hash table's share. Measured by TestCacheEntryOverhead,
 // rounded up.
 const cacheEntryOverhead = 256
@@ -180,7 +181,7 @@ func (h *answerCache) put(v *version, key []byte, raw bool, res *Result, epoch u
 	}
 	e := &cacheEntry{value: res.Value, proxiedTo: res.ProxiedTo, found: res.Found}
 	if res.Found {
-		e.etag = ETag(res.Value)
+		e.etag = []string{ETag(res.Value)}
 		res.ETag = e.etag
 	}
 	k := cacheKey{v: v, key: string(key), raw: raw}

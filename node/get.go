@@ -38,10 +38,12 @@ type Result struct {
 	// NegativeCacheControl is the db's Cache-Control for a missing key.
 	NegativeCacheControl string
 	ProxiedTo            string // the peer that answered, when proxied
-	// ETag is Value's entity tag (AppendETag) when the answer came from
-	// the answer cache or was stored in it; "" otherwise (a door that
-	// needs it hashes Value).
-	ETag string
+	// ETag is Value's entity tag (AppendETag) as a one-element header
+	// value, which http.Header and nats.Header take as it is, when the
+	// answer came from the answer cache or was stored in it; nil
+	// otherwise (a door that needs it hashes Value). Shared: never
+	// modify it.
+	ETag []string
 	// Cached says the answer came from the answer cache.
 	Cached bool
 }

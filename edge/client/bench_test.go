@@ -17,6 +17,7 @@ import (
 	"github.com/spangledb/spangle/edge/client"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/kvwatch"
+	"github.com/spangledb/spangle/node"
 )
 
 // Benchmark data: benchKeys records of 16-byte keys and 100-byte values in
@@ -63,6 +64,24 @@ func setupBench(b *testing.B) []benchOp { return setupBenchOn(b, false) }
 // login, whose account reaches the node through service imports.
 func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 	b.Helper()
+	return setupBenchWith(b, benchSetup{accounts: accounts})
+}
+
+// benchSetup shapes setupBenchWith.
+type benchSetup struct {
+	accounts bool                    // setupBenchOn's
+	node     func(*node.Config)      // adjusts the node's configuration; nil: the defaults
+	key      func(*rand.Rand) []byte // the key of a lookup; nil: uniform over the benchmark's keys
+}
+
+// setupBenchWith is setupBenchOn, shaped by s.
+func setupBenchWith(b *testing.B, s benchSetup) []benchOp {
+	b.Helper()
+	accounts := s.accounts
+	key := s.key
+	if key == nil {
+		key = func(r *rand.Rand) []byte { return benchKeyList[r.IntN(benchKeys)] }
+	}
 	old := debug.SetGCPercent(200) // spangle serve's default
 	b.Cleanup(func() { debug.SetGCPercent(old) })
 	root := b.TempDir()
@@ -82,7 +101,7 @@ func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 		clientLogin = []nats.Option{nats.UserInfo("bench-client", "pw")}
 	}
 	kv := edgetest.StartKV(b, kcfg)
-	edgetest.StartNode(b, kv, root, edgetest.Options{})
+	edgetest.StartNode(b, kv, root, edgetest.Options{Node: s.node})
 	echo, err := kv.Conn().QueueSubscribe("bench.echo", "bench.echo", func(m *nats.Msg) {
 		m.Respond(benchValue) //nolint:errcheck // benchmark
 	})
@@ -123,7 +142,7 @@ func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 	ctx := context.Background()
 	get := func(c *client.Client) func(r *rand.Rand) error {
 		return func(r *rand.Rand) error {
-			res, err := c.Get(ctx, "bench", benchKeyList[r.IntN(benchKeys)])
+			res, err := c.Get(ctx, "bench", key(r))
 			if err == nil && !res.Found {
 				err = fmt.Errorf("not found")
 			}
@@ -132,7 +151,7 @@ func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 	}
 	return []benchOp{
 		{"echo", 1, func(r *rand.Rand) error {
-			_, err := nc.Request("bench.echo", benchKeyList[r.IntN(benchKeys)], 5*time.Second)
+			_, err := nc.Request("bench.echo", key(r), 5*time.Second)
 			return err
 		}},
 		{"get", 1, get(getClient)},
@@ -140,7 +159,7 @@ func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 		{"mget100", benchBatch, func(r *rand.Rand) error {
 			keys := make([][]byte, benchBatch)
 			for i := range keys {
-				keys[i] = benchKeyList[r.IntN(benchKeys)]
+				keys[i] = key(r)
 			}
 			rs, err := partClient.GetMany(ctx, "bench", keys)
 			if err == nil && !rs[benchBatch-1].Found {

@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkCache compares, in alternating rounds of one process, lookups
+// on a node with the answer cache off and on (the default size): Get
+// and GetMany of 100 keys, under uniform and Zipf (0.99) keys over
+// 200,000 records (100-byte values, s2-blocks), so that each pair sees
+// the same machine. It reports ns per key of each and on/off, the ratio
+// of their times: below 1 the cache saves, above it a miss costs more.
+func BenchmarkCache(b *testing.B) {
+	const records, batch = 200_000, 100
+	root := b.TempDir()
+	writeVersion(b, root, "d", "v1", 4, records)
+	off := newTestNode(b, root, func(c *Config) { c.HotCacheBytes = 0 })
+	on := newTestNode(b, root, nil)
+	for _, n := range []*testNode{off, on} {
+		waitFor(b, "v1 active", func() bool { v, ok := n.ActiveVersion("d"); return ok && v == "v1" })
+	}
+	keys := make([][]byte, records)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%d", i)
+	}
+	cdf := make([]float64, records)
+	sum := 0.0
+	for i := range cdf {
+		sum += 1 / math.Pow(float64(i+1), 0.99)
+		cdf[i] = sum
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	pick := map[string]func() []byte{
+		"uniform": func() []byte { return keys[r.IntN(records)] },
+		"zipf": func() []byte {
+			i, _ := slices.BinarySearch(cdf, r.Float64()*sum)
+			return keys[min(i, records-1)]
+		},
+	}
+	ctx := context.Background()
+	for _, dist := range []string{"uniform", "zipf"} {
+		for _, op := range []string{"get", "getmany100"} {
+			b.Run(op+"/"+dist, func(b *testing.B) {
+				const perRound = 20_000 // keys
+				ks := make([][]byte, perRound)
+				round := func(n *Node) time.Duration {
+					for i := range ks {
+						ks[i] = pick[dist]()
+					}
+					t0 := time.Now()
+					if op == "get" {
+						for _, k := range ks {
+							if _, err := n.Get(ctx, "d", k, GetOptions{}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					} else {
+						for i := 0; i < perRound; i += batch {
+							if _, _, err := n.GetMany(ctx, "d", ks[i:i+batch], GetOptions{}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					return time.Since(t0)
+				}
+				round(off.Node) // warm both
+				round(on.Node)
+				var tOff, tOn time.Duration
+				for i := range b.N {
+					if i%2 == 0 {
+						tOff += round(off.Node)
+						tOn += round(on.Node)
+					} else {
+						tOn += round(on.Node)
+						tOff += round(off.Node)
+					}
+				}
+				keysDone := float64(b.N * perRound)
+				b.ReportMetric(float64(tOff.Nanoseconds())/keysDone, "off-ns/key")
+				b.ReportMetric(float64(tOn.Nanoseconds())/keysDone, "on-ns/key")
+				b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
+			})
+		}
+	}
+}
