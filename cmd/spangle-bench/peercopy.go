@@ -16,12 +16,14 @@ import (
 // off (every node builds its partitions from the source: the old way)
 // and on (one node builds, the others copy). Each run publishes the
 // version and measures the time until every node serves it and the
-// bytes the nodes read from the source; loads node 1 at rest; then wipes
-// node 3 and starts it again while node 1 is loaded: node 3's time to
-// serve its share and what it read from the source, and node 1's GET p99
-// meanwhile. With build once off the wiped node is given a peer token its
-// peers refuse, so that it builds its share from the source (as before
-// peer copies): that is "its build time".
+// bytes the nodes read from the source; then, --rounds times, loads node
+// 1 at rest for --peercopy-window, wipes node 3 and starts it again, and
+// loads node 1 again from node 3's join on: node 3's time to serve its
+// share and what it read from the source, and node 1's GET p99 at rest
+// and meanwhile (medians of the rounds). With build once off the wiped
+// node is given a peer token its peers refuse, so that it builds its
+// share from the source (as before peer copies): that is "its build
+// time".
 
 // peerCopyResult is the scenario's own figures.
 type peerCopyResult struct {
@@ -40,20 +42,33 @@ type peerCopyMode struct {
 	NewVersionSecs float64 `json:"new_version_seconds"`
 	SourceRead     float64 `json:"source_read_bytes"`
 	ReadRatio      float64 `json:"source_read_ratio"`
-	// The wiped node 3: from its start to serving its share (ACTIVE in
-	// its status), its own build (or copy) time
-	// (spangle_build_duration_seconds), and what it read from the source.
-	WipedSecs      float64 `json:"wiped_seconds"`
-	WipedBuildSecs float64 `json:"wiped_build_seconds"`
-	WipedRead      float64 `json:"wiped_source_read_bytes"`
-	WipedCopied    float64 `json:"wiped_copied_bytes"`
-	// Node 1 under wrk: at rest, and while node 3 loads its share (wrk
-	// starts when node 3 has joined, for --duration).
-	RestP99ms     float64 `json:"rest_p99_ms"`
-	DuringP99ms   float64 `json:"during_p99_ms"`
-	RestReqPerSec float64 `json:"rest_req_per_s"`
-	DuringReqPerS float64 `json:"during_req_per_s"`
-	DuringErrors  int64   `json:"during_errors"`
+	// The wiped node 3, the median of --rounds wipes (each its own round
+	// in Wipes): see peerCopyWipe.
+	WipedSecs      float64        `json:"wiped_seconds"`
+	WipedBuildSecs float64        `json:"wiped_build_seconds"`
+	WipedRead      float64        `json:"wiped_source_read_bytes"`
+	WipedCopied    float64        `json:"wiped_copied_bytes"`
+	RestP99ms      float64        `json:"rest_p99_ms"`
+	DuringP99ms    float64        `json:"during_p99_ms"`
+	P99Ratio       float64        `json:"during_vs_rest_p99"` // median of the rounds' ratios
+	DuringErrors   int64          `json:"during_errors"`      // all rounds'
+	Wipes          []peerCopyWipe `json:"wipes"`
+}
+
+// peerCopyWipe is one wipe of node 3: from its start to serving its
+// share (ACTIVE in its status), its own build (or copy) time
+// (spangle_build_duration_seconds), what it read from the source and
+// copied; node 1's GET p99 under wrk at rest just before, and while node
+// 3 loads its share (wrk starts when node 3 has joined, for
+// --peercopy-window).
+type peerCopyWipe struct {
+	Secs        float64 `json:"seconds"`
+	BuildSecs   float64 `json:"build_seconds"`
+	Read        float64 `json:"source_read_bytes"`
+	Copied      float64 `json:"copied_bytes"`
+	RestP99ms   float64 `json:"rest_p99_ms"`
+	DuringP99ms float64 `json:"during_p99_ms"`
+	Errors      int64   `json:"during_errors"`
 }
 
 // runPeerCopy is the peercopy scenario.
@@ -141,36 +156,59 @@ func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams
 			return m, err
 		}
 	}
-	rest, err := runWrk(ctx, b.wrk, wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.Duration})
-	if err != nil {
-		return m, err
-	}
-	m.RestP99ms, m.RestReqPerSec = ms(rest.P99), float64(rest.Requests)/rest.Elapsed.Seconds()
-
-	// Node 3 wiped and started again.
-	n3 := nodes[2]
-	if err := n3.c.stop(); err != nil {
-		return m, err
-	}
-	if err := os.RemoveAll(n3.dataDir()); err != nil {
-		return m, err
-	}
-	if !once { // its peers refuse its copies: it builds from the source
-		cfg, err := os.ReadFile(n3.configPath())
+	for round := range b.cfg.Rounds {
+		w, err := b.peerCopyWipe(ctx, nodes[0], nodes[2], script, p, once, round)
+		m.Wipes = append(m.Wipes, w)
 		if err != nil {
 			return m, err
 		}
+	}
+	var secs, build, read, copied, rest, during, ratio []float64
+	for _, w := range m.Wipes {
+		secs, build, read, copied = append(secs, w.Secs), append(build, w.BuildSecs), append(read, w.Read), append(copied, w.Copied)
+		rest, during = append(rest, w.RestP99ms), append(during, w.DuringP99ms)
+		ratio = append(ratio, w.DuringP99ms/max(w.RestP99ms, 1e-9))
+		m.DuringErrors += w.Errors
+	}
+	m.WipedSecs, m.WipedBuildSecs, m.WipedRead, m.WipedCopied = median(secs), median(build), median(read), median(copied)
+	m.RestP99ms, m.DuringP99ms, m.P99Ratio = median(rest), median(during), median(ratio)
+	return m, nil
+}
+
+// peerCopyWipe loads n1 at rest, then stops n3, empties its data dir and
+// starts it again, and measures it and n1 meanwhile (peerCopyWipe's
+// fields). With build once off, n3 is given a peer token its peers
+// refuse: it builds its share from the source.
+func (b *bench) peerCopyWipe(ctx context.Context, n1, n3 *clusterNode, script string, p genParams, once bool, round int) (w peerCopyWipe, err error) {
+	url := "http://" + n1.addr + "/"
+	load := wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.PeerCopyWindow}
+	rest, err := runWrk(ctx, b.wrk, load)
+	if err != nil {
+		return w, err
+	}
+	w.RestP99ms = ms(rest.P99)
+	if err := n3.c.stop(); err != nil {
+		return w, err
+	}
+	if err := os.RemoveAll(n3.dataDir()); err != nil {
+		return w, err
+	}
+	if !once && round == 0 { // its peers refuse its copies: it builds from the source
+		cfg, err := os.ReadFile(n3.configPath())
+		if err != nil {
+			return w, err
+		}
 		cfg = []byte(strings.Replace(string(cfg), `peer_token = "bench"`, `peer_token = "refused"`, 1))
 		if err := os.WriteFile(n3.configPath(), cfg, 0o644); err != nil {
-			return m, err
+			return w, err
 		}
 	}
-	n3.spec.logs += "-wiped"
+	n3.spec.logs = strings.TrimSuffix(n3.spec.logs, fmt.Sprintf("-wiped%d", round-1)) + fmt.Sprintf("-wiped%d", round)
 	restart := time.Now()
 	if err := b.startNode(n3); err != nil {
-		return m, err
+		return w, err
 	}
-	err = pollUntil(ctx, n3.c, 60*time.Second, 50*time.Millisecond, n3.c.name+" to join", func() error {
+	err = pollUntil(ctx, n3.c, 60*time.Second, 10*time.Millisecond, n3.c.name+" to join", func() error {
 		log, _ := os.ReadFile(n3.c.logPath)
 		if clusterNodeCount(log) < 0 {
 			return errNotYet
@@ -178,13 +216,13 @@ func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams
 		return nil
 	})
 	if err != nil {
-		return m, err
+		return w, err
 	}
 	during := make(chan error, 1)
-	var load wrkStats
+	var stats wrkStats
 	go func() {
 		var err error
-		load, err = runWrk(ctx, b.wrk, wrkRun{Script: script, URL: url, Conns: b.cfg.PeerCopyConns, Duration: b.cfg.Duration})
+		stats, err = runWrk(ctx, b.wrk, load)
 		during <- err
 	}()
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -198,26 +236,25 @@ func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams
 		}
 		return nil
 	})
-	m.WipedSecs = time.Since(restart).Seconds()
+	w.Secs = time.Since(restart).Seconds()
 	if werr := <-during; err == nil {
 		err = werr
 	}
 	if err != nil {
-		return m, err
+		return w, err
 	}
-	m.DuringP99ms, m.DuringReqPerS = ms(load.P99), float64(load.Requests)/load.Elapsed.Seconds()
-	m.DuringErrors = load.Errors.Total()
+	w.DuringP99ms, w.Errors = ms(stats.P99), stats.Errors.Total()
 	metrics := "http://" + n3.addr + "/metrics"
-	if m.WipedBuildSecs, err = scrapeCounter(metrics, "spangle_build_duration_seconds"); err != nil {
-		return m, err
+	if w.BuildSecs, err = scrapeCounter(metrics, "spangle_build_duration_seconds"); err != nil {
+		return w, err
 	}
-	if m.WipedRead, err = scrapeCounter(metrics, "spangle_source_read_bytes_total"); err != nil {
-		return m, err
+	if w.Read, err = scrapeCounter(metrics, "spangle_source_read_bytes_total"); err != nil {
+		return w, err
 	}
-	m.WipedCopied, _ = scrapeCounter(metrics, "spangle_peer_copy_bytes_total") // none before a copy
-	b.log.Info("peercopy: wiped node serves its share", "build_once", once, "seconds", m.WipedSecs, "build_seconds", m.WipedBuildSecs,
-		"source_read", m.WipedRead, "rest_p99_ms", m.RestP99ms, "during_p99_ms", m.DuringP99ms)
-	return m, nil
+	w.Copied, _ = scrapeCounter(metrics, "spangle_peer_copy_bytes_total") // none before a copy
+	b.log.Info("peercopy: wiped node serves its share", "build_once", once, "round", round+1, "seconds", w.Secs, "build_seconds", w.BuildSecs,
+		"source_read", w.Read, "rest_p99_ms", w.RestP99ms, "during_p99_ms", w.DuringP99ms)
+	return w, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -232,10 +269,15 @@ func (r *report) printPeerCopy(w io.Writer) {
 		fmt.Fprintf(w, "peercopy: %d nodes, replication 2, %d records (--peercopy-records), %.0f MiB of source; build_once off, then on; wrk at %d connections on node 1\n",
 			clusterNodes, pc.Records, float64(pc.SourceBytes)/(1<<20), pc.Conns)
 		for _, m := range pc.Runs {
-			fmt.Fprintf(w, "  build_once=%-5v new version: served by all in %.2f s, source read %.2fx its size; wiped node 3: served its share %.2f s after its start "+
-				"(build or copy %.2f s), read %.0f bytes of the source, copied %.0f; node 1 p99 %.2f ms at rest, %.2f ms while node 3 loads (%.2fx), %d failed requests\n",
-				m.BuildOnce, m.NewVersionSecs, m.ReadRatio, m.WipedSecs, m.WipedBuildSecs, m.WipedRead, m.WipedCopied,
-				m.RestP99ms, m.DuringP99ms, m.DuringP99ms/max(m.RestP99ms, 1e-9), m.DuringErrors)
+			var rounds []string
+			for _, x := range m.Wipes {
+				rounds = append(rounds, fmt.Sprintf("%.2f s, p99 %.1f/%.1f ms", x.BuildSecs, x.RestP99ms, x.DuringP99ms))
+			}
+			fmt.Fprintf(w, "  build_once=%-5v new version: served by all in %.2f s, source read %.2fx its size\n", m.BuildOnce, m.NewVersionSecs, m.ReadRatio)
+			fmt.Fprintf(w, "    wiped node 3 (medians of %d): served its share %.2f s after its start (build or copy %.2f s), read %.0f bytes of the source, copied %.0f; "+
+				"node 1 p99 %.2f ms at rest, %.2f ms while node 3 loads (%.2fx, median of the rounds' ratios), %d failed requests; rounds: %s\n",
+				len(m.Wipes), m.WipedSecs, m.WipedBuildSecs, m.WipedRead, m.WipedCopied, m.RestP99ms, m.DuringP99ms, m.P99Ratio, m.DuringErrors,
+				strings.Join(rounds, "; "))
 		}
 		if len(pc.Runs) == 2 {
 			off, on := pc.Runs[0], pc.Runs[1]

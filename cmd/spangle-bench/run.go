@@ -49,6 +49,9 @@ type runConfig struct {
 	// The peercopy scenario (peercopy.go).
 	PeerCopyRecords int64 // its dataset's records; default 2,000,000
 	PeerCopyConns   int   // wrk connections to node 1; default 10
+	// PeerCopyWindow is each load of node 1, at rest and from node 3's
+	// join on; default 2s.
+	PeerCopyWindow time.Duration
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -83,6 +86,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.UpgradeRecords, "upgrade-records", 20_000, "records of each upgrade's version")
 	fs.Int64Var(&c.PeerCopyRecords, "peercopy-records", 2_000_000, "records of the peercopy scenario's dataset")
 	fs.IntVar(&c.PeerCopyConns, "peercopy-conns", 10, "wrk connections to node 1 in the peercopy scenario")
+	fs.DurationVar(&c.PeerCopyWindow, "peercopy-window", 2*time.Second, "each load of node 1 in the peercopy scenario: at rest, and from the wiped node's join on (whole seconds)")
 	fs.IntVar(&c.UpgradeReaders, "upgrade-readers", 2, "reading goroutines per node during the upgrades")
 	fs.DurationVar(&c.UpgradeTimeout, "upgrade-timeout", time.Minute, "how long every node may take to serve an upgrade")
 	fs.IntVar(&c.PublishRounds, "publish-rounds", 3, "rounds of a raw Object Store Put and a spangle publish in the publish scenario")
@@ -131,8 +135,8 @@ func (c *runConfig) Validate() error {
 			return errors.New("run: --upgrade-records must be in [1, --cluster-records], --upgrade-readers and --upgrade-timeout positive")
 		}
 	}
-	if slices.Contains(c.Scenarios, "peercopy") && (c.PeerCopyRecords < 1 || c.PeerCopyConns < 1) {
-		return errors.New("run: --peercopy-records and --peercopy-conns must be at least 1")
+	if slices.Contains(c.Scenarios, "peercopy") && (c.PeerCopyRecords < 1 || c.PeerCopyConns < 1 || c.PeerCopyWindow < time.Second || c.PeerCopyWindow%time.Second != 0) {
+		return errors.New("run: --peercopy-records and --peercopy-conns must be at least 1, --peercopy-window whole seconds, at least 1s")
 	}
 	if slices.Contains(c.Scenarios, "publish") && c.PublishRounds < 1 {
 		return errors.New("run: --publish-rounds must be at least 1")
