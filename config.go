@@ -216,9 +216,10 @@ type pluginsFile struct {
 // without their own ([dbs.<name>.purge]).
 type purgeFile struct {
 	purgeFileConfig
-	Timeout  duration `toml:"timeout"`
-	Attempts int      `toml:"attempts"`
-	Backoff  duration `toml:"backoff"`
+	Timeout   duration `toml:"timeout"`
+	Attempts  int      `toml:"attempts"`
+	Backoff   duration `toml:"backoff"`
+	BatchKeys int      `toml:"batch_keys"`
 }
 
 // purgeFileConfig is a purge hook: a request, or a command.
@@ -227,25 +228,30 @@ type purgeFileConfig struct {
 	Method  string            `toml:"method"`
 	Headers map[string]string `toml:"headers"`
 	Command []string          `toml:"command"`
+	MaxKeys int               `toml:"max_keys"`
 }
 
 func (p purgeFileConfig) hook() edge.PurgeHook {
-	return edge.PurgeHook{URL: p.URL, Method: p.Method, Headers: p.Headers, Command: p.Command}
+	return edge.PurgeHook{URL: p.URL, Method: p.Method, Headers: p.Headers, Command: p.Command, MaxKeys: p.MaxKeys}
 }
 
 type dbFileConfig struct {
-	Partitioner          string           `toml:"partitioner"`
-	Decoder              string           `toml:"decoder"`
-	ContentType          string           `toml:"content_type"`
-	CacheControl         string           `toml:"cache_control"`
-	NegativeCacheControl string           `toml:"negative_cache_control"`
-	Purge                *purgeFileConfig `toml:"purge"`
-	Activation           string           `toml:"activation"`
-	Presharded           bool             `toml:"presharded"`
-	Format               string           `toml:"format"`
-	KeyField             string           `toml:"key_field"`
-	ValueField           string           `toml:"value_field"`
-	Compression          string           `toml:"compression"`
+	Partitioner          string            `toml:"partitioner"`
+	Decoder              string            `toml:"decoder"`
+	ContentType          string            `toml:"content_type"`
+	CacheControl         string            `toml:"cache_control"`
+	NegativeCacheControl string            `toml:"negative_cache_control"`
+	Purge                *purgeFileConfig  `toml:"purge"`
+	Activation           string            `toml:"activation"`
+	Presharded           bool              `toml:"presharded"`
+	Format               string            `toml:"format"`
+	KeyField             string            `toml:"key_field"`
+	ValueField           string            `toml:"value_field"`
+	Compression          string            `toml:"compression"`
+	MinRecords           int64             `toml:"min_records"`
+	MaxChange            float64           `toml:"max_change"`
+	CanaryKeys           []string          `toml:"canary_keys"`
+	CanaryValues         map[string]string `toml:"canary_values"`
 }
 
 // duration reads Go duration strings ("10s", "1m30s").
@@ -563,6 +569,10 @@ func applyDBs(dbs map[string]dbFileConfig, n *node.Config) {
 			KeyField:             db.KeyField,
 			ValueField:           db.ValueField,
 			Compression:          db.Compression,
+			MinRecords:           db.MinRecords,
+			MaxChange:            db.MaxChange,
+			CanaryKeys:           db.CanaryKeys,
+			CanaryValues:         db.CanaryValues,
 		}
 	}
 }
@@ -655,6 +665,7 @@ func (f purgeFile) apply(dbs map[string]dbFileConfig, pc *edge.PurgeConfig) erro
 	setDuration(&pc.Timeout, f.Timeout)
 	setNonZero(&pc.Attempts, f.Attempts)
 	setDuration(&pc.Backoff, f.Backoff)
+	setNonZero(&pc.BatchKeys, f.BatchKeys)
 	for name, db := range dbs {
 		if db.Purge != nil {
 			if pc.DBs == nil {

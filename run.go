@@ -120,6 +120,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Node.ChangedKeys = cfg.Purge.MaxKeys() // the purge hooks' key by key purges
 	if s.node, err = node.New(cfg.Node); err != nil {
 		return nil, err
 	}

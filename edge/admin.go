@@ -1,11 +1,13 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/spangledb/spangle/internal/errtext"
@@ -51,6 +53,7 @@ type PinAdmin interface {
 //
 //	GET    /admin/pins                      the pins, by db (JSON)
 //	PUT    /admin/pins/<db>?version=<v>     pin db to version v
+//	PUT    /admin/pins/<db>?version=<v>&force=true  the same, even if the db's guards refuse v
 //	PUT    /admin/pins/<db>?before=<v>      pin db to the newest version before v (a rollback)
 //	DELETE /admin/pins/<db>                 unpin: back to the newest version
 //
@@ -83,7 +86,12 @@ func AdminHandler(p PinAdmin) http.Handler {
 		switch r.Method {
 		case http.MethodPut, http.MethodPost:
 			q := r.URL.Query()
-			pin = node.Pin{Version: q.Get("version"), Before: q.Get("before")}
+			force, err := strconv.ParseBool(cmp.Or(q.Get("force"), "false"))
+			if err != nil {
+				http.Error(w, "force: want true or false", http.StatusBadRequest)
+				return
+			}
+			pin = node.Pin{Version: q.Get("version"), Before: q.Get("before"), Force: force}
 			if pin.IsZero() {
 				http.Error(w, "want ?version=<v> or ?before=<v>", http.StatusBadRequest)
 				return

@@ -45,6 +45,12 @@ func TestAdminPins(t *testing.T) {
 	if got := do("GET", "/admin/pins", 200); got != `{"d":{"version":"v1"}}`+"\n" {
 		t.Errorf("pins: %s", got)
 	}
+	do("PUT", "/admin/pins/d?version=v1&force=true", 204)
+	if got := do("GET", "/admin/pins", 200); got != `{"d":{"version":"v1","force":true}}`+"\n" {
+		t.Errorf("pins after a forced pin: %s", got)
+	}
+	do("PUT", "/admin/pins/d?version=v1&force=maybe", 400)
+	do("PUT", "/admin/pins/d?before=v3&force=true", 400)
 	do("PUT", "/admin/pins/d?before=v3", 204)
 	edgetest.WaitFor(t, "v2", serves("v2"))
 	do("DELETE", "/admin/pins/d", 204)

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,4 +146,108 @@ func TestPurgeConfig(t *testing.T) {
 			t.Errorf("%+v: accepted", h)
 		}
 	}
+}
+
+// TestPurgeChangedKeys: a hook with max_keys purges a switch that changed
+// at most that many keys key by key, in batches (their paths in
+// {paths}, a regular expression of them in {paths_regex}), and a switch
+// that changed more whole; the first switch seen is purged whole (no
+// previous version to compare with).
+func TestPurgeChangedKeys(t *testing.T) {
+	root := t.TempDir()
+	recs := func(version string, changed ...int) []edgetest.Record {
+		rs := edgetest.Numbered("v1", 10)
+		for _, i := range changed {
+			rs[i].Value = []byte(version)
+		}
+		return rs
+	}
+	edgetest.WriteVersion(t, root, "d", "v1", 2, recs("v1"))
+	cfg := node.DefaultConfig()
+	cfg.Source = root
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.Logger = edgetest.Logger()
+	cfg.ChangedKeys = 3
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Start(t, n)
+
+	var mu sync.Mutex
+	var got []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s %s paths=%q regex=%q", r.Method, r.Header.Get("X-Version"),
+			r.Header.Get("X-Paths"), r.Header.Get("X-Regex")))
+	}))
+	defer ts.Close()
+	reg := prometheus.NewRegistry()
+	pcfg := edge.DefaultPurgeConfig()
+	pcfg.Hook = edge.PurgeHook{
+		URL:     ts.URL + "/",
+		Method:  "BAN",
+		Headers: map[string]string{"X-Version": "{version}", "X-Paths": "{paths}", "X-Regex": "{paths_regex}"},
+		MaxKeys: 3,
+	}
+	pcfg.BatchKeys = 2
+	pcfg.Registerer = reg
+	pcfg.Logger = edgetest.Logger()
+	p, err := edge.NewPurger(pcfg, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	defer p.Stop()
+	seen := func(want ...string) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, w := range want {
+				if !slices.Contains(got, w) {
+					return fmt.Errorf("purges %q, want %q among them", got, w)
+				}
+			}
+			return nil
+		}
+	}
+	edgetest.WaitFor(t, "the whole purge of v1", seen(`BAN v1 paths="" regex=""`))
+
+	// v2 changes key-1, key-4 and key-7 (the node's partitions list them
+	// in key order each: the batches are checked as sets).
+	edgetest.WriteVersion(t, root, "d", "v2", 2, recs("v2", 1, 4, 7))
+	n.Refresh()
+	edgetest.WaitFor(t, "v2's keys purged", func() error {
+		if got := counterOf(t, reg, "spangle_purge_keys_total", "db", "d"); got != 3 {
+			return fmt.Errorf("%v keys purged, want 3", got)
+		}
+		return nil
+	})
+	mu.Lock()
+	var paths []string
+	batches := 0
+	for _, g := range got {
+		if strings.HasPrefix(g, "BAN v2 ") {
+			batches++
+			var ps, re string
+			fmt.Sscanf(strings.TrimPrefix(g, "BAN v2 "), "paths=%q regex=%q", &ps, &re)
+			paths = append(paths, strings.Fields(ps)...)
+			for _, p := range strings.Fields(ps) {
+				if !strings.Contains(re, p) {
+					t.Errorf("regex %q lacks %s", re, p)
+				}
+			}
+		}
+	}
+	mu.Unlock()
+	slices.Sort(paths)
+	if want := []string{"/d/key-1", "/d/key-4", "/d/key-7"}; !slices.Equal(paths, want) || batches != 2 {
+		t.Errorf("purged %q in %d requests, want %q in 2", paths, batches, want)
+	}
+
+	// v3 changes 4 keys, more than max_keys: the db is purged whole.
+	edgetest.WriteVersion(t, root, "d", "v3", 2, recs("v3", 0, 2, 3, 5))
+	n.Refresh()
+	edgetest.WaitFor(t, "the whole purge of v3", seen(`BAN v3 paths="" regex=""`))
 }

@@ -107,6 +107,9 @@ type VersionInfo struct {
 	NumPartitions int
 	Partitioner   string // the partitioner's identity
 	Partitions    []int  // held by this node; increasing
+	// Forced is set when an operator forces the version's activation
+	// (a pin with Force): MayActivate then ignores the holders' refusals.
+	Forced bool
 }
 
 // Remote is a lookup's answer from another node.

@@ -150,6 +150,13 @@ type Config struct {
 	// it off. Default 1 MiB (docs/PERFORMANCE.md: chosen by memory).
 	HotCacheBytes int64
 
+	// ChangedKeys is the most changed keys a version's switch keeps for
+	// the purge hooks (ChangedKeys; the keys come from the merge diff of
+	// the activation checks, guards_diff.go), so that they purge only
+	// those; a switch that changed more is purged whole. 0 (the
+	// default): none kept, and no diff made for them.
+	ChangedKeys int
+
 	// Plugins configures the WebAssembly host for dbs whose partitioner or
 	// decoder is a module ("wasm:<path>"). DefaultConfig sets
 	// plugins.DefaultConfig() with CacheDir "": an empty CacheDir becomes
@@ -197,7 +204,26 @@ type DBConfig struct {
 	// built (and replicated); or "manual": it is built and waits until a
 	// pin names it (spangle activate, pin.go).
 	Activation string
+
+	// Guards (guards.go): a version that fails one is refused, held but
+	// not activated until an operator forces it (spangle activate
+	// --force) or a newer version passes. MinRecords is the fewest
+	// records a version may hold. MaxChange is the largest fraction of
+	// the active version's keys a new version may add, remove or change
+	// (0.05: 5 %). CanaryKeys must exist in every version; CanaryValues
+	// must exist with exactly these values. Defaults 0, 0, none, none:
+	// nothing checked.
+	MinRecords   int64
+	MaxChange    float64
+	CanaryKeys   []string
+	CanaryValues map[string]string
 }
+
+// maxCanaries bounds a db's canary keys and values, each.
+const maxCanaries = 1000
+
+// maxCanaryKey bounds a canary key: the longest key a version may hold.
+const maxCanaryKey = 32 << 10
 
 // ActivationManual is DBConfig.Activation for a db whose new versions
 // wait for spangle activate.
@@ -267,6 +293,8 @@ func (c Config) Validate() error {
 		return bad("storage.list_positions %d is negative", c.ListPositionBytes)
 	case c.HotCacheBytes < 0:
 		return bad("storage.hot_cache %d is negative", c.HotCacheBytes)
+	case c.ChangedKeys < 0:
+		return bad("changed keys %d is negative", c.ChangedKeys)
 	case c.RefreshPeriod < 0:
 		return bad("refresh_period %v is negative", c.RefreshPeriod)
 	case c.NodeID != "" && !source.ValidName(c.NodeID):
@@ -310,6 +338,9 @@ func (c Config) Validate() error {
 			if !validHeaderValue(v) {
 				return bad("dbs.%s: %s %q: want printable ASCII, at most 256 bytes", name, key, v)
 			}
+		}
+		if err := db.validateGuards(); err != nil {
+			return bad("dbs.%s: %v", name, err)
 		}
 	}
 	return nil
@@ -364,3 +395,31 @@ func (c *Config) dbConfig(name string) DBConfig {
 
 // wasmPrefix starts a plugin spec: "wasm:<path>".
 const wasmPrefix = "wasm:"
+
+// validateGuards checks the db's guards (guards.go).
+func (db DBConfig) validateGuards() error {
+	switch {
+	case db.MinRecords < 0:
+		return fmt.Errorf("min_records %d is negative", db.MinRecords)
+	case db.MaxChange < 0 || db.MaxChange != db.MaxChange || db.MaxChange > 1e9:
+		return fmt.Errorf("max_change %v: want a fraction, 0 (not checked) or more", db.MaxChange)
+	case len(db.CanaryKeys) > maxCanaries:
+		return fmt.Errorf("canary_keys: %d keys, want at most %d", len(db.CanaryKeys), maxCanaries)
+	case len(db.CanaryValues) > maxCanaries:
+		return fmt.Errorf("canary_values: %d keys, want at most %d", len(db.CanaryValues), maxCanaries)
+	}
+	for _, k := range db.CanaryKeys {
+		if k == "" || len(k) > maxCanaryKey {
+			return fmt.Errorf("canary_keys: key %q: want 1 to %d bytes", clip(k), maxCanaryKey)
+		}
+	}
+	for k, v := range db.CanaryValues {
+		if k == "" || len(k) > maxCanaryKey {
+			return fmt.Errorf("canary_values: key %q: want 1 to %d bytes", clip(k), maxCanaryKey)
+		}
+		if len(v) > 1<<20 {
+			return fmt.Errorf("canary_values: the value of %q: %d bytes, want at most 1 MiB", clip(k), len(v))
+		}
+	}
+	return nil
+}

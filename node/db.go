@@ -47,7 +47,7 @@ type db struct {
 	retireTimer, retryTimer, repairTimer loopTimer
 	repairRetry                          *version
 
-	mu sync.Mutex // guards versions and failed
+	mu sync.Mutex // guards versions, failed and changes
 	// versions holds the status of every version this node knows of for
 	// the db: active, building, failed.
 	versions map[string]*versionState
@@ -62,6 +62,9 @@ type db struct {
 	pinFor      Pin
 	pinResolved string
 	pinErr      string
+	// changes is the changed keys of the newest version checked
+	// (changes.go); nil if none are kept.
+	changes *changes
 	// pinTarget is the version the pin resolved to at the last update;
 	// "" without a pin. The loop's only.
 	pinTarget string
@@ -110,6 +113,11 @@ type versionState struct {
 	err        string
 	progress   *BuildProgress
 	heal       *HealStatus // nil until a partition of it is loaded for healing
+	// refused is why the activation checks refused the version (checks.go),
+	// "" if they did not; forced is set once an operator's pin activated
+	// it anyway.
+	refused string
+	forced  bool
 	// lastUsed is when a lookup last named the version, in Unix
 	// nanoseconds, once it is retired (retention.go); atomic, not guarded.
 	lastUsed atomic.Int64
@@ -537,7 +545,10 @@ func (d *db) build(name string) error {
 	n.metrics.buildProgress.WithLabelValues(d.name).Set(1)
 	log.Info("version built", "records", m.Records, "bytes", m.Bytes, "seconds", elapsed.Seconds(),
 		"records_per_second", int64(float64(m.Records)/max(elapsed.Seconds(), 1e-9)))
-	if n.clustered() || d.manual() || !n.pinOf(d.name).IsZero() {
+	if err := d.runChecks(state, bv); err != nil { // checks.go
+		return fail(err)
+	}
+	if n.clustered() || d.manual() || !n.pinOf(d.name).IsZero() || d.refused(state) {
 		d.setPending(state, bv)
 		d.trySwitch()
 	} else {
@@ -679,6 +690,8 @@ func (d *db) status(self string, target int) DBStatus {
 			State:      s.state,
 			Partitions: append([]int{}, s.partitions...),
 			Error:      s.err,
+			Refused:    s.refused,
+			Forced:     s.forced,
 		}
 		if !s.activeAt.IsZero() {
 			at := s.activeAt

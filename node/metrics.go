@@ -39,6 +39,9 @@ type metrics struct {
 	peerCopyResumed  *prometheus.CounterVec // db
 	buildOnce        *prometheus.CounterVec // db, outcome
 
+	// Versions refused by a guard (checks.go).
+	refusals *prometheus.CounterVec // db, check
+
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
 }
@@ -121,12 +124,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_build_once_total",
 			Help: "New versions no peer held yet, by db and what this node did (build once): built (it was the builder: every partition, from the source), copied (from the builder), fallback (built its own partitions from the source: the builder did not publish within build_once_wait, or its copy failed).",
 		}, []string{"db", "outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_version_refusals_total",
+			Help: "Versions refused activation by a guard of their db (min_records, max_change, canary_keys), by db and check; a refused version waits, REFUSED, for an operator (spangle activate --force) or a newer version.",
+		}, []string{"db", "check"}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
-			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce)
+			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.refusals)
 	}
 	return m
 }

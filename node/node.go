@@ -64,6 +64,9 @@ type Node struct {
 	// answer to its pin changes: the advertiser writes the node entry,
 	// which carries them, again.
 	pinAnswered chan struct{}
+	// refusedMu serialises the updates of <data_dir>/refused.json
+	// (refused.go).
+	refusedMu sync.Mutex
 
 	heldMu sync.Mutex // serialises heldChanged
 	held   atomic.Pointer[heldView]
@@ -203,57 +206,63 @@ func (n *Node) reuseLocalVersions() error {
 	// The newest version of each db, or its pinned one when kept here. A
 	// manual db without a pin activates nothing: its newest version waits,
 	// pending, for an activation.
+	// A version its guards refused (refused.go) is not taken, unless
+	// pinned: it is held again, refused, beside the one served.
 	newest := map[string]*blocks.Manifest{}
 	waiting := map[string]bool{}
+	refusals := n.loadRefusals()
+	refused := map[string]*blocks.Manifest{}
 	for _, m := range manifests {
 		pin := n.pinOf(m.DB)
 		if pin.IsZero() && n.cfg.dbConfig(m.DB).Activation == ActivationManual {
 			waiting[m.DB] = true
+		}
+		if refusals[m.DB][m.Version] != "" && !(pin.Force && m.Version == pin.Version) {
+			if cur := refused[m.DB]; cur == nil || m.Version > cur.Version {
+				refused[m.DB] = m
+			}
+			continue
 		}
 		if cur := newest[m.DB]; cur == nil || m.Version > cur.Version && cur.Version != pin.Version ||
 			m.Version == pin.Version {
 			newest[m.DB] = m
 		}
 	}
-	for _, m := range manifests {
-		if newest[m.DB] != m {
-			n.removeVersionFiles(m.DB, m.Version)
+	for db, m := range refused {
+		if cur := newest[db]; cur != nil && m.Version < cur.Version {
+			delete(refused, db) // a newer version replaced it
 		}
 	}
+	for _, m := range manifests {
+		if newest[m.DB] != m && refused[m.DB] != m {
+			n.removeVersionFiles(m.DB, m.Version)
+			if refusals[m.DB][m.Version] != "" {
+				n.keepRefusal(m.DB, m.Version, "")
+			}
+		}
+	}
+	names := map[string]bool{}
+	for db := range newest {
+		names[db] = true
+	}
+	for db := range refused {
+		names[db] = true
+	}
 	dbs := map[string]*db{}
-	for name, m := range newest {
+	for name := range names {
 		d, err := n.newDB(name)
 		if err != nil {
 			// Its data stays on disk: the refresh loop tries the db again.
 			n.log.Error("cannot set up db; not serving it", "db", name, "err", err)
 			continue
 		}
-		if m.Partitioner != d.partitioner.Identity() {
-			n.log.Info("local version was built with another partitioner; rebuilding", "db", name, "version", m.Version,
-				"built_with", m.Partitioner, "configured", d.partitioner.Identity())
-			n.removeVersionFiles(m.DB, m.Version)
-			dbs[name] = d
-			continue
-		}
-		bv, err := n.store.Open(m.DB, m.Version)
-		if err != nil {
-			if errors.Is(err, blocks.ErrCorrupt) {
-				n.metrics.corrupt.WithLabelValues(name, "open").Inc()
-			}
-			n.log.Warn("cannot reopen local version; rebuilding", "db", name, "version", m.Version, "err", err)
-			n.removeVersionFiles(m.DB, m.Version)
-			dbs[name] = d
-			continue
-		}
-		if waiting[name] {
-			d.setPending(d.newVersionState(m.Version, n.source.Path(m.DB, m.Version)), bv)
-			n.log.Info("local version waits for its activation", "db", name, "version", m.Version, "records", m.Records)
-			dbs[name] = d
-			continue
-		}
-		d.activate(d.newVersionState(m.Version, n.source.Path(m.DB, m.Version)), bv)
-		n.log.Info("serving local version", "db", name, "version", m.Version, "records", m.Records)
 		dbs[name] = d
+		if m := newest[name]; m != nil {
+			n.reuseVersion(d, m, waiting[name])
+		}
+		if m := refused[name]; m != nil {
+			n.reuseVersion(d, m, true)
+		}
 	}
 	for _, d := range dbs {
 		n.startDB(d)
@@ -261,6 +270,39 @@ func (n *Node) reuseLocalVersions() error {
 	n.dbs.Store(&dbs)
 	n.heldChanged()
 	return nil
+}
+
+// reuseVersion serves m, a complete version of d found on disk: active,
+// or pending when pending is set (a manual db's, or a refused one's:
+// its refusal, kept in refused.json, is restored). A version that cannot
+// be reopened, or was built with another partitioner, is removed: the
+// refresh loop builds it again.
+func (n *Node) reuseVersion(d *db, m *blocks.Manifest, pending bool) {
+	name := d.name
+	if m.Partitioner != d.partitioner.Identity() {
+		n.log.Info("local version was built with another partitioner; rebuilding", "db", name, "version", m.Version,
+			"built_with", m.Partitioner, "configured", d.partitioner.Identity())
+		n.removeVersionFiles(m.DB, m.Version)
+		return
+	}
+	bv, err := n.store.Open(m.DB, m.Version)
+	if err != nil {
+		if errors.Is(err, blocks.ErrCorrupt) {
+			n.metrics.corrupt.WithLabelValues(name, "open").Inc()
+		}
+		n.log.Warn("cannot reopen local version; rebuilding", "db", name, "version", m.Version, "err", err)
+		n.removeVersionFiles(m.DB, m.Version)
+		return
+	}
+	state := d.newVersionState(m.Version, n.source.Path(m.DB, m.Version))
+	if pending {
+		state.refused = n.loadRefusals()[name][m.Version]
+		d.setPending(state, bv)
+		n.log.Info("local version waits for its activation", "db", name, "version", m.Version, "records", m.Records, "refused", state.refused)
+		return
+	}
+	d.activate(state, bv)
+	n.log.Info("serving local version", "db", name, "version", m.Version, "records", m.Records)
 }
 
 func (n *Node) removeVersionFiles(db, version string) {

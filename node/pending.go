@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
@@ -35,6 +36,9 @@ func (d *db) setPending(state *versionState, bv *blocks.Version) {
 	v := d.newVersion(state, bv)
 	d.mu.Lock()
 	state.state = StateAvailable
+	if state.refused != "" {
+		state.state = StateRefused
+	}
 	state.n = m.NumPartitions
 	state.partitions = append([]int(nil), m.Partitions...)
 	d.mu.Unlock()
@@ -85,12 +89,43 @@ func (d *db) trySwitch() {
 		d.dropPending(p)
 		return
 	}
-	if d.node.clustered() && !d.node.cfg.Cluster.MayActivate(d.info(p)) {
-		return // under-replicated: asked again at the next change
+	forced := pinned && pin.Force
+	if d.refused(p.state) && !forced {
+		if pinned {
+			d.setPinResult(pin, p.name, d.pinRefusal(pin, p.name))
+		}
+		return // it waits for an operator, or a newer version
+	}
+	info := d.info(p)
+	info.Forced = forced
+	if d.node.clustered() && !d.node.cfg.Cluster.MayActivate(info) {
+		return // under-replicated, or refused by a holder: asked again at the next change
+	}
+	if forced {
+		d.mu.Lock()
+		if p.state.refused != "" {
+			p.state.forced = true
+			d.node.log.Warn("activating a refused version, as an operator forced it", "db", d.name, "version", p.name, "refused", p.state.refused)
+		}
+		d.mu.Unlock()
 	}
 	// Promote a copy: the pending one may be read concurrently. It
 	// leaves the pending place as it becomes active.
 	v := *p
 	v.modified = time.Now().Truncate(time.Second)
 	d.activateVersion(&v)
+}
+
+// pinRefusal is why pin, resolved to version name, cannot be followed
+// when name is the pending version and its guards refused it (the pin
+// not forcing it); "" otherwise.
+func (d *db) pinRefusal(pin Pin, name string) string {
+	p := d.pending.Load()
+	if p == nil || p.name != name || pin.Force || !d.refused(p.state) {
+		return ""
+	}
+	d.mu.Lock()
+	why := p.state.refused
+	d.mu.Unlock()
+	return fmt.Sprintf("version %s is refused by its guards (%s): spangle activate --force activates it", name, why)
 }

@@ -39,6 +39,9 @@ import (
 type Pin struct {
 	Version string `json:"version,omitempty"`
 	Before  string `json:"before,omitempty"`
+	// Force activates Version even if the db's guards refuse it
+	// (spangle activate --force; checks.go).
+	Force bool `json:"force,omitempty"`
 }
 
 // IsZero reports whether p pins nothing.
@@ -55,6 +58,8 @@ func (p Pin) validate() error {
 	switch {
 	case p.Version != "" && p.Before != "":
 		return fmt.Errorf("%w: a pin names a version or one to go back from, not both", ErrConfig)
+	case p.Force && p.Version == "":
+		return fmt.Errorf("%w: a forced pin names its version", ErrConfig)
 	case p.Version != "" && !source.ValidName(p.Version), p.Before != "" && !source.ValidName(p.Before):
 		return fmt.Errorf("%w: pin %q: a version name must match %s", ErrConfig, p.String(), source.NamePattern)
 	}
@@ -258,7 +263,7 @@ func (d *db) updatePinned(pin Pin, versions []string) {
 		name = pin.Version
 	}
 	d.pinTarget = name
-	d.setPinResult(pin, name, "")
+	d.setPinResult(pin, name, d.pinRefusal(pin, name))
 	if cur := d.active.Load(); cur != nil && cur.name == name {
 		if p := d.pending.Load(); p != nil && p.name != name && !d.manual() {
 			d.dropPending(p) // built ahead for an activation that a rollback replaced

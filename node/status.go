@@ -13,6 +13,9 @@ const (
 	StateActive    = "ACTIVE"
 	StateRemoving  = "REMOVING"
 	StateError     = "ERROR"
+	// StateRefused: built, held and served to peers, refused activation
+	// by the db's guards (checks.go) until an operator forces it.
+	StateRefused = "REFUSED"
 )
 
 // Status is the node's view of every db, as served at "/". Field names follow
@@ -90,6 +93,10 @@ type NodeVersionStatus struct {
 	Partitions []int      `json:"partitions"`
 	ShardID    string     `json:"shard_id"`
 	Error      string     `json:"error,omitempty"`
+	// Refused is why the db's guards refused the version (state REFUSED);
+	// Forced is true once an operator activated it anyway.
+	Refused string `json:"refused,omitempty"`
+	Forced  bool   `json:"forced,omitempty"`
 }
 
 // BuildProgress reports a build under way or finished on this node.

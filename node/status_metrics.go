@@ -9,7 +9,7 @@ import (
 
 // versionStates are the states spangle_db_versions reports for every db,
 // a zero included: an alert on "no ACTIVE version" needs the zero.
-var versionStates = []string{StateBuilding, StateAvailable, StateActive, StateRemoving, StateError}
+var versionStates = []string{StateBuilding, StateAvailable, StateActive, StateRemoving, StateError, StateRefused}
 
 // statusCollector derives gauges from Ready and Status at scrape time,
 // so that they cannot disagree with /readyz and the status page: the
@@ -33,7 +33,7 @@ func newStatusCollector(n *Node) *statusCollector {
 		ready: prometheus.NewDesc("spangle_ready",
 			"1 while the node is ready (GET /readyz answers 200: initial load done, not draining, the cluster's buckets watched, something to serve), else 0.", nil, nil),
 		versions: prometheus.NewDesc("spangle_db_versions",
-			"Versions of the db on this node, by this node's state (BUILDING, AVAILABLE, ACTIVE, REMOVING, ERROR); every state is reported, 0 included.",
+			"Versions of the db on this node, by this node's state (BUILDING, AVAILABLE, ACTIVE, REMOVING, ERROR, REFUSED: refused by the db's guards, waiting for an operator); every state is reported, 0 included.",
 			[]string{"db", "state"}, nil),
 		underrepl: prometheus.NewDesc("spangle_db_underreplicated_partitions",
 			"Partitions of the db's active version on this node held by fewer live nodes than the target replication (cluster mode; 0 for a node alone).",

@@ -40,17 +40,19 @@ spangle_db_target_replication{db="d"} 1
 # HELP spangle_db_underreplicated_partitions Partitions of the db's active version on this node held by fewer live nodes than the target replication (cluster mode; 0 for a node alone).
 # TYPE spangle_db_underreplicated_partitions gauge
 spangle_db_underreplicated_partitions{db="d"} 0
-# HELP spangle_db_versions Versions of the db on this node, by this node's state (BUILDING, AVAILABLE, ACTIVE, REMOVING, ERROR); every state is reported, 0 included.
+# HELP spangle_db_versions Versions of the db on this node, by this node's state (BUILDING, AVAILABLE, ACTIVE, REMOVING, ERROR, REFUSED: refused by the db's guards, waiting for an operator); every state is reported, 0 included.
 # TYPE spangle_db_versions gauge
 spangle_db_versions{db="d",state="ACTIVE"} 1
 spangle_db_versions{db="d",state="AVAILABLE"} 0
 spangle_db_versions{db="d",state="BUILDING"} 0
 spangle_db_versions{db="d",state="ERROR"} 0
+spangle_db_versions{db="d",state="REFUSED"} 0
 spangle_db_versions{db="d",state="REMOVING"} 0
 spangle_db_versions{db="e",state="ACTIVE"} 0
 spangle_db_versions{db="e",state="AVAILABLE"} 0
 spangle_db_versions{db="e",state="BUILDING"} 0
 spangle_db_versions{db="e",state="ERROR"} 1
+spangle_db_versions{db="e",state="REFUSED"} 0
 spangle_db_versions{db="e",state="REMOVING"} 0
 # HELP spangle_ready 1 while the node is ready (GET /readyz answers 200: initial load done, not draining, the cluster's buckets watched, something to serve), else 0.
 # TYPE spangle_ready gauge

@@ -121,6 +121,7 @@ func (d *db) activateVersion(v *version) {
 	cur := d.current()
 	old := cur.active
 	d.mu.Lock()
+	forced := state.refused != ""
 	state.state = StateActive
 	state.activeAt = now
 	state.n = m.NumPartitions
@@ -131,16 +132,31 @@ func (d *db) activateVersion(v *version) {
 		old.state.state = StateRemoving
 	}
 	d.mu.Unlock()
+	if forced {
+		d.node.keepRefusal(d.name, v.name, "") // refused.go: active now, whatever its guards said
+	}
 
 	next := versions{active: v, pending: cur.pending}
 	if next.pending != nil && next.pending.name == v.name {
 		next.pending = nil
+	}
+	// A pending version older than v (one its guards refused: checks.go)
+	// will never go active: discarded once v is.
+	var stale *version
+	if next.pending != nil && next.pending.name < v.name {
+		stale, next.pending = next.pending, nil
+	}
+	discardStale := func() {
+		if stale != nil {
+			d.discard(stale)
+		}
 	}
 	next.retired = slices.DeleteFunc(slices.Clone(cur.retired), func(r *version) bool { return r.name == v.name })
 	if old != nil && old.name == v.name {
 		// A repaired copy of a damaged version (repair.go): the damaged
 		// one's files are gone already; its lookups finish, or retry here.
 		d.set(next)
+		discardStale()
 		d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
 		d.node.log.Info("repaired version active", "db", d.name, "version", v.name)
 		d.stopHeal(old)
@@ -154,6 +170,7 @@ func (d *db) activateVersion(v *version) {
 		next.retired = d.retire(old, next.retired) // it stays held and advertised
 	}
 	d.set(next)
+	discardStale()
 	if old != nil && clustered {
 		d.armRetire(time.Now())
 	}
@@ -200,6 +217,9 @@ func (d *db) discard(v *version) {
 		d.node.log.Warn("closing version", "db", d.name, "version", v.name, "err", err)
 	}
 	d.node.removeVersionFiles(d.name, v.name)
+	if v.state.refused != "" {
+		d.node.keepRefusal(d.name, v.name, "")
+	}
 	if d.node.clustered() {
 		d.node.cfg.Cluster.Forget(d.name, v.name)
 	}

@@ -25,7 +25,11 @@ import (
 //     brings within the negative max-age + 1 s;
 //   - a db with a purge hook (a BAN to Varnish, emptying nginx's cache
 //     directory) is served at its new version as soon as the hook ran,
-//     although its max-age is five minutes.
+//     although its max-age is five minutes;
+//   - a db whose hook purges key by key (max_keys: a Varnish ban of the
+//     changed keys' URLs, nginx's cache files of those URLs deleted)
+//     serves its changed and new keys at once, and its unchanged keys
+//     stay cache hits across the switch.
 //
 // It is skipped when nginx or varnishd is not installed (make deps-cache).
 func TestBehindCaches(t *testing.T) {
@@ -41,7 +45,7 @@ func TestBehindCaches(t *testing.T) {
 	const keys = 20
 	bin := buildBinary(t)
 	root := t.TempDir()
-	for _, db := range []string{"a", "b", "c"} {
+	for _, db := range []string{"a", "b", "c", "k", "m"} {
 		writeVersion(t, root, db, "v1", 2, keys)
 	}
 	work := t.TempDir()
@@ -66,7 +70,21 @@ cache_control = "public, max-age=300"
 negative_cache_control = "public, max-age=300"
 [dbs.c.purge]
 command = ["find", %q, "-type", "f", "-delete"]
-`, varnishPort, nginxCache)
+[dbs.k]
+cache_control = "public, max-age=300"
+negative_cache_control = "public, max-age=300"
+[dbs.k.purge]
+url = "http://127.0.0.1:%d/"
+method = "BAN"
+max_keys = 10
+headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}", X-Spangle-Paths = "{paths_regex}" }
+[dbs.m]
+cache_control = "public, max-age=300"
+negative_cache_control = "public, max-age=300"
+[dbs.m.purge]
+max_keys = 10
+command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1-32); rm -f \"$0/$(echo $h | cut -c32)/$(echo $h | cut -c30-31)/$h\"; done", %q, "{paths}"]
+`, varnishPort, nginxCache, varnishPort, nginxCache)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +161,7 @@ command = ["find", %q, "-type", "f", "-delete"]
 			t.Errorf("%s: the status page varies by %q, want Accept", name, r.vary)
 		}
 		// Fill the caches with v1 of every db.
-		for _, db := range []string{"a", "b", "c"} {
+		for _, db := range []string{"a", "b", "c", "k", "m"} {
 			for k := range keys {
 				cacheGet(fmt.Sprintf("%s/%s/key-%d", base, db, k))
 			}
@@ -205,6 +223,55 @@ command = ["find", %q, "-type", "f", "-delete"]
 					break
 				}
 				time.Sleep(50 * time.Millisecond) // polling interval
+			}
+		}
+	}
+
+	// 3. Key by key purges: k and m switch to a v2 where key-1 changed and
+	// new-key is added, every other key the same. Their caches are filled
+	// again first (c's hook emptied nginx's whole cache directory).
+	for name, base := range caches {
+		for _, db := range []string{"k", "m"} {
+			for k := range keys {
+				path := fmt.Sprintf("%s/%s/key-%d", base, db, k)
+				if r, _ := cacheGet(path); r.cache != "HIT" {
+					if r, _ := cacheGet(path); r.cache != "HIT" {
+						t.Fatalf("%s: %s not cached: %+v", name, path, r)
+					}
+				}
+			}
+			cacheGet(base + "/" + db + "/new-key")
+		}
+	}
+	for _, db := range []string{"k", "m"} {
+		recs := append(nodetest.Numbered("v1", keys), nodetest.Record{Key: []byte("new-key"), Value: []byte("new-key")})
+		recs[1].Value = []byte("v2:1")
+		nodetest.WriteVersion(t, root, db, "v2", 2, recs)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// The changed key and the new one at once, the unchanged ones still
+	// hits.
+	waitFor(t, "the key by key purges of k and m", func() error {
+		for _, db := range []string{"k", "m"} {
+			if !strings.Contains(s.logs.String(), `"msg":"changed keys purged","component":"purge","db":"`+db+`","version":"v2","previous":"v1","keys":2`) {
+				return fmt.Errorf("no key by key purge of %s logged", db)
+			}
+		}
+		return nil
+	})
+	for db, base := range map[string]string{"k": caches["varnish"], "m": caches["nginx"]} {
+		if err := wantValue(base+"/"+db+"/key-1", "v2:1"); err != nil {
+			t.Errorf("%s after its key by key purge: %v", db, err)
+		}
+		if err := wantValue(base+"/"+db+"/new-key", "new-key"); err != nil {
+			t.Errorf("%s's 404 after its key by key purge: %v", db, err)
+		}
+		for _, k := range []int{0, 2, 7, 19} {
+			r, err := cacheGet(fmt.Sprintf("%s/%s/key-%d", base, db, k))
+			if err != nil || r.cache != "HIT" || r.body != fmt.Sprintf("v1:%d", k) {
+				t.Errorf("%s/key-%d, unchanged, after the switch: %+v, %v; want a HIT", db, k, r, err)
 			}
 		}
 	}

@@ -23,13 +23,18 @@ import (
 // every node of the cluster (a pin entry in the versions bucket). Nodes
 // that hold VERSION switch to it at once, the others build it first.
 // "spangle activate --latest DB" removes the pin: back to the newest
-// version of the source.
+// version of the source. "spangle activate --force DB VERSION" activates
+// VERSION even if the db's guards refused it.
 func activate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("activate", "usage: spangle activate [flags] DB VERSION\n       spangle activate [flags] --latest DB", stderr)
 	pf := addPinFlags(fs)
 	latest := fs.Bool("latest", false, "remove the db's pin: every node goes back to the newest version of its source")
+	force := fs.Bool("force", false, "activate VERSION even if the db's guards (min_records, max_change, canary keys) refused it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *force && *latest {
+		return badArgs(fs, "--force names a version: not with --latest")
 	}
 	want := 2
 	if *latest {
@@ -66,7 +71,7 @@ func activate(args []string, stdout, stderr io.Writer) error {
 		if !advert.ValidName(version) {
 			return usagef("bad version name %q", version)
 		}
-		if err := applyPin(ctx, kv, nc, pf, advert.Pin{DB: db, Version: version}, stdout); err != nil {
+		if err := applyPin(ctx, kv, nc, pf, advert.Pin{DB: db, Version: version, Force: *force}, stdout); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s: pinned to %s%s; `%s` unpins it\n", db, version, pf.where(), pf.unpin(db))

@@ -195,8 +195,13 @@ func printStatus(w io.Writer, base string, st node.Status) {
 			for _, name := range slices.Sorted(maps.Keys(s.Nodes)) {
 				nv := s.Nodes[name]
 				b := build
-				if nv.Error != "" {
+				switch {
+				case nv.Error != "":
 					b = "error: " + errtext.Strip(nv.Error)
+				case nv.Forced:
+					b = "forced past its guards: " + nv.Refused
+				case nv.Refused != "":
+					b = "refused: " + nv.Refused + " (spangle activate --force " + db + " " + v + " activates it)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%.2f (target %d)\t%d\t%s\n", db, v, name, nv.State,
 					yesNo(nv.Current), len(nv.Partitions), s.NumPartitions, s.AverageReplication,

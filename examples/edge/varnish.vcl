@@ -14,6 +14,15 @@ vcl 4.1;
 #   method = "BAN"
 #   headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}" }
 #
+# A hook with max_keys purges a switch that changed few keys key by key:
+# with X-Spangle-Paths = "{paths_regex}" (a regular expression of the
+# changed keys' paths) this VCL bans only those URLs, and every other key
+# stays cached (its value, and so its ETag, did not change):
+#   max_keys = 1000
+#   headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}", X-Spangle-Paths = "{paths_regex}" }
+# A switch that changed more sends X-Spangle-Paths empty: the db's other
+# versions are banned, as above.
+#
 # The backend below is rewritten by the end-to-end test
 # (cmd/spangle/cache_e2e_test.go), which runs this file as it is otherwise.
 
@@ -34,6 +43,10 @@ sub vcl_recv {
         }
         if (!req.http.X-Spangle-DB || !req.http.X-Spangle-Version) {
             return (synth(400, "X-Spangle-DB and X-Spangle-Version required"));
+        }
+        if (req.http.X-Spangle-Paths ~ ".") {
+            ban("req.url ~ " + req.http.X-Spangle-Paths);
+            return (synth(200, "Banned"));
         }
         ban("obj.http.X-Spangle-DB == " + req.http.X-Spangle-DB +
             " && obj.http.X-Spangle-Version != " + req.http.X-Spangle-Version);

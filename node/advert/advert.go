@@ -380,11 +380,14 @@ func SameRun(n Node, p Partitions) bool {
 // Version, or at the newest version of its source older than Before (a
 // rollback from Before), until the entry is deleted. See node.Pin.
 type Pin struct {
-	DB      string    `json:"db"`
-	Version string    `json:"version,omitempty"`
-	Before  string    `json:"before,omitempty"`
-	At      time.Time `json:"at"`           // when it was written
-	By      string    `json:"by,omitempty"` // who wrote it: user@host, for the status
+	DB      string `json:"db"`
+	Version string `json:"version,omitempty"`
+	Before  string `json:"before,omitempty"`
+	// Force activates Version even if the db's guards refuse it
+	// (spangle activate --force).
+	Force bool      `json:"force,omitempty"`
+	At    time.Time `json:"at"`           // when it was written
+	By    string    `json:"by,omitempty"` // who wrote it: user@host, for the status
 }
 
 // PinKey returns the versions-bucket key of a db's pin (names.PinKey):
@@ -429,6 +432,8 @@ func DecodePin(key string, b []byte) (Pin, error) {
 		return Pin{}, fmt.Errorf("%w: pin %q: want version or before, one of them", ErrInvalid, key)
 	case p.Version != "" && !ValidName(p.Version), p.Before != "" && !ValidName(p.Before):
 		return Pin{}, fmt.Errorf("%w: pin %q: bad version name", ErrInvalid, key)
+	case p.Force && p.Version == "":
+		return Pin{}, fmt.Errorf("%w: pin %q: a forced pin names its version", ErrInvalid, key)
 	}
 	if err := checkText(p.By); err != nil {
 		return Pin{}, fmt.Errorf("%w: pin %q: %v", ErrInvalid, key, err)

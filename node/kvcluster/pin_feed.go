@@ -93,7 +93,7 @@ func (f *PinFeed) apply(s *kvwatch.Snapshot, last *map[string]node.Pin) {
 			return true // the region's pin wins
 		}
 		regional[p.DB] = region != ""
-		pins[p.DB] = node.Pin{Version: p.Version, Before: p.Before}
+		pins[p.DB] = node.Pin{Version: p.Version, Before: p.Before, Force: p.Force}
 		return true
 	})
 	if *last != nil && maps.Equal(*last, pins) {
