@@ -32,7 +32,8 @@ type clusterOpts struct {
 	roots          []string // one source root per node
 	replication    int
 	minReplication int
-	partitioners   []string // db "d"'s partitioner per node; nil: the default
+	partitioners   []string                 // db "d"'s partitioner per node; nil: the default
+	dbs            map[string]node.DBConfig // every node's dbs settings; nil: none
 	// http adjusts each node's HTTP configuration; nil: the defaults.
 	http func(*edge.Config)
 	// versionRemoveTimeout is cluster.Config.VersionRemoveTimeout; 0: the default.
@@ -59,6 +60,7 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 			},
 			Node: func(c *node.Config) {
 				cn.configure(c)
+				c.DBs = o.dbs
 				if o.partitioners != nil {
 					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
 				}

@@ -187,6 +187,8 @@ func (a *advertiser) desired(held []HeldVersion, state string) map[advertKey]str
 			Address:       n.cfg.AdvertiseAddress,
 			Subjects:      n.cfg.AdvertiseSubjects,
 			Active:        h.Active,
+			Refused:       h.Refused,
+			Records:       h.Records,
 		})
 		if h.Active {
 			put(AdvertVersion, advert.VersionKey(h.DB), advert.Version{

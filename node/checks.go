@@ -129,15 +129,36 @@ func (d *db) runChecks(state *versionState, bv *blocks.Version) error {
 		d.node.removeVersionFiles(d.name, state.name)
 		return err
 	}
-	d.mu.Lock()
-	state.refused = refused
-	d.mu.Unlock()
 	if refused != "" {
-		d.node.keepRefusal(d.name, state.name, refused)
-		d.node.log.Warn("version refused by its guards; the active version keeps serving until an operator forces it (spangle activate --force) or a newer version passes",
-			"db", d.name, "version", state.name, "refused", refused)
+		d.refuse(state, refused)
 	}
 	return nil
+}
+
+// refuse marks the version of state refused for reason: in its status,
+// its partitions entry (Held: peers do not activate it either) and
+// refused.json. Called on the loop.
+func (d *db) refuse(state *versionState, reason string) {
+	d.mu.Lock()
+	state.refused = reason
+	if state.state == StateAvailable {
+		state.state = StateRefused
+	}
+	d.mu.Unlock()
+	state.refusal.Store(&reason)
+	d.node.keepRefusal(d.name, state.name, reason)
+	d.node.heldChanged()
+	d.node.log.Warn("version refused by its guards; the active version keeps serving until an operator forces it (spangle activate --force) or a newer version passes",
+		"db", d.name, "version", state.name, "refused", reason)
+}
+
+// advertRefusal is what the partitions entry of the version of s says:
+// why it is refused, "" when it is not or was forced.
+func (s *versionState) advertRefusal() string {
+	if r := s.refusal.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // refused reports whether the checks refused the version of state and no

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"time"
+
+	"github.com/spangledb/spangle/blocks"
 )
 
 // Cluster is the cluster a node is part of, as its version lifecycle sees
@@ -61,8 +63,14 @@ type Placement interface {
 	// another node built v with another partitioner.
 	Assign(v VersionInfo) ([]int, error)
 	// MayActivate reports whether v, of which this node holds
-	// v.Partitions, has enough replicas cluster-wide to go active.
+	// v.Partitions, has enough replicas cluster-wide to go active, and
+	// no other holder refuses it (its guards: checks.go), unless
+	// v.Forced.
 	MayActivate(v VersionInfo) bool
+	// VersionRecords is the records of v: for each partition, those of
+	// this node (v.Records) or of another holder's partitions entry;
+	// false when a partition's are unknown.
+	VersionRecords(v VersionInfo) (int64, bool)
 	// Retention is how long a replaced version stays for peers naming it.
 	Retention() time.Duration
 	// Replication is the replica count a version's status is counted
@@ -110,6 +118,9 @@ type VersionInfo struct {
 	// Forced is set when an operator forces the version's activation
 	// (a pin with Force): MayActivate then ignores the holders' refusals.
 	Forced bool
+	// Records are the records of each partition of Partitions, as held
+	// here (MayActivate, VersionRecords); nil when not needed.
+	Records []int64
 }
 
 // Remote is a lookup's answer from another node.
@@ -142,5 +153,20 @@ func (n *Node) clusterLoop() {
 // info describes v for the cluster.
 func (d *db) info(v *version) VersionInfo {
 	m := v.data.Manifest()
-	return VersionInfo{DB: d.name, Version: v.name, NumPartitions: v.n, Partitioner: m.Partitioner, Partitions: m.Partitions}
+	return VersionInfo{DB: d.name, Version: v.name, NumPartitions: v.n, Partitioner: m.Partitioner, Partitions: m.Partitions,
+		Records: partitionsRecords(m)}
+}
+
+// partitionsRecords is the records of each partition m holds, in the
+// order of m.Partitions.
+func partitionsRecords(m *blocks.Manifest) []int64 {
+	out := make([]int64, len(m.Partitions))
+	for i, p := range m.Partitions {
+		if i < len(m.PartitionInfo) && m.PartitionInfo[i].Partition == p {
+			out[i] = m.PartitionInfo[i].Records // the manifest's order: no search
+		} else {
+			out[i] = partitionRecords(m, p)
+		}
+	}
+	return out
 }

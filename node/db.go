@@ -118,6 +118,10 @@ type versionState struct {
 	// it anyway.
 	refused string
 	forced  bool
+	// refusal is what the node's partitions entry says of the version
+	// (Held): refused while not forced; atomic, not guarded (held.go
+	// reads it without db.mu).
+	refusal atomic.Pointer[string]
 	// lastUsed is when a lookup last named the version, in Unix
 	// nanoseconds, once it is retired (retention.go); atomic, not guarded.
 	lastUsed atomic.Int64

@@ -30,7 +30,7 @@ func checkMinRecords(c *checkRun) error {
 	}
 	m := c.data.Manifest()
 	if c.d.node.clustered() && len(m.Partitions) < m.NumPartitions {
-		return nil // the whole version's count is known once replicated: recordsGuard
+		return nil // the whole version's count is known once replicated: refuseClusterRecords
 	}
 	if m.Records < min {
 		return refusef(fmt.Sprintf("%d records, fewer than min_records %d", m.Records, min))
@@ -136,4 +136,27 @@ func clip(s string) string {
 		return s[:61] + "..."
 	}
 	return s
+}
+
+// refuseClusterRecords checks min_records in cluster mode, once every
+// partition of p has its replicas: the version's records are the sum,
+// over its partitions, of what their holders' partitions entries say
+// (Cluster.VersionRecords). It refuses p, and reports true, when they
+// are fewer than min_records. Called on the loop.
+func (d *db) refuseClusterRecords(p *version, info VersionInfo) bool {
+	min := d.cfg.MinRecords
+	if min <= 0 || len(info.Partitions) == info.NumPartitions {
+		return false // none, or checked here with the rest (checkMinRecords)
+	}
+	total, ok := d.node.cfg.Cluster.VersionRecords(info)
+	if !ok {
+		d.node.log.Warn("min_records not checked: a holder does not publish its partitions' records", "db", d.name, "version", p.name)
+		return false
+	}
+	if total >= min {
+		return false
+	}
+	d.node.metrics.refusals.WithLabelValues(d.name, "min_records").Inc()
+	d.refuse(p.state, fmt.Sprintf("min_records: %d records, fewer than min_records %d", total, min))
+	return true
 }

@@ -22,6 +22,13 @@ type HeldVersion struct {
 	Active bool
 	// ActiveAt is when the version became readable here.
 	ActiveAt time.Time
+	// Refused is why the db's guards refuse the version here (checks.go),
+	// "" when they do not or an operator forced it: the cluster
+	// activates it nowhere while a holder refuses it.
+	Refused string
+	// Records are the records of each partition of Partitions. Shared,
+	// as Partitions.
+	Records []int64
 }
 
 // heldView is one published state of the held versions. It is never
@@ -76,6 +83,8 @@ func (n *Node) heldChanged() {
 				Partitioner:   m.Partitioner,
 				Active:        v == active,
 				ActiveAt:      v.modified,
+				Refused:       v.state.advertRefusal(),
+				Records:       partitionsRecords(m),
 			})
 		}
 	}
@@ -96,5 +105,5 @@ func (n *Node) heldChanged() {
 func sameHeld(a, b HeldVersion) bool {
 	return a.DB == b.DB && a.Version == b.Version && a.NumPartitions == b.NumPartitions &&
 		a.Partitioner == b.Partitioner && a.Active == b.Active && a.ActiveAt.Equal(b.ActiveAt) &&
-		slices.Equal(a.Partitions, b.Partitions)
+		slices.Equal(a.Partitions, b.Partitions) && a.Refused == b.Refused && slices.Equal(a.Records, b.Records)
 }

@@ -296,7 +296,10 @@ func (n *Node) reuseVersion(d *db, m *blocks.Manifest, pending bool) {
 	}
 	state := d.newVersionState(m.Version, n.source.Path(m.DB, m.Version))
 	if pending {
-		state.refused = n.loadRefusals()[name][m.Version]
+		if why := n.loadRefusals()[name][m.Version]; why != "" {
+			state.refused = why
+			state.refusal.Store(&why)
+		}
 		d.setPending(state, bv)
 		n.log.Info("local version waits for its activation", "db", name, "version", m.Version, "records", m.Records, "refused", state.refused)
 		return

@@ -98,8 +98,13 @@ func (d *db) trySwitch() {
 	}
 	info := d.info(p)
 	info.Forced = forced
-	if d.node.clustered() && !d.node.cfg.Cluster.MayActivate(info) {
-		return // under-replicated, or refused by a holder: asked again at the next change
+	if d.node.clustered() {
+		if !d.node.cfg.Cluster.MayActivate(info) {
+			return // under-replicated, or refused by a holder: asked again at the next change
+		}
+		if !forced && d.refuseClusterRecords(p, info) { // guards.go
+			return
+		}
 	}
 	if forced {
 		d.mu.Lock()
@@ -108,6 +113,7 @@ func (d *db) trySwitch() {
 			d.node.log.Warn("activating a refused version, as an operator forced it", "db", d.name, "version", p.name, "refused", p.state.refused)
 		}
 		d.mu.Unlock()
+		p.state.refusal.Store(nil)
 	}
 	// Promote a copy: the pending one may be read concurrently. It
 	// leaves the pending place as it becomes active.

@@ -105,7 +105,17 @@ type Partitions struct {
 	// Active is true for the version the node answers unpinned lookups
 	// from; false for one kept only for requests naming it.
 	Active bool `json:"active"`
+	// Refused is why the db's guards refuse the version on this node
+	// (at most MaxRefusedLen bytes); "" when they do not, or an operator
+	// forced it. No node activates a version a holder refuses.
+	Refused string `json:"refused,omitempty"`
+	// Records are the records of each partition of Partitions, in its
+	// order (min_records over the cluster); absent from older nodes.
+	Records []int64 `json:"records,omitempty"`
 }
+
+// MaxRefusedLen bounds Partitions.Refused.
+const MaxRefusedLen = 1024
 
 // Version is a db's entry in the versions bucket, key VersionKey(DB): the
 // version clients should read, as the node that wrote it last saw it.
@@ -294,6 +304,12 @@ func DecodePartitions(key string, b []byte) (Partitions, error) {
 	}
 	if err := checkPartitions(p.Partitions, p.NumPartitions); err != nil {
 		return Partitions{}, fmt.Errorf("%w: partitions %q: %v", ErrInvalid, key, err)
+	}
+	if len(p.Records) > 0 && len(p.Records) != len(p.Partitions) || slices.ContainsFunc(p.Records, func(r int64) bool { return r < 0 }) {
+		return Partitions{}, fmt.Errorf("%w: partitions %q: %d records counts for %d partitions, or a negative one", ErrInvalid, key, len(p.Records), len(p.Partitions))
+	}
+	if len(p.Refused) > MaxRefusedLen {
+		return Partitions{}, fmt.Errorf("%w: partitions %q: refused: %d bytes, want at most %d", ErrInvalid, key, len(p.Refused), MaxRefusedLen)
 	}
 	return p, nil
 }

@@ -219,9 +219,21 @@ func (c *Cluster) Assign(v node.VersionInfo) ([]int, error) {
 }
 
 // MayActivate reports whether every partition of v has MinReplication
-// replicas: this node's (v.Partitions) and the other nodes'.
+// replicas: this node's (v.Partitions) and the other nodes'; and, unless
+// v.Forced, whether no other holder refuses it (its guards), so that the
+// nodes agree: a version one holder refuses goes active nowhere.
 func (c *Cluster) MayActivate(v node.VersionInfo) bool {
-	counts := c.remoteReplicas(c.snapshot(), v)
+	s := c.snapshot()
+	if !v.Forced {
+		for _, h := range s.Holders(v.DB, v.Version) {
+			if h.NodeID != c.n.ID() && h.Refused != "" {
+				c.log.Debug("version not switched to: a holder refuses it", "db", v.DB, "version", v.Version,
+					"node", h.NodeID, "refused", h.Refused)
+				return false
+			}
+		}
+	}
+	counts := c.remoteReplicas(s, v)
 	for _, q := range v.Partitions {
 		if q >= 0 && q < len(counts) {
 			counts[q]++
@@ -233,6 +245,41 @@ func (c *Cluster) MayActivate(v node.VersionInfo) bool {
 		return false
 	}
 	return true
+}
+
+// VersionRecords is the records of v: for each partition, this node's
+// count (v.Records) or another holder's, from its partitions entry;
+// false when a partition's are unknown (no holder, or one of an older
+// release that does not publish them).
+func (c *Cluster) VersionRecords(v node.VersionInfo) (int64, bool) {
+	known := make([]int64, v.NumPartitions)
+	for i := range known {
+		known[i] = -1
+	}
+	for i, p := range v.Partitions {
+		if i < len(v.Records) && p >= 0 && p < len(known) {
+			known[p] = v.Records[i]
+		}
+	}
+	self := c.n.ID()
+	for _, h := range c.snapshot().Holders(v.DB, v.Version) {
+		if h.NodeID == self || h.NumPartitions != v.NumPartitions || h.Partitioner != v.Partitioner || len(h.Records) != len(h.Partitions) {
+			continue
+		}
+		for i, p := range h.Partitions {
+			if p >= 0 && p < len(known) && known[p] < 0 {
+				known[p] = h.Records[i]
+			}
+		}
+	}
+	var total int64
+	for _, r := range known {
+		if r < 0 {
+			return 0, false
+		}
+		total += r
+	}
+	return total, true
 }
 
 // remoteReplicas counts, per partition of v, the other nodes that

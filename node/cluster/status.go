@@ -14,8 +14,8 @@ import (
 // its partitions entry; the replication counters are then computed over
 // all of them. A peer's state is ACTIVE for the version it answers
 // unpinned lookups from, REMOVING for one older than that (kept for peers
-// naming it, retention.go), AVAILABLE for one newer (built, waiting for
-// min_replication). Peers' created_at and active_at are not in their
+// naming it, retention.go), REFUSED for one its guards refuse there,
+// AVAILABLE for one newer (built, waiting for min_replication). Peers' created_at and active_at are not in their
 // entries and stay unset. Nothing is asked of the peers: the merge reads
 // the View's snapshot only.
 
@@ -67,6 +67,8 @@ func (c *Cluster) Status(db string, ds *node.DBStatus) {
 				state = node.StateActive
 			case a != "" && v < a:
 				state = node.StateRemoving
+			case h.Refused != "":
+				state = node.StateRefused
 			}
 			addr := h.Address
 			if addr == "" {
@@ -83,6 +85,7 @@ func (c *Cluster) Status(db string, ds *node.DBStatus) {
 				State:      state,
 				Partitions: slices.Clone(h.Partitions),
 				ShardID:    shard,
+				Refused:    h.Refused,
 			}
 		}
 		ds.Versions[v] = vs
@@ -91,7 +94,7 @@ func (c *Cluster) Status(db string, ds *node.DBStatus) {
 		held := map[string][]int{}
 		for name, nv := range vs.Nodes {
 			switch nv.State {
-			case node.StateActive, node.StateAvailable, node.StateRemoving:
+			case node.StateActive, node.StateAvailable, node.StateRemoving, node.StateRefused:
 				held[name] = nv.Partitions
 			}
 		}
