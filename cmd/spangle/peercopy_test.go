@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -285,5 +286,82 @@ func TestPeerCopyProcesses(t *testing.T) {
 	}
 	if got := metric(n2, "spangle_peer_copy_resumed_total"); got == 0 {
 		t.Error("node 2 resumed no copy where the killed peer's stopped")
+	}
+}
+
+// TestPeerCopyTLSProcesses: with the doors on HTTPS (client certificates
+// required, the peer token set), a new version is read from the source
+// once by the cluster and copied by the others over HTTPS (build once),
+// and a node killed, wiped and started again copies its share over
+// HTTPS, reading nothing from the source.
+func TestPeerCopyTLSProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs three binaries")
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	ca := nodetest.NewCA(t)
+	dir := t.TempDir()
+	cert, key := ca.Issue(t, 2, time.Now().Add(time.Hour))
+	for name, b := range map[string][]byte{"cert.pem": cert, "key.pem": key, "ca.pem": ca.PEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sharding := fmt.Sprintf("peer_token = \"s3cret\"\n[http]\ntls_cert = %q\ntls_key = %q\ntls_peer_ca = %q\ntls_client_ca = %q\n",
+		filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.pem"))
+	clientCert, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{clientCert}}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: testTimeout}
+	https := func(n *clusterProc) { n.base = strings.Replace(n.base, "http://", "https://", 1) }
+
+	natsPort := freePort(t)
+	var nodes []*clusterProc
+	for id := 1; id <= 3; id++ {
+		n := startClusterProc(t, bin, root, id, natsPort, 2*time.Second, 3*time.Second, sharding)
+		https(n)
+		nodes = append(nodes, n)
+	}
+	waitConverged(t, nodes, 3)
+	size := writeCopyVersion(t, root, "v1")
+	for _, n := range nodes {
+		if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every key of v1 readable from every node over HTTPS", func() error {
+		_, err := allKeys(client, nodes, copyKeys, "v1")
+		return err
+	})
+	read, copiers := 0.0, 0
+	for _, n := range nodes {
+		read += mustMetric(t, client, n, "spangle_source_read_bytes_total")
+		if mustMetric(t, client, n, "spangle_peer_copy_bytes_total") > 0 {
+			copiers++
+		}
+	}
+	if read < float64(size) || read > 1.2*float64(size) || copiers != 2 {
+		t.Errorf("the cluster read %v bytes of the source for v1 (%d bytes), %d nodes copied: want about once, and 2", read, size, copiers)
+	}
+
+	n3 := nodes[2]
+	wipeRestart(t, n3)
+	https(n3)
+	waitFor(t, "every key of v1 readable from node 3, wiped, over HTTPS", func() error {
+		_, err := allKeys(client, []*clusterProc{n3}, copyKeys, "v1")
+		return err
+	})
+	if got := mustMetric(t, client, n3, "spangle_source_read_bytes_total"); got != 0 {
+		t.Errorf("node 3, wiped, read %v bytes of the source", got)
+	}
+	if got := mustMetric(t, client, n3, "spangle_peer_copy_bytes_total"); got == 0 {
+		t.Error("node 3, wiped, copied nothing")
 	}
 }
