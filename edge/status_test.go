@@ -241,3 +241,27 @@ func TestDashboardReadable(t *testing.T) {
 		t.Errorf("dashboard shows a duration at full precision")
 	}
 }
+
+// TestDashboardRefused: a version refused by its db's guards shows its
+// reasons and the command that activates it anyway; a forced one says
+// it was forced.
+func TestDashboardRefused(t *testing.T) {
+	b := newFake()
+	b.status = statusOf(map[string]string{"names": node.StateRefused, "forced": node.StateActive})
+	for db, forced := range map[string]bool{"names": false, "forced": true} {
+		vs := b.status.DBs[db].Versions["1"]
+		for name, nv := range vs.Nodes {
+			nv.Refused, nv.Forced = "canary_keys: canary key \"k\" is missing", forced
+			vs.Nodes[name] = nv
+		}
+	}
+	ts := startServer(t, b)
+	for path, want := range map[string]string{
+		"/names/":  "Refused by its guards (<code>spangle activate --force names 1</code> activates it): canary_keys: canary key &#34;k&#34; is missing",
+		"/forced/": "Forced active past its guards: canary_keys",
+	} {
+		if resp := ts.do(t, "GET", path); !strings.Contains(resp.body, want) || !strings.Contains(resp.body, "state-") {
+			t.Errorf("%s lacks %q:\n%s", path, want, resp.body)
+		}
+	}
+}

@@ -29,7 +29,10 @@ import (
 //   - a db whose hook purges key by key (max_keys: a Varnish ban of the
 //     changed keys' URLs, nginx's cache files of those URLs deleted)
 //     serves its changed and new keys at once, and its unchanged keys
-//     stay cache hits across the switch.
+//     stay cache hits across the switch;
+//   - a db without a hook, once its max-age passed: nginx revalidates,
+//     and an unchanged value (same ETag) is a 304 (REVALIDATED), a
+//     changed one fetched anew.
 //
 // It is skipped when nginx or varnishd is not installed (make deps-cache).
 func TestBehindCaches(t *testing.T) {
@@ -45,7 +48,7 @@ func TestBehindCaches(t *testing.T) {
 	const keys = 20
 	bin := buildBinary(t)
 	root := t.TempDir()
-	for _, db := range []string{"a", "b", "c", "k", "m"} {
+	for _, db := range []string{"a", "b", "c", "k", "m", "r"} {
 		writeVersion(t, root, db, "v1", 2, keys)
 	}
 	work := t.TempDir()
@@ -78,6 +81,8 @@ url = "http://127.0.0.1:%d/"
 method = "BAN"
 max_keys = 10
 headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}", X-Spangle-Paths = "{paths_regex}" }
+[dbs.r]
+cache_control = "public, max-age=1"
 [dbs.m]
 cache_control = "public, max-age=300"
 negative_cache_control = "public, max-age=300"
@@ -243,7 +248,11 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 			cacheGet(base + "/" + db + "/new-key")
 		}
 	}
-	for _, db := range []string{"k", "m"} {
+	// r (max-age 1 s, no hook) in nginx, for its revalidations.
+	for k := range keys {
+		cacheGet(fmt.Sprintf("%s/r/key-%d", caches["nginx"], k))
+	}
+	for _, db := range []string{"k", "m", "r"} {
 		recs := append(nodetest.Numbered("v1", keys), nodetest.Record{Key: []byte("new-key"), Value: []byte("new-key")})
 		recs[1].Value = []byte("v2:1")
 		nodetest.WriteVersion(t, root, db, "v2", 2, recs)
@@ -273,6 +282,29 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 			if err != nil || r.cache != "HIT" || r.body != fmt.Sprintf("v1:%d", k) {
 				t.Errorf("%s/key-%d, unchanged, after the switch: %+v, %v; want a HIT", db, k, r, err)
 			}
+		}
+	}
+
+	// r, without a hook: once its 1 s max-age passed, nginx revalidates
+	// (If-None-Match): an unchanged value keeps its ETag, the node answers
+	// 304 and the cached copy is served again (REVALIDATED); a changed one
+	// is fetched anew (EXPIRED).
+	waitFor(t, "the node on v2 of r", func() error { return wantValue(s.http+"/r/key-1", "v2:1") })
+	for _, c := range []struct{ path, body, cache string }{
+		{"/r/key-2", "v1:2", "REVALIDATED"},
+		{"/r/key-5", "v1:5", "REVALIDATED"},
+		{"/r/key-1", "v2:1", "EXPIRED"},
+	} {
+		var r cacheResult
+		waitFor(t, c.path+" no longer fresh in nginx", func() error {
+			var err error
+			if r, err = cacheGet(caches["nginx"] + c.path); err == nil && r.cache == "HIT" {
+				return fmt.Errorf("still a HIT")
+			}
+			return err
+		})
+		if r.cache != c.cache || r.body != c.body {
+			t.Errorf("nginx: %s after the switch: %+v, want %s %q", c.path, r, c.cache, c.body)
 		}
 	}
 }
