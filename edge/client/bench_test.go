@@ -61,7 +61,8 @@ func setupBench(b *testing.B) []benchOp { return setupBenchOn(b, false) }
 // setupBenchOn is setupBench; with accounts, the embedded server has users
 // (kvwatch's NATS accounts, docs/SECURITY.md): the echo responder and its
 // requester are in the cluster's account, the lookups come from a client
-// login, whose account reaches the node through service imports.
+// login, answered in its own account by the node's responder login
+// (kvwatch.KV.LookupConn; its map reads cross service imports).
 func setupBenchOn(b *testing.B, accounts bool) []benchOp {
 	b.Helper()
 	return setupBenchWith(b, benchSetup{accounts: accounts})
@@ -304,9 +305,8 @@ func summarize(lat []time.Duration, elapsed time.Duration) latencySummary {
 // BenchmarkNATSAccountsPaired runs the lookups of two nodes in
 // alternating 25 ms slices, as BenchmarkNATSPaired does: one whose
 // embedded server has no users (one account), one whose server has users,
-// with the lookups coming from a client login through its account's
-// service imports. It reports each one's req/s and the ratios
-// <op>-acct/<op>.
+// with the lookups coming from a client login and answered in its
+// account. It reports each one's req/s and the ratios <op>-acct/<op>.
 func BenchmarkNATSAccountsPaired(b *testing.B) {
 	plain, acct := setupBenchOn(b, false), setupBenchOn(b, true)
 	ops := make([]benchOp, 0, 2*len(plain))
