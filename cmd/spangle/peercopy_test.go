@@ -365,3 +365,54 @@ func TestPeerCopyTLSProcesses(t *testing.T) {
 		t.Error("node 3, wiped, copied nothing")
 	}
 }
+
+// TestRegionBuildOnce: a region of three nodes (replication 2) on its own
+// nats-server, a leafnode of the hub, reads the versions published at the
+// hub from its mirror. A version is read from the mirror about once in
+// total, not once per node: one node builds, the two others copy from it
+// inside the region, and the hub sends the region the version about once.
+func TestRegionBuildOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs nats-server and the binary")
+	}
+	const bucket = "regcopy"
+	bin, natsBin := buildBinary(t), buildNATSServer(t)
+	hub := startHub(t, natsBin)
+	server := startRegionServer(t, natsBin, "rb", "nats-leaf://"+hub.leafAddr)
+	src := t.TempDir()
+	size := writeCopyVersion(t, src, "v1")
+	publish := publisher(t, bin, src, "nats-object://"+bucket, hub.url)
+	var nodes []*clusterProc
+	for id := 1; id <= 3; id++ {
+		config := strings.Replace(regionBNode(id, server.url), "replication = 1", "replication = 2", 1)
+		nodes = append(nodes, startRegionNode(t, bin, id, bucket, config))
+	}
+	waitConverged(t, nodes, 3)
+	before, err := leafBytes(hub.monitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "publish v1 at the hub", func() error { return publish("v1") })
+	for _, n := range nodes {
+		waitMirror(t, fmt.Sprintf("node %d serves v1", n.id), func() error { return readAll(n.base, "v1", copyKeys) })
+	}
+	client := &http.Client{Timeout: testTimeout}
+	read, copiers := 0.0, 0
+	for _, n := range nodes {
+		read += mustMetric(t, client, n, "spangle_source_read_bytes_total")
+		if mustMetric(t, client, n, "spangle_peer_copy_bytes_total") > 0 {
+			copiers++
+		}
+	}
+	if read < float64(size) || read > 1.2*float64(size) || copiers != 2 {
+		t.Errorf("the region's nodes read %v bytes of v1 (%d bytes) from its mirror, %d copied from a peer: want about once, and 2", read, size, copiers)
+	}
+	after, err := leafBytes(hub.monitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := after["rb"] - before["rb"]; float64(sent) > 1.2*float64(size) {
+		t.Errorf("the hub sent the region %d bytes for a version of %d bytes: over 1.2x", sent, size)
+	}
+	t.Logf("v1 (%d bytes): the region's nodes read %v from its mirror; the hub sent it %d", size, read, after["rb"]-before["rb"])
+}
