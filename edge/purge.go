@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -456,12 +455,30 @@ func expand(s string, ph placeholders, inURL bool) string {
 	if len(ph.paths) > 0 {
 		quoted := make([]string, len(ph.paths))
 		for i, p := range ph.paths {
-			quoted[i] = regexp.QuoteMeta(p)
+			quoted[i] = quoteRegex(p)
 		}
 		re = "^(" + strings.Join(quoted, "|") + ")$"
 	}
 	return strings.NewReplacer("{db}", esc(ph.db), "{version}", esc(ph.version), "{previous}", esc(ph.prev),
 		"{paths_regex}", esc(re), "{paths}", esc(strings.Join(ph.paths, " "))).Replace(s)
+}
+
+// quoteRegex quotes s for a regular expression of any dialect (RE2,
+// PCRE: a Varnish ban): every byte but letters, digits and "/%-_~" as
+// \xHH, so that nothing in a key (a space, "&&", a quote) can end the
+// expression or the ban it is part of.
+func quoteRegex(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("/%-_~", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, `\x%02X`, c)
+		}
+	}
+	return b.String()
 }
 
 // tailString returns the end of s, at most n bytes.

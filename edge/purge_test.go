@@ -139,12 +139,19 @@ func TestPurgeConfig(t *testing.T) {
 		{URL: "ftp://x/"},
 		{URL: "http://x/", Headers: map[string]string{"X": "a\r\nB: c"}},
 		{URL: "http://x/", Method: "BAN X"},
+		{URL: "http://x/", MaxKeys: 10},                                             // no {paths}
+		{URL: "http://x/", MaxKeys: -1, Headers: map[string]string{"X": "{paths}"}}, // negative
 	} {
 		cfg := edge.DefaultPurgeConfig()
 		cfg.DBs = map[string]edge.PurgeHook{"d": h}
 		if _, err := edge.NewPurger(cfg, nil); err == nil {
 			t.Errorf("%+v: accepted", h)
 		}
+	}
+	cfg := edge.DefaultPurgeConfig()
+	cfg.BatchKeys = 0
+	if _, err := edge.NewPurger(cfg, nil); err == nil || !strings.Contains(err.Error(), "batch_keys") {
+		t.Errorf("batch_keys 0: %v", err)
 	}
 }
 

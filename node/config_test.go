@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,15 @@ func TestConfigBounds(t *testing.T) {
 		{"PoolSize", func(c *Config) { c.Plugins.PoolSize = 0 }},
 		{"db name", func(c *Config) { c.DBs = map[string]DBConfig{"bad name": {}} }},
 		{"dbs.d", func(c *Config) { c.DBs = map[string]DBConfig{"d": {Decoder: "nope"}} }},
+		{"dbs.d: min_records", func(c *Config) { c.DBs = map[string]DBConfig{"d": {MinRecords: -1}} }},
+		{"dbs.d: max_change", func(c *Config) { c.DBs = map[string]DBConfig{"d": {MaxChange: -0.5}} }},
+		{"dbs.d: max_change", func(c *Config) { c.DBs = map[string]DBConfig{"d": {MaxChange: math.NaN()}} }},
+		{"dbs.d: canary_keys", func(c *Config) { c.DBs = map[string]DBConfig{"d": {CanaryKeys: []string{""}}} }},
+		{"dbs.d: canary_keys", func(c *Config) { c.DBs = map[string]DBConfig{"d": {CanaryKeys: make([]string, 1001)}} }},
+		{"dbs.d: canary_values", func(c *Config) {
+			c.DBs = map[string]DBConfig{"d": {CanaryValues: map[string]string{strings.Repeat("k", 40000): "v"}}}
+		}},
+		{"changed keys", func(c *Config) { c.ChangedKeys = -1 }},
 	} {
 		c := base()
 		tc.mod(&c)
