@@ -265,7 +265,6 @@ func printMap(w io.Writer, m client.Map) {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "DB\tVERSION\tLIVE\tPARTITIONS\tPARTITIONER\tREPLICAS MIN/AVG/MAX\tMISSING\tNODES")
-	type dbVersion struct{ db, version string }
 	groups := map[dbVersion][]advert.Partitions{}
 	for _, p := range m.Partitions {
 		k := dbVersion{p.DB, p.Version}
@@ -302,8 +301,30 @@ func printMap(w io.Writer, m client.Map) {
 	if len(keys) == 0 {
 		fmt.Fprintln(tw, "(none)")
 	}
+	printRefusals(tw, keys, groups)
 	printNodePins(tw, m)
 	tw.Flush()
+}
+
+// dbVersion names a version of a db in the cluster map.
+type dbVersion struct{ db, version string }
+
+// printRefusals prints the versions a node's guards refuse, and why.
+func printRefusals(tw io.Writer, keys []dbVersion, groups map[dbVersion][]advert.Partitions) {
+	first := true
+	for _, k := range keys {
+		for _, e := range groups[k] {
+			if e.Refused == "" {
+				continue
+			}
+			if first {
+				fmt.Fprintln(tw)
+				fmt.Fprintln(tw, "DB\tVERSION\tNODE\tREFUSED BY ITS GUARDS (spangle activate --force DB VERSION activates it)")
+				first = false
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.DB, e.Version, e.NodeID, e.Refused)
+		}
+	}
 }
 
 // printNodePins prints each node's answer to each db's pin: the version

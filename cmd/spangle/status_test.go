@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,10 +36,16 @@ func TestStatusShowsPins(t *testing.T) {
 			"e": {Pin: "newest before v3", Target: "v2"},
 			"f": {Pin: "v4"},
 		}},
+	}, Partitions: []advert.Partitions{
+		{DB: "g", Version: "v2", NodeID: "n1", NumPartitions: 1, Partitions: []int{0}, Refused: "min_records: 3 records, fewer than min_records 5"},
 	}})
-	for _, want := range []string{"PINNED TO", "cannot follow the pin: the pinned version is not in the source: v9", "newest before v3  v2", "(not answered yet)"} {
+	for _, want := range []string{"PINNED TO", "cannot follow the pin: the pinned version is not in the source: v9", "newest before v3  v2", "(not answered yet)",
+		"REFUSED BY ITS GUARDS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status --nats lacks %q:\n%s", want, out.String())
 		}
+	}
+	if !regexp.MustCompile(`\ng +v2 +n1 +min_records: 3 records, fewer than min_records 5\n`).MatchString(out.String()) {
+		t.Errorf("status --nats lacks g's refusal:\n%s", out.String())
 	}
 }
