@@ -83,6 +83,18 @@
 // Deletes (Withdraw, Delete, Shutdown) are purges whose marker itself
 // expires after MarkerTTL, so deleted keys leave nothing behind for good.
 //
+// # Own entries and their concurrency contract
+//
+// One goroutine, the own loop, owns the node's own entries: every write of
+// them — Publish, Withdraw, the heartbeat's refreshes, a repair's rewrites
+// and the deletes of Shutdown — is a request to it that carries a channel
+// for the answer. It runs the writes of one key one after the other, in
+// the order asked (the last Publish wins; a Withdraw's delete and the next
+// Publish's create never overlap), and the writes of different keys at
+// once. It does no I/O itself, so it takes a request at once; the
+// caller's context bounds its wait and the write it asked for (a
+// published entry stays registered either way, for the heartbeat).
+//
 // # Watchers and their concurrency contract
 //
 // One goroutine owns the watchers. It applies their updates in

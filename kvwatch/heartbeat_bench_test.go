@@ -30,7 +30,7 @@ func BenchmarkHeartbeatRound(b *testing.B) {
 	}
 	failed := testutil.ToFloat64(k.met.heartbeatFailures)
 	for b.Loop() {
-		k.refreshAll(ctx, true)
+		k.own.refresh(ctx, true)
 	}
 	if n := testutil.ToFloat64(k.met.heartbeatFailures) - failed; n != 0 {
 		b.Fatalf("%v refreshes failed", n)

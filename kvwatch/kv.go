@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -24,26 +23,30 @@ import (
 // node's own TTL'd entries alive and mirrors every bucket into an immutable
 // Snapshot. Its methods are safe for concurrent use. Create it with New.
 //
-// KV is a facade over parts that each own their state, under at most one
-// lock of their own:
+// KV is a facade over parts that each own their state; the goroutines
+// own theirs outright and are talked to through channels:
 //
 //   - link (conn.go's connection, bound by Start, immutable): handed to
 //     each loop at start; connEvents (conn.go): what the NATS callbacks
 //     learn, and the kicks of the loops;
-//   - ownTable (own_table.go): this node's own TTL'd entries and their key
-//     locks, written by Publish/Withdraw and refreshed by the heartbeat
-//     (own.go); putLog (puts.go): the Versions entries of Put, for repair
-//     (repair.go); writeLog (stall.go): own writes not yet delivered, for
-//     the stall check;
+//   - the own loop (own_loop.go): one goroutine owning this node's own
+//     TTL'd entries, which starts every write of them (Publish, Withdraw,
+//     the heartbeat's refreshes, repair's rewrites, Shutdown's deletes)
+//     and answers through futures; the heartbeat (own.go) is its clock;
+//   - putLog (puts.go): the Versions entries of Put, for repair
+//     (repair.go); writeLog (stall.go): own writes not yet delivered,
+//     for the stall check;
 //   - the watch loop (watch.go): one goroutine owning the watchers and the
 //     maps they fill, which publishes into snapshots (subscribe.go): the
-//     current snapshot and the subscribers;
+//     current snapshot, its staleness included, and the subscribers;
+//     watchState: the reloads repair asks of it and WatchError's answer;
 //   - the hub check (hub.go), the embedded server's supervisor
 //     (recover.go) and the heartbeat: the background routines;
 //   - mu: the lifecycle below, and nothing else.
 //
-// Lock order: a key lock (ownTable.keyLock) is taken before mu,
-// ownTable.mu and writeLog.mu; every other lock is a leaf.
+// Locks: mu, putLog's, writeLog's and snapshots' are leaves: nothing
+// takes another lock, or waits on a loop, while holding one. The own loop
+// and the watch loop hold no lock while they wait.
 type KV struct {
 	cfg Config
 	log *slog.Logger
@@ -61,9 +64,7 @@ type KV struct {
 
 	events *connEvents // written by the NATS callbacks, read by the watch loop and the heartbeat
 
-	// Set by the watch loop, read by API callers.
-	staleSince atomic.Int64          // unix nanoseconds since the snapshot is stale, 0 while current
-	watchErr   atomic.Pointer[error] // WatchError's answer
+	watch *watchState // the watch loop's answers and the reloads asked of it
 
 	// mu guards the lifecycle fields below. It is held across I/O only
 	// while a failed Start cleans up.
@@ -73,18 +74,14 @@ type KV struct {
 	startDone   chan struct{}      // closed when Start returns
 	ln          *link              // set once running
 	background  *routines          // heartbeat, embedded server's supervisor, hub check; set once running
-	loop        *routines          // the watch loop; set once running
+	loop        *routines          // the own loop and the watch loop; set once running
 	shutdownErr error
 
-	own ownTable // this node's own TTL'd entries and their key locks
+	own *ownLoop // this node's own TTL'd entries, owned by one goroutine
 
 	writes writeLog // own writes not yet delivered, for the stall check
 
 	puts putLog // Versions entries written by Put, for repair
-
-	// reloadWanted asks the watch loop to reload a bucket whole (after a
-	// repair); set by the heartbeat, cleared by the watch loop.
-	reloadWanted [numBuckets]atomic.Bool
 
 	drains sync.WaitGroup // watcher drains, waited for after the connection closed
 }
@@ -115,12 +112,13 @@ func New(cfg Config) (*KV, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "kvwatch", "cluster", cfg.ClusterName),
 		ready:   make(chan struct{}),
-		own:     newOwnTable(),
 		puts:    putLog{m: make(map[string]*ownPut)},
 		buckets: watchedBuckets(cfg.ClusterName),
 	}
+	k.own = newOwnLoop(k)
 	k.met = newMetrics(k.staleSeconds)
 	k.events = newConnEvents(k.log, k.met.reconnects)
+	k.watch = &watchState{wake: k.events.watch}
 	if cfg.Embedded() && len(cfg.EmbeddedUsers) > 0 {
 		var err error
 		if k.self, err = newSelfKeys(cfg); err != nil {
@@ -187,6 +185,7 @@ func (k *KV) Start(ctx context.Context) error {
 	if k.cfg.Region.Enabled() {
 		k.background.goFunc(func(ctx context.Context) { k.watchHub(ctx, ln.nc) })
 	}
+	k.loop.goFunc(func(ctx context.Context) { k.own.run(ctx, ln) })
 	k.loop.goFunc(func(ctx context.Context) { newWatchLoop(ctx, k, ln).run() })
 	return nil
 }
@@ -405,8 +404,8 @@ func (k *KV) handles() (jetstream.JetStream, *[numBuckets]jetstream.KeyValue, er
 //  2. stop the heartbeat;
 //  3. delete own entries (Publish), so peers see this node leave at once
 //     rather than after EntryTTL (failures are logged, not returned: the
-//     entries expire anyway);
-//  4. stop the watchers; the last snapshot stays readable;
+//     entries expire anyway); a Publish after this fails with ErrClosed;
+//  4. stop the own loop and the watchers; the last snapshot stays readable;
 //  5. flush and close the connection;
 //  6. shut the embedded server down and wait for it;
 //  7. close the subscribers' channels and unregister the metrics.
@@ -433,7 +432,7 @@ func (k *KV) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	k.state = stateClosed
-	nc, kvs, background, loop := k.ln.nc, k.ln.kvs, k.background, k.loop
+	nc, background, loop := k.ln.nc, k.background, k.loop
 	k.mu.Unlock()
 
 	var errs []error
@@ -441,9 +440,9 @@ func (k *KV) Shutdown(ctx context.Context) error {
 	background.stop()
 
 	// 3. Delete own entries.
-	k.withdrawAll(ctx, kvs)
+	k.own.close(ctx)
 
-	// 4. Stop the watchers.
+	// 4. Stop the own loop and the watchers.
 	loop.stop()
 
 	// 5. Flush and close the connection. Closing ends the watcher drains.
@@ -493,13 +492,14 @@ func shutdownServer(ctx context.Context, s *server.Server) error {
 	}
 }
 
-// staleSeconds is the stale-age metric.
+// staleSeconds is the stale-age metric: how long the current snapshot
+// has been stale.
 func (k *KV) staleSeconds() float64 {
-	since := k.staleSince.Load()
-	if since == 0 {
+	since := k.snaps.load().staleSince
+	if since.IsZero() {
 		return 0
 	}
-	return time.Since(time.Unix(0, since)).Seconds()
+	return time.Since(since).Seconds()
 }
 
 // kick sends a non-blocking wake-up on ch.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,6 +223,11 @@ func TestUncleanStopExpires(t *testing.T) {
 		if s := b.Snapshot(); !s.Stale() || s.Connected() {
 			return fmt.Errorf("stale=%v connected=%v", s.Stale(), s.Connected())
 		}
+		// The stale age counts, from the disconnect or from a watcher
+		// restart just before it.
+		if age := b.staleSeconds(); age <= 0 {
+			return fmt.Errorf("stale for %vs, disconnected %v ago", age, time.Since(cut))
+		}
 		return nil
 	})
 }
@@ -285,10 +291,15 @@ func TestTakeOver(t *testing.T) {
 		}
 		return nil
 	})
-	// Written back with a TTL: once withdrawn from the registry (but not
-	// deleted) it expires.
-	k.own.remove(Nodes, "n1")
-	waitFor(t, 3*time.Second, "expired after the heartbeat stopped", hasNoKey(k, Nodes, "n1"))
+	// Written back with a TTL: once the node is gone (its connection
+	// closed: no delete, no more heartbeats) it expires.
+	k.Conn().Close()
+	waitFor(t, 3*time.Second, "expired after the heartbeat stopped", func() error {
+		if e, err := rawGet(raw, "n1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("still there (%v): %v", e, err)
+		}
+		return nil
+	})
 }
 
 func TestSubscribe(t *testing.T) {
@@ -526,4 +537,52 @@ func TestConcurrentOwnWrites(t *testing.T) {
 		}
 		return hasValue(k, Nodes, "n1", "final-n1")()
 	})
+}
+
+// TestShutdownDrainsPublishes races Publishes with Shutdown: each returns
+// nil or ErrClosed, none hangs, and the deletes of Shutdown run after the
+// writes asked for before them, so no own entry is left on the server.
+func TestShutdownDrainsPublishes(t *testing.T) {
+	a := startKV(t, testConfig(t))
+	c := testConfig(t, a.ClientURL())
+	c.EntryTTL, c.Heartbeat = time.Minute, time.Second // expiry must not be what removes them
+	b := startKV(t, c)
+	ctx := ctxT(t)
+	var published atomic.Int64
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for g := range cap(errs) {
+		wg.Go(func() {
+			for i := range 500 {
+				err := b.Publish(ctx, Nodes, fmt.Sprintf("n%d-%d", g, i), []byte("x"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				published.Add(1)
+			}
+			errs <- nil
+		})
+	}
+	waitFor(t, 5*time.Second, "some entries published", func() error {
+		if n := published.Load(); n < 20 {
+			return fmt.Errorf("%d published", n)
+		}
+		return nil
+	})
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("Publish racing Shutdown = %v, want nil or ErrClosed", err)
+		}
+	}
+	raw := rawKV(t, a.ClientURL(), Nodes)
+	keys, err := raw.Keys(ctx)
+	if !errors.Is(err, jetstream.ErrNoKeysFound) {
+		t.Errorf("after Shutdown (%d published) the bucket holds %d keys (%v)", published.Load(), len(keys), err)
+	}
 }

@@ -14,12 +14,13 @@ import (
 	"github.com/spangledb/spangle/kvwatch/names"
 )
 
-// refreshParallelism bounds the concurrent writes of one heartbeat round,
-// and the concurrent deletes of Shutdown.
+// refreshParallelism bounds the concurrent background writes of own
+// entries: a heartbeat round's, a repair's and the deletes of Shutdown.
 const refreshParallelism = 8
 
 // ownEntry is a TTL'd entry this KV publishes and keeps alive. Its fields
-// are guarded by its key's lock (ownTable.keyLock), held across each write.
+// are the own loop's (own_loop.go): only its goroutine reads or writes
+// them; a write's worker is given a copy (ownWrite).
 type ownEntry struct {
 	b     Bucket
 	key   string
@@ -61,9 +62,9 @@ func (k *KV) due(e *ownEntry, now time.Time) bool {
 //
 // The entry stays registered when the write fails (NATS unreachable, say):
 // the heartbeat keeps trying, and a reconnect re-puts it at once. Publish
-// blocks for at most a few OpTimeouts, after any write of the same key (or
-// of a key sharing its lock) in progress. The caller keeps ownership of
-// value.
+// blocks for at most a few OpTimeouts, after any write of the same key
+// asked for before, or until ctx ends (which cuts the write short; the
+// entry stays registered). The caller keeps ownership of value.
 func (k *KV) Publish(ctx context.Context, b Bucket, key string, value []byte) error {
 	if !b.valid() || !b.TTL() {
 		return fmt.Errorf("%w: Publish takes Nodes or Partitions, not %s", ErrWrongBucket, b)
@@ -78,85 +79,22 @@ func (k *KV) Publish(ctx context.Context, b Bucket, key string, value []byte) er
 	if value == nil {
 		value = []byte{}
 	}
-	l := k.own.keyLock(b, key)
-	l.Lock()
-	defer l.Unlock()
-	e, err := k.own.entryFor(b, key)
-	if err != nil {
-		return err
-	}
-	e.value = value
-	return k.writeOwnLocked(ctx, e)
+	return k.own.publish(ctx, b, key, value)
 }
 
 // Withdraw deletes the own entry key of bucket b and stops refreshing it.
 // Withdrawing a key this KV does not publish does nothing and returns nil.
 // When the delete fails the entry still disappears, EntryTTL after its
-// last refresh.
+// last refresh. Like Publish it runs after the writes of key asked for
+// before, and waits for them until ctx ends.
 func (k *KV) Withdraw(ctx context.Context, b Bucket, key string) error {
 	if !b.valid() || !b.TTL() {
 		return fmt.Errorf("%w: Withdraw takes Nodes or Partitions, not %s", ErrWrongBucket, b)
 	}
-	_, kvs, err := k.handles()
-	if err != nil {
+	if _, _, err := k.handles(); err != nil {
 		return err
 	}
-	l := k.own.keyLock(b, key)
-	l.Lock()
-	defer l.Unlock()
-	if e := k.own.remove(b, key); e == nil {
-		return nil
-	}
-	return k.purge(ctx, kvs[b], b, key)
-}
-
-// Put writes a permanent entry to bucket b, which must be Versions (in the
-// TTL'd buckets a plain put would turn a live entry into a permanent one),
-// and returns its revision. It blocks for at most OpTimeout; while
-// disconnected it fails at once. The caller keeps ownership of value.
-func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint64, error) {
-	if b != Versions {
-		return 0, fmt.Errorf("%w: Put takes Versions, not %s", ErrWrongBucket, b)
-	}
-	if k.cfg.Region.Enabled() {
-		return 0, ErrMirror
-	}
-	if !names.ValidKey(key) {
-		return 0, fmt.Errorf("%w: %q", ErrInvalidKey, key)
-	}
-	_, kvs, err := k.handles()
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
-	defer cancel()
-	rev, err := kvs[b].Put(ctx, key, value)
-	if err != nil {
-		return 0, fmt.Errorf("kvwatch: put %s %s: %w", b, key, err)
-	}
-	k.writes.note(b, rev)
-	k.puts.note(key, value, rev)
-	return rev, nil
-}
-
-// Delete removes key from bucket b, which must be Versions. Deleting a
-// missing key succeeds. It blocks for at most OpTimeout.
-func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
-	if b != Versions {
-		return fmt.Errorf("%w: Delete takes Versions, not %s", ErrWrongBucket, b)
-	}
-	if k.cfg.Region.Enabled() {
-		return ErrMirror
-	}
-	if !names.ValidKey(key) {
-		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
-	}
-	_, kvs, err := k.handles()
-	if err != nil {
-		return err
-	}
-	k.puts.forget(key)
-	return k.purge(ctx, kvs[b], b, key)
+	return k.own.withdraw(ctx, b, key)
 }
 
 // purge removes key with a purge marker that itself expires after
@@ -170,44 +108,48 @@ func (k *KV) purge(ctx context.Context, kv jetstream.KeyValue, b Bucket, key str
 	return nil
 }
 
-// writeOwnLocked writes e's value with e's TTL: a CAS refresh when the
-// last revision is known, else (or when the CAS fails) a claim. e's key
-// lock is held.
-func (k *KV) writeOwnLocked(ctx context.Context, e *ownEntry) error {
-	had := e.rev != 0
+// ownWrite is a write of an own entry as a worker of the own loop does
+// it: a copy of the entry's key, value and last revision.
+type ownWrite struct {
+	b     Bucket
+	key   string
+	value []byte // shared with the entry, never modified
+	rev   uint64
+}
+
+// writeOwn writes w's value with its TTL on ln: a CAS refresh when the
+// last revision is known, else (or when the CAS fails) a claim. It
+// returns the entry's revision afterwards as far as this KV knows: the
+// new one; after a failure the old one, or 0 when the CAS found the key
+// expired or someone else's.
+func (k *KV) writeOwn(ctx context.Context, ln *link, w ownWrite) (uint64, error) {
+	had := w.rev != 0
 	if had {
-		rev, err := k.casPublish(ctx, e.b, e.key, e.value, e.rev)
+		rev, err := k.casPublish(ctx, ln, w.b, w.key, w.value, w.rev)
 		if err == nil {
-			e.rev, e.written = rev, time.Now()
-			k.writes.note(e.b, rev)
-			return nil
+			k.writes.note(w.b, rev)
+			return rev, nil
 		}
 		if !isWrongLastSeq(err) {
-			return fmt.Errorf("kvwatch: refresh %s %s: %w", e.b, e.key, err)
+			return w.rev, fmt.Errorf("kvwatch: refresh %s %s: %w", w.b, w.key, err)
 		}
 		// Expired, deleted, or written by someone else since our last
 		// write: claim it again.
-		e.rev = 0
 	}
-	rev, err := k.claim(ctx, e, had)
+	rev, err := k.claim(ctx, ln, w, had)
 	if err != nil {
-		return fmt.Errorf("kvwatch: publish %s %s: %w", e.b, e.key, err)
+		return 0, fmt.Errorf("kvwatch: publish %s %s: %w", w.b, w.key, err)
 	}
-	e.rev, e.written = rev, time.Now()
-	k.writes.note(e.b, rev)
-	return nil
+	k.writes.note(w.b, rev)
+	return rev, nil
 }
 
 // claim creates e's key with its TTL, or, when the key exists, writes over
 // the current value with a CAS on its revision. had says whether this KV
 // had the key before (a changed value is then a conflict worth a warning;
 // otherwise it is most likely what a previous run of this node left).
-func (k *KV) claim(ctx context.Context, e *ownEntry, had bool) (uint64, error) {
-	_, kvs, err := k.handles()
-	if err != nil {
-		return 0, err
-	}
-	kv := kvs[e.b]
+func (k *KV) claim(ctx context.Context, ln *link, e ownWrite, had bool) (uint64, error) {
+	kv := ln.kvs[e.b]
 	var lastErr error
 	for range 3 {
 		octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
@@ -229,7 +171,7 @@ func (k *KV) claim(ctx context.Context, e *ownEntry, had bool) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		rev, err = k.casPublish(ctx, e.b, e.key, e.value, cur.Revision())
+		rev, err = k.casPublish(ctx, ln, e.b, e.key, e.value, cur.Revision())
 		if err == nil {
 			switch {
 			case had && !bytes.Equal(cur.Value(), e.value):
@@ -255,15 +197,11 @@ func (k *KV) claim(ctx context.Context, e *ownEntry, had bool) (uint64, error) {
 // in the one message, so the refresh neither makes the key permanent (as
 // kv.Put or kv.Update would) nor resurrects a key that expired or changed
 // hands meanwhile.
-func (k *KV) casPublish(ctx context.Context, b Bucket, key string, value []byte, rev uint64) (uint64, error) {
-	js, _, err := k.handles()
-	if err != nil {
-		return 0, err
-	}
+func (k *KV) casPublish(ctx context.Context, ln *link, b Bucket, key string, value []byte, rev uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 	defer cancel()
 	msg := &nats.Msg{Subject: names.KVSubject(bucketName(k.cfg.ClusterName, b), key), Data: value}
-	ack, err := js.PublishMsg(ctx, msg,
+	ack, err := ln.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgTTL(k.ttl(b)),
 		jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {
@@ -283,10 +221,12 @@ func isWrongLastSeq(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
-// heartbeat refreshes every own entry each Heartbeat, and at once when
-// kicked (after a reconnect), until ctx ends; each Heartbeat it also
+// heartbeat is the clock of the own entries: each Heartbeat it has the
+// own loop refresh those that are due, and all of them at once when
+// kicked (after a reconnect), until ctx ends; each Heartbeat, first, it
 // repairs the buckets that lost own entries (checkBuckets). It skips
-// rounds while disconnected: those writes could only fail.
+// rounds while disconnected: those writes could only fail. It waits for
+// each round, so rounds never overlap.
 func (k *KV) heartbeat(ctx context.Context, ln *link) {
 	t := time.NewTicker(k.cfg.heartbeat())
 	defer t.Stop()
@@ -304,40 +244,12 @@ func (k *KV) heartbeat(ctx context.Context, ln *link) {
 				// entry quietly, and the bucket would then look whole
 				// while others' purged keys stay in the snapshot.
 				k.checkBuckets(ctx, &seen)
-				k.refreshAll(ctx, false)
+				k.own.refresh(ctx, false)
 			}
 		case <-k.events.refresh:
 			if ln.nc.IsConnected() {
-				k.refreshAll(ctx, true)
+				k.own.refresh(ctx, true)
 			}
 		}
 	}
-}
-
-// refreshAll writes the own entries that are due (all of them with all, as
-// after a reconnect), a few at a time. An entry that is being written
-// (Publish) is refreshed after that write, and one withdrawn meanwhile is
-// skipped.
-func (k *KV) refreshAll(ctx context.Context, all bool) {
-	k.own.forEach(k.own.all(), func(e *ownEntry) {
-		if !k.own.registered(e) || !(all || k.due(e, time.Now())) {
-			return
-		}
-		if err := k.writeOwnLocked(ctx, e); err != nil && ctx.Err() == nil {
-			k.met.heartbeatFailures.Inc()
-			k.log.Warn("heartbeat refresh failed", "bucket", e.b, "key", e.key, "err", err)
-		}
-	})
-}
-
-// withdrawAll deletes every own entry and closes the registry, for
-// Shutdown. Failures are logged, not returned: the entries expire within
-// EntryTTL anyway.
-func (k *KV) withdrawAll(ctx context.Context, kvs [numBuckets]jetstream.KeyValue) {
-	k.own.forEach(k.own.closeAll(), func(e *ownEntry) {
-		if err := k.purge(ctx, kvs[e.b], e.b, e.key); err != nil {
-			k.log.Warn("could not delete own entry at shutdown; it expires after EntryTTL",
-				"bucket", e.b, "key", e.key, "err", err)
-		}
-	})
 }

@@ -1,12 +1,16 @@
 package kvwatch
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/names"
 )
 
 // putLog owns repair's memory of the Versions entries this KV wrote with
@@ -121,4 +125,53 @@ func (l *putLog) end(key string, p *ownPut, rev uint64, err error) {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		delete(l.m, key) // someone else's value now: theirs to keep
 	}
+}
+
+// Put writes a permanent entry to bucket b, which must be Versions (in the
+// TTL'd buckets a plain put would turn a live entry into a permanent one),
+// and returns its revision. It blocks for at most OpTimeout; while
+// disconnected it fails at once. The caller keeps ownership of value.
+func (k *KV) Put(ctx context.Context, b Bucket, key string, value []byte) (uint64, error) {
+	if b != Versions {
+		return 0, fmt.Errorf("%w: Put takes Versions, not %s", ErrWrongBucket, b)
+	}
+	if k.cfg.Region.Enabled() {
+		return 0, ErrMirror
+	}
+	if !names.ValidKey(key) {
+		return 0, fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	_, kvs, err := k.handles()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
+	defer cancel()
+	rev, err := kvs[b].Put(ctx, key, value)
+	if err != nil {
+		return 0, fmt.Errorf("kvwatch: put %s %s: %w", b, key, err)
+	}
+	k.writes.note(b, rev)
+	k.puts.note(key, value, rev)
+	return rev, nil
+}
+
+// Delete removes key from bucket b, which must be Versions. Deleting a
+// missing key succeeds. It blocks for at most OpTimeout.
+func (k *KV) Delete(ctx context.Context, b Bucket, key string) error {
+	if b != Versions {
+		return fmt.Errorf("%w: Delete takes Versions, not %s", ErrWrongBucket, b)
+	}
+	if k.cfg.Region.Enabled() {
+		return ErrMirror
+	}
+	if !names.ValidKey(key) {
+		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	_, kvs, err := k.handles()
+	if err != nil {
+		return err
+	}
+	k.puts.forget(key)
+	return k.purge(ctx, kvs[b], b, key)
 }

@@ -36,18 +36,11 @@ type bucketSeen struct {
 
 // ownRevisions returns the revisions of this KV's writes in bucket b that
 // are still meant to be there (0 for an entry not written yet).
-func (k *KV) ownRevisions(b Bucket) []uint64 {
-	var revs []uint64
+func (k *KV) ownRevisions(ctx context.Context, b Bucket) []uint64 {
 	if b == Versions {
 		return k.puts.revisions()
 	}
-	for _, e := range k.own.in(b) {
-		l := k.own.keyLock(e.b, e.key)
-		l.Lock()
-		revs = append(revs, e.rev)
-		l.Unlock()
-	}
-	return revs
+	return k.own.revisions(ctx, b)
 }
 
 // checkBuckets looks at each bucket and repairs those that lost this KV's
@@ -62,7 +55,7 @@ func (k *KV) checkBuckets(ctx context.Context, seen *[numBuckets]bucketSeen) {
 		// Buckets without own entries are looked at too: a re-creation
 		// shows by the stream's creation time, which must be known
 		// before it happens.
-		revs := k.ownRevisions(w.b)
+		revs := k.ownRevisions(ctx, w.b)
 		reason, err := k.bucketReset(ctx, js, kvs[w.b], w, revs, &seen[w.b])
 		if err != nil {
 			if ctx.Err() == nil {
@@ -122,23 +115,7 @@ func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
 	if b == Versions {
 		n, failed = k.repairPuts(ctx)
 	} else {
-		entries := k.own.in(b)
-		var counted = make(chan bool, len(entries))
-		k.own.forEach(entries, func(e *ownEntry) {
-			if !k.own.registered(e) {
-				return
-			}
-			err := k.writeOwnLocked(ctx, e)
-			counted <- err == nil
-		})
-		close(counted)
-		for ok := range counted {
-			if ok {
-				n++
-			} else {
-				failed++
-			}
-		}
+		n, failed = k.own.rewrite(ctx, b)
 	}
 	if reason == "purged" && n == 0 && failed == 0 {
 		// Only Versions entries other writers replaced since: nothing
@@ -148,8 +125,7 @@ func (k *KV) repairBucket(ctx context.Context, b Bucket, reason string) {
 	k.met.bucketRepairs.WithLabelValues(b.String(), reason).Inc()
 	k.log.Warn("bucket lost this node's entries; wrote them again", "bucket", b.String(), "reason", reason,
 		"entries", n, "failed", failed)
-	k.reloadWanted[b].Store(true)
-	kick(k.events.watch)
+	k.watch.requestReload(b)
 }
 
 // repairPuts creates again the Versions entries of this KV that are

@@ -9,7 +9,8 @@ import (
 // manner of raft's goFunc: go starts one with the set's context, stop
 // cancels it and waits for every one to return. KV has two: the
 // background (heartbeat, embedded server's supervisor, hub check), stopped
-// before its own entries are withdrawn, and the watch loop, stopped after.
+// before its own entries are withdrawn, and the loops (the own loop, which
+// withdraws them, and the watch loop), stopped after.
 type routines struct {
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -31,6 +31,9 @@ type Snapshot struct {
 	connected bool
 	current   bool // not stale; inverted so that the zero value is stale
 	since     time.Time
+	// staleSince is when the stale period this snapshot is in began, zero
+	// when current or before the watch loop ran: the stale-age metric.
+	staleSince time.Time
 
 	sortOnce [numBuckets]sync.Once
 	sorted   [numBuckets][]string

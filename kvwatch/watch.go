@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,38 @@ type bucketWatch struct {
 	retry     backoff.Backoff // the pauses between failed starts
 }
 
+// watchState is what the watch part shares with the rest of KV, each
+// field written on one side only: the reloads repair asks for (set by the
+// heartbeat, taken by the loop) and WatchError's answer (set by the
+// loop, read by API callers). The staleness the loop decides travels in
+// the snapshots it publishes (Snapshot.staleSince).
+type watchState struct {
+	reload [numBuckets]atomic.Bool
+	err    atomic.Pointer[error]
+	wake   chan struct{} // the loop's kick (connEvents.watch)
+}
+
+// requestReload has the watch loop load bucket b whole soon (after a
+// repair: a purge sends watchers nothing, so others' purged keys would
+// stay in the snapshot for good).
+func (w *watchState) requestReload(b Bucket) {
+	w.reload[b].Store(true)
+	kick(w.wake)
+}
+
+// WatchError returns why a bucket cannot be watched: non-nil from the
+// third failed start in a row of one bucket's watcher while connected (the
+// stream's consumer limit is reached, the server refuses or does not
+// answer), nil again once every watcher runs. A disconnected KV keeps the
+// last answer: watchers are not started meanwhile (the snapshot's Stale
+// says so). Safe for concurrent use; it never blocks.
+func (k *KV) WatchError() error {
+	if p := k.watch.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // watchLoop is the one goroutine that owns the watchers and builds the
 // snapshots. Every update, connection change and watcher restart is
 // handled here, in order.
@@ -69,12 +102,15 @@ type watchLoop struct {
 	pubConnected bool
 	pubStale     bool
 	since        time.Time
+	staleSince   time.Time // since when the snapshot is stale, zero while current
 	ready        bool
 }
 
 func newWatchLoop(ctx context.Context, k *KV, ln *link) *watchLoop {
-	l := &watchLoop{k: k, ln: ln, ctx: ctx, pubStale: true, since: time.Now()}
-	k.staleSince.Store(l.since.UnixNano())
+	now := time.Now()
+	// dirty: the first snapshot is published whatever the connection
+	// does, so that the stale age counts from here.
+	l := &watchLoop{k: k, ln: ln, ctx: ctx, pubStale: true, since: now, staleSince: now, dirty: true}
 	for _, w := range k.buckets {
 		hb := k.cfg.heartbeat()
 		l.bw = append(l.bw, &bucketWatch{watched: w, retry: backoff.New(min(100*time.Millisecond, hb), hb)})
@@ -216,11 +252,10 @@ func (l *watchLoop) checkConn() {
 }
 
 // checkReloads restarts, with a whole load, the watchers of the buckets
-// the heartbeat repaired (KV.reloadWanted): a purge sends watchers
-// nothing, so others' purged keys would stay in the snapshot for good.
+// the heartbeat repaired (watchState.requestReload).
 func (l *watchLoop) checkReloads() {
 	for _, bw := range l.bw {
-		if l.k.reloadWanted[bw.b].Swap(false) {
+		if l.k.watch.reload[bw.b].Swap(false) {
 			l.restart(bw, true)
 		}
 	}
@@ -305,7 +340,7 @@ func (l *watchLoop) startWatchers() {
 			lvl("cannot start watcher", "bucket", bw.b, "failures", bw.failures, "err", err)
 			if bw.failures >= watchFailures {
 				err = fmt.Errorf("kvwatch: cannot watch bucket %s (%d attempts): %w", bw.name, bw.failures, err)
-				l.k.watchErr.Store(&err)
+				l.k.watch.err.Store(&err)
 			}
 		}
 	}
@@ -314,7 +349,7 @@ func (l *watchLoop) startWatchers() {
 			return
 		}
 	}
-	l.k.watchErr.Store(nil)
+	l.k.watch.err.Store(nil)
 }
 
 // watchFailures is how many failed starts in a row of one watcher, while
@@ -322,19 +357,6 @@ func (l *watchLoop) startWatchers() {
 // first when the server refuses at once; a few OpTimeouts when it does not
 // answer), the same at which the failure is first logged as a warning.
 const watchFailures = 3
-
-// WatchError returns why a bucket cannot be watched: non-nil from the
-// third failed start in a row of one bucket's watcher while connected (the
-// stream's consumer limit is reached, the server refuses or does not
-// answer), nil again once every watcher runs. A disconnected KV keeps the
-// last answer: watchers are not started meanwhile (the snapshot's Stale
-// says so). Safe for concurrent use; it never blocks.
-func (k *KV) WatchError() error {
-	if p := k.watchErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
 
 // start creates bw's watcher: resuming after the last revision applied, or
 // loading the bucket whole when nothing was loaded yet, when a reload is
@@ -502,9 +524,9 @@ func (l *watchLoop) publish() {
 	if stale != l.pubStale || l.connected != l.pubConnected {
 		now := time.Now()
 		if stale && !l.pubStale {
-			l.k.staleSince.Store(now.UnixNano())
+			l.staleSince = now
 		} else if !stale {
-			l.k.staleSince.Store(0)
+			l.staleSince = time.Time{}
 		}
 		l.pubStale, l.pubConnected, l.since = stale, l.connected, now
 		l.dirty, l.changed = true, true
@@ -512,7 +534,7 @@ func (l *watchLoop) publish() {
 	if !l.dirty {
 		return
 	}
-	s := &Snapshot{connected: l.connected, current: !stale, since: l.since}
+	s := &Snapshot{connected: l.connected, current: !stale, since: l.since, staleSince: l.staleSince}
 	for _, bw := range l.bw {
 		if l.work[bw.b] != nil {
 			l.cur[bw.b], l.work[bw.b] = l.work[bw.b], nil
