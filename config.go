@@ -15,7 +15,6 @@ import (
 
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/kvwatch"
-	"github.com/spangledb/spangle/kvwatch/region"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/source/s3"
@@ -445,7 +444,7 @@ func LoadConfig(path string, cfg *Config) error {
 		fc.Runtime.apply(cfg),
 		fc.NATS.apply(&cfg.NATS),
 		fc.NATS.applyDoor(cfg),
-		fc.Region.apply(&cfg.NATS.Region),
+		fc.Region.apply(&cfg.NATS),
 		fc.Purge.apply(fc.DBs, &cfg.Purge),
 		fc.HTTP.apply(&cfg.HTTP),
 		fc.HTTP.applyTLS(&cfg.TLS),
@@ -646,9 +645,13 @@ func (f natsFile) applyDoor(c *Config) error {
 	return nil
 }
 
-// apply applies [region]. Its keys are checked by kvwatch (Start), which
-// knows whether the server is embedded once the flags are applied too.
-func (f regionFile) apply(r *region.Config) error {
+// apply applies [region] to n.Region. Its keys are checked by kvwatch
+// (Start), which knows whether the server is embedded once the flags are
+// applied too. It takes kvwatch's Config, not the region's, so that the
+// root package needs nothing of kvwatch/region: kvwatch owns the wiring
+// of a region.
+func (f regionFile) apply(n *kvwatch.Config) error {
+	r := &n.Region
 	setNonZero(&r.Name, f.Name)
 	setNonZero(&r.Hub, f.Hub)
 	setNonZero(&r.HubDomain, f.HubDomain)
