@@ -145,6 +145,9 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if role == RoleRegion {
+		return regionLeafPermissions(s)
+	}
 	api := names.APIPrefix(s.Domain)
 	regions := s.HubDomain != ""
 	bucket := func(kind string) string { return names.KVBucket(s.Cluster, kind) }
@@ -223,6 +226,17 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 		}
 		if role == RoleClient {
 			pub = append(pub, lookupSubjects(s.Cluster)...)
+		}
+		if role == RoleOperator && regions {
+			// At a hub with accounts: its regions' buckets, read through
+			// the regions' accounts (HubAccountsConfig).
+			r := s.Region
+			if r == "" {
+				r = "*"
+			}
+			for _, im := range regionReads(s.Cluster, r) {
+				pub = append(pub, im.local)
+			}
 		}
 	case RoleResponder:
 		if !s.Accounts {

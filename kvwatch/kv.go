@@ -290,7 +290,7 @@ func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched
 	defer cancel()
 	if w.b == Versions && k.cfg.Region.Enabled() {
 		// In a region, Versions is the mirror of the hub's.
-		want := region.VersionsMirror(w.name, k.cfg.Region.HubDomain,
+		want := k.cfg.Region.VersionsMirror(w.name,
 			"spangle region "+k.cfg.Region.Name+" mirror of versions of cluster "+k.cfg.ClusterName, k.cfg.Replicas)
 		return region.EnsureVersionsMirror(ctx, js, want, k.cfg.Region.HubDomain)
 	}

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/spangledb/spangle/kvwatch/region"
 )
 
 // SourceJetStream returns the JetStream an Object Store source of bucket
@@ -36,7 +34,7 @@ func (k *KV) SourceJetStream(bucket string) func(context.Context) (jetstream.Jet
 		if !k.cfg.Region.Enabled() || mirrored.Load() {
 			return js, nil
 		}
-		if err := region.EnsureObjectMirror(ctx, js, bucket, k.cfg.Region.HubDomain, k.cfg.Replicas); err != nil {
+		if err := k.cfg.Region.EnsureObjectMirror(ctx, js, bucket, k.cfg.Replicas); err != nil {
 			return nil, err
 		}
 		mirrored.Store(true)

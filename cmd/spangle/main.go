@@ -35,6 +35,7 @@ commands:
   activate  pin a db to a version on every node (--latest: unpin)
   rollback  pin a db to an older version on every node
   nats-permissions  print a role's NATS permissions for an external server
+  region-consumers  make the hub's consumers for regions' mirrors
   inspect   print a SequenceFile's header and records
   plugin    check a Wasm plugin (spangle plugin check MODULE.wasm)
   version   print the version
@@ -67,6 +68,8 @@ func main() {
 		err = rollback(args, os.Stdout, os.Stderr)
 	case "nats-permissions":
 		err = natsPermissions(args, os.Stdout, os.Stderr)
+	case "region-consumers":
+		err = regionConsumers(args, os.Stdout, os.Stderr)
 	case "inspect":
 		err = inspect(args, os.Stdout, os.Stderr)
 	case "plugin":

@@ -25,3 +25,7 @@ func RoleAccount(cluster, role, suffix string) string {
 	}
 	return n
 }
+
+// RegionAccount returns the name of the NATS account, at the hub, of
+// region's leafnode login (kvwatch.HubAccountsConfig).
+func RegionAccount(cluster, region string) string { return "spangle_" + cluster + "_region_" + region }

@@ -51,6 +51,15 @@ type Config struct {
 	// the region's mirrors. Defaults 5s and 30s.
 	HubCheckTimeout  time.Duration
 	HubCheckInterval time.Duration
+
+	// HubConsumers: the region's mirrors use the durable consumers the
+	// hub keeps for this region (HubConsumer, made at the hub by
+	// spangle region-consumers) instead of creating consumers of their
+	// own, so that the region's login at the hub needs no consumer
+	// rights there and shares nothing with other regions (HubAccounts,
+	// docs/SECURITY.md). A mirror's source cannot change: mirrors made
+	// with the other setting must be deleted first. Default false.
+	HubConsumers bool
 }
 
 // DefaultConfig returns the defaults: no region, hub domain "hub".

@@ -20,13 +20,17 @@ import (
 // would the bucket itself; the mirror itself has no subjects, so nothing
 // published in the region lands in it.
 func ObjectMirror(bucket, hubDomain string, replicas int) jetstream.StreamConfig {
+	return Config{HubDomain: hubDomain}.ObjectMirror(bucket, replicas)
+}
+
+// ObjectMirror is ObjectMirror in c's hub domain; with c.HubConsumers the
+// mirror uses the hub's consumer for c.Name (HubConsumer) instead of
+// making its own.
+func (c Config) ObjectMirror(bucket string, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        names.ObjectStream(bucket),
-		Description: "spangle region mirror of Object Store " + bucket + " in domain " + hubDomain,
-		Mirror: &jetstream.StreamSource{
-			Name:     names.ObjectStream(bucket),
-			External: &jetstream.ExternalStream{APIPrefix: names.APIPrefix(hubDomain)},
-		},
+		Description: "spangle region mirror of Object Store " + bucket + " in domain " + c.HubDomain,
+		Mirror:      c.mirrorSource(names.ObjectStream(bucket)),
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 		Discard:     jetstream.DiscardNew,
@@ -41,17 +45,35 @@ func ObjectMirror(bucket, hubDomain string, replicas int) jetstream.StreamConfig
 // region pins); a write to it would go to the hub (nats.go sends a
 // mirror's puts to its origin), so a region's nodes never write it.
 func VersionsMirror(bucket, hubDomain, description string, replicas int) jetstream.KeyValueConfig {
+	return Config{HubDomain: hubDomain}.VersionsMirror(bucket, description, replicas)
+}
+
+// VersionsMirror is VersionsMirror in c's hub domain, with the hub's
+// consumer for c.Name when c.HubConsumers.
+func (c Config) VersionsMirror(bucket, description string, replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: description,
 		History:     1,
 		Replicas:    replicas,
 		Storage:     jetstream.FileStorage,
-		Mirror: &jetstream.StreamSource{
-			Name:     names.KVStream(bucket),
-			External: &jetstream.ExternalStream{APIPrefix: names.APIPrefix(hubDomain)},
-		},
+		Mirror:      c.mirrorSource(names.KVStream(bucket)),
 	}
+}
+
+// mirrorSource is the source of a mirror of the hub's stream: through
+// the hub's API prefix, and with c.HubConsumers through the durable
+// consumer the hub keeps for region c.Name, delivering to its own
+// subject (HubConsumer).
+func (c Config) mirrorSource(stream string) *jetstream.StreamSource {
+	s := &jetstream.StreamSource{
+		Name:     stream,
+		External: &jetstream.ExternalStream{APIPrefix: names.APIPrefix(c.HubDomain)},
+	}
+	if c.HubConsumers {
+		s.Consumer = &jetstream.StreamConsumerSource{Name: ConsumerName(c.Name), DeliverSubject: DeliverSubject(c.Name, stream)}
+	}
+	return s
 }
 
 // ErrNotMirror is wrapped when a region's stream exists but is not the
@@ -62,8 +84,21 @@ var ErrNotMirror = errors.New("region: not a mirror of the hub")
 // IsMirrorOf reports whether a stream configuration mirrors the stream
 // named source in hubDomain.
 func IsMirrorOf(cfg jetstream.StreamConfig, source, hubDomain string) bool {
+	return isMirror(cfg, Config{HubDomain: hubDomain}.mirrorSource(source))
+}
+
+// isMirror reports whether cfg mirrors want's stream, through want's API
+// prefix and consumer (a mirror making its own consumers is not one
+// using the hub's, nor the reverse: a mirror's source cannot change).
+func isMirror(cfg jetstream.StreamConfig, want *jetstream.StreamSource) bool {
 	m := cfg.Mirror
-	return m != nil && m.Name == source && m.External != nil && m.External.APIPrefix == names.APIPrefix(hubDomain)
+	if m == nil || m.Name != want.Name || m.External == nil || m.External.APIPrefix != want.External.APIPrefix {
+		return false
+	}
+	if m.Consumer == nil || want.Consumer == nil {
+		return m.Consumer == nil && want.Consumer == nil
+	}
+	return *m.Consumer == *want.Consumer
 }
 
 // EnsureObjectMirror creates the region's mirror of the hub's Object Store
@@ -72,11 +107,16 @@ func IsMirrorOf(cfg jetstream.StreamConfig, source, hubDomain string) bool {
 // winner's). It needs only the region's own JetStream (js): a mirror is
 // created while the hub is unreachable, and fills when it is back.
 func EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, bucket, hubDomain string, replicas int) error {
-	want := ObjectMirror(bucket, hubDomain, replicas)
-	return ensureMirror(ctx, js, want.Name, want.Name, hubDomain,
+	return Config{HubDomain: hubDomain}.EnsureObjectMirror(ctx, js, bucket, replicas)
+}
+
+// EnsureObjectMirror is EnsureObjectMirror of c.ObjectMirror.
+func (c Config) EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) error {
+	want := c.ObjectMirror(bucket, replicas)
+	return ensureMirror(ctx, js, want.Name, want.Name, want.Mirror,
 		func() error {
-			return fmt.Errorf("%w: stream %s exists in this region and is not a mirror of %s in domain %s (a bucket of the region's own: delete it, e.g. nats stream rm %s)",
-				ErrNotMirror, want.Name, want.Name, hubDomain, want.Name)
+			return fmt.Errorf("%w: stream %s exists in this region and is not a mirror of %s in domain %s%s (a bucket of the region's own, or a mirror made before region.hub_consumers changed: delete it, e.g. nats stream rm %s)",
+				ErrNotMirror, want.Name, want.Name, c.HubDomain, through(want.Mirror), want.Name)
 		},
 		func() (bool, error) {
 			_, err := js.CreateStream(ctx, want)
@@ -84,21 +124,29 @@ func EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, bucket, hub
 				return true, nil
 			}
 			if err != nil {
-				return false, fmt.Errorf("region: create mirror %s of domain %s: %w", want.Name, hubDomain, err)
+				return false, fmt.Errorf("region: create mirror %s of domain %s: %w", want.Name, c.HubDomain, err)
 			}
 			return false, nil
 		})
 }
 
+// through names the hub's consumer a mirror uses, if any, for errors.
+func through(m *jetstream.StreamSource) string {
+	if m.Consumer == nil {
+		return ""
+	}
+	return " through the hub's consumer " + m.Consumer.Name
+}
+
 // EnsureVersionsMirror creates the region's mirror of the hub's versions
-// bucket (VersionsMirror), or binds the one there after checking it is
-// that mirror. Idempotent, as EnsureObjectMirror.
+// bucket (want, from VersionsMirror), or binds the one there after
+// checking it is that mirror. Idempotent, as EnsureObjectMirror.
 func EnsureVersionsMirror(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, hubDomain string) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue // the one created here, if any
-	err := ensureMirror(ctx, js, names.KVStream(want.Bucket), want.Bucket, hubDomain,
+	err := ensureMirror(ctx, js, names.KVStream(want.Bucket), want.Bucket, want.Mirror,
 		func() error {
-			return fmt.Errorf("%w: bucket %s exists in this region and is not a mirror of the hub's in domain %s (left from before the node was in a region: delete it, e.g. nats kv del %s)",
-				ErrNotMirror, want.Bucket, hubDomain, want.Bucket)
+			return fmt.Errorf("%w: bucket %s exists in this region and is not a mirror of the hub's in domain %s%s (left from before the node was in a region, or made before region.hub_consumers changed: delete it, e.g. nats kv del %s)",
+				ErrNotMirror, want.Bucket, hubDomain, through(want.Mirror), want.Bucket)
 		},
 		func() (bool, error) {
 			created, err := js.CreateKeyValue(ctx, want)
@@ -118,15 +166,15 @@ func EnsureVersionsMirror(ctx context.Context, js jetstream.JetStream, want jets
 }
 
 // ensureMirror is the loop of both Ensure functions: the region's stream
-// (what names it in errors) is looked up; one there must mirror the hub's
-// stream of the same name (notMirror returns the error when it does not);
-// none there is created (create), and a create that lost the race to
-// another node (create reports lost) looks again, once.
-func ensureMirror(ctx context.Context, js jetstream.JetStream, stream, what, hubDomain string, notMirror func() error, create func() (lost bool, err error)) error {
+// (what names it in errors) is looked up; one there must mirror source
+// (notMirror returns the error when it does not); none there is created
+// (create), and a create that lost the race to another node (create
+// reports lost) looks again, once.
+func ensureMirror(ctx context.Context, js jetstream.JetStream, stream, what string, source *jetstream.StreamSource, notMirror func() error, create func() (lost bool, err error)) error {
 	for range 2 {
 		s, err := js.Stream(ctx, stream)
 		if err == nil {
-			if !IsMirrorOf(s.CachedInfo().Config, stream, hubDomain) {
+			if !isMirror(s.CachedInfo().Config, source) {
 				return notMirror()
 			}
 			return nil
