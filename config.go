@@ -120,6 +120,7 @@ type regionFile struct {
 	HubTLSCA         string   `toml:"hub_tls_ca"`
 	HubCheckTimeout  duration `toml:"hub_check_timeout"`
 	HubCheckInterval duration `toml:"hub_check_interval"`
+	HubConsumers     bool     `toml:"hub_consumers"`
 }
 
 // shardingFile is sequins' [sharding]: cluster mode (cluster_name is in
@@ -659,6 +660,7 @@ func (f regionFile) apply(n *kvwatch.Config) error {
 	setNonZero(&r.HubTLSCA, f.HubTLSCA)
 	setDuration(&r.HubCheckTimeout, f.HubCheckTimeout)
 	setDuration(&r.HubCheckInterval, f.HubCheckInterval)
+	setNonZero(&r.HubConsumers, f.HubConsumers)
 	return nil
 }
 
