@@ -95,9 +95,11 @@ func regionImports(s Scope, r string) []hubImport {
 	entry := names.KVSubject(regions, names.RegionKey(r))
 	imp := []hubImport{
 		api("INFO"), // region.CheckHub
-		// region.Announce: the bucket of regions (bound, created where
-		// missing) and the region's own entry.
-		api("STREAM.INFO." + rs), api("STREAM.CREATE." + rs),
+		// region.Announce: the bucket of regions (bound; the hub's
+		// administrator creates it, region.EnsureRegionsBucket, so that
+		// no region creates a stream of its own configuration) and the
+		// region's own entry.
+		api("STREAM.INFO." + rs),
 		{from: from, local: entry, remote: entry, kind: "service"},
 	}
 	cname := region.ConsumerName(r)
@@ -288,13 +290,15 @@ func regionLeafPermissions(s Scope) (*server.Permissions, error) {
 	for _, im := range regionImports(s, s.Region) {
 		switch {
 		case im.kind == "stream":
+			continue
 		case strings.HasPrefix(im.local, "$JS.API."):
 			pub = append(pub, hub+strings.TrimPrefix(im.local, "$JS.API"))
 		case strings.HasPrefix(im.local, "$KV."):
 			pub = append(pub, hub+"."+im.local)
-		default:
-			pub = append(pub, im.local)
 		}
+		// The mapped name too: nats-server checks a client's publish
+		// after the account's mappings, a leafnode's before.
+		pub = append(pub, im.local)
 	}
 	pub = append(pub, "_R_.>")
 	sub := []string{names.APIPrefix(s.Region) + ".>", "_INBOX.>", "$JSC.R.>"}

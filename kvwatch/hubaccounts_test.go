@@ -86,6 +86,9 @@ func hubWithRegions(t *testing.T, ctx context.Context) (hub *server.Server, regi
 	if _, err := admin.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "data"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := region.EnsureRegionsBucket(ctx, admin, "c"); err != nil {
+		t.Fatal(err)
+	}
 	regions = map[string]*server.Server{}
 	for _, r := range []string{"ra", "rb"} {
 		if _, err := region.EnsureHubConsumers(ctx, admin, r, region.MirroredStreams("c", []string{"data"})); err != nil {

@@ -22,7 +22,7 @@ func TestCLIHelp(t *testing.T) {
 	bin := buildBinary(t)
 	for _, args := range [][]string{
 		{"-h"}, {"help"}, {"serve", "-h"}, {"get", "-h"}, {"status", "-h"}, {"publish", "-h"}, {"activate", "-h"}, {"rollback", "-h"},
-		{"inspect", "-h"}, {"plugin", "-h"}, {"plugin", "check", "-h"},
+		{"inspect", "-h"}, {"region-consumers", "-h"}, {"plugin", "-h"}, {"plugin", "check", "-h"},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {

@@ -15,7 +15,8 @@ import (
 // administrator), it makes the durable consumers the mirrors of each
 // region R use with [region] hub_consumers (region.EnsureHubConsumers:
 // one per region on the versions bucket and each Object Store bucket),
-// or checks those there. Run it once the buckets exist (after the first
+// or checks those there, and the bucket of regions where missing
+// (region.EnsureRegionsBucket: regions may not create it). Run it once the buckets exist (after the first
 // spangle publish) and for every new region; the regions' leafnode
 // logins then need no consumer rights at the hub (docs/SECURITY.md).
 func regionConsumers(args []string, stdout, stderr io.Writer) error {
@@ -41,6 +42,9 @@ func regionConsumers(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
+	if err := region.EnsureRegionsBucket(ctx, js, cf.cluster); err != nil {
+		return err
+	}
 	streams := region.MirroredStreams(cf.cluster, spangle.SplitList(*buckets))
 	for _, r := range fs.Args() {
 		created, err := region.EnsureHubConsumers(ctx, js, r, streams)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,26 +65,54 @@ func Announce(ctx context.Context, nc *nats.Conn, c Config, cluster string, ttl 
 // Regions returns the regions whose entries the bucket of regions of
 // cluster holds, through js (the hub's JetStream): those that announced
 // themselves within their time to live. A hub without the bucket has
-// none.
+// none. It reads the bucket with batched direct gets (multi_last), never
+// a consumer: an operator's account at a hub with accounts imports those
+// under their own name ("$JS.API.DIRECT.GET…", which it uses when js
+// speaks the imported API prefix) and no consumer creation.
 func Regions(ctx context.Context, js jetstream.JetStream, cluster string) ([]string, error) {
 	bucket := names.KVBucket(cluster, names.Regions)
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
+	api := strings.TrimSuffix(js.Options().APIPrefix, ".")
+	if api == "" || api == names.ImportedAPI {
+		api = names.APIPrefix("")
 	}
+	subject := api + ".DIRECT.GET." + names.KVStream(bucket)
+	nc := js.Conn()
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, fmt.Errorf("region: bucket %s: %w", bucket, err)
+		return nil, err
 	}
-	l, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("region: bucket %s: %w", bucket, err)
+	defer sub.Unsubscribe() //nolint:errcheck // the connection may be closed
+	pre := names.KVSubject(bucket, "")
+	body := fmt.Appendf(nil, `{"multi_last":[%q],"batch":%d}`, pre+">", maxRegions)
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return nil, err
 	}
-	defer l.Stop() //nolint:errcheck // read only
 	var out []string
-	for k := range l.Keys() {
-		if names.Valid(k) {
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("region: bucket %s: %w", bucket, err)
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+		case "204", "404": // the end, or no entry (or no bucket)
+			slices.Sort(out)
+			return out, nil
+		case "503": // no such stream answers: no bucket of regions
+			return nil, nil
+		default:
+			return nil, fmt.Errorf("region: bucket %s: status %s %s", bucket, status, m.Header.Get("Description"))
+		}
+		op := m.Header.Get("KV-Operation")
+		if op == "DEL" || op == "PURGE" || m.Header.Get("Nats-Marker-Reason") != "" {
+			continue
+		}
+		if k, ok := strings.CutPrefix(m.Header.Get("Nats-Subject"), pre); ok && names.Valid(k) && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}
-	return out, nil
 }
+
+// maxRegions bounds the regions Regions reads.
+const maxRegions = 1024

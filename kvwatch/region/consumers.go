@@ -106,3 +106,21 @@ func EnsureHubConsumers(ctx context.Context, js jetstream.JetStream, region stri
 	}
 	return created, nil
 }
+
+// EnsureRegionsBucket creates the hub's bucket of regions of cluster
+// (RegionsBucket) through js (the hub's cluster account), if missing: with
+// the hub's region accounts a region may bind it and write its own entry
+// (Announce), not create it.
+func EnsureRegionsBucket(ctx context.Context, js jetstream.JetStream, cluster string) error {
+	want := RegionsBucket(cluster)
+	if _, err := js.KeyValue(ctx, want.Bucket); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("region: bucket %s: %w", want.Bucket, err)
+	}
+	_, err := js.CreateKeyValue(ctx, want)
+	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+		return fmt.Errorf("region: create bucket %s: %w", want.Bucket, err)
+	}
+	return nil
+}
