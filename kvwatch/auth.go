@@ -234,6 +234,7 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 			if r == "" {
 				r = "*"
 			}
+			pub = append(pub, operatorRegionsList(s.Cluster).local)
 			for _, im := range regionReads(s.Cluster, r) {
 				pub = append(pub, im.local)
 			}

@@ -115,6 +115,13 @@ func regionImports(s Scope, r string) []hubImport {
 	return imp
 }
 
+// operatorRegionsList is the batched direct get of the hub's bucket of
+// regions that status --regions lists them with (region.Regions).
+func operatorRegionsList(cluster string) hubImport {
+	sub := names.APIPrefix("") + ".DIRECT.GET." + names.KVStream(names.KVBucket(cluster, names.Regions))
+	return hubImport{from: names.ClusterAccount(cluster), local: sub, remote: sub, kind: "stream-service"}
+}
+
 // operatorHubImports are what an operator's account at the hub imports:
 // RoleImports (pins, the versions bucket, read through the imported API),
 // and the reads of each region it operates (all of regions, or s.Region).
@@ -131,6 +138,8 @@ func operatorHubImports(s Scope, regions []string) ([]hubImport, error) {
 		}
 		out = append(out, hubImport{from: names.ClusterAccount(s.Cluster), local: si.local, remote: si.remote, kind: kind})
 	}
+	// The list of regions (region.Regions, a batched direct get).
+	out = append(out, operatorRegionsList(s.Cluster))
 	for _, r := range regions {
 		if s.Region == "" || s.Region == r {
 			out = append(out, regionReads(s.Cluster, r)...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -281,6 +282,18 @@ func TestRegionAttacks(t *testing.T) {
 			t.Fatalf("region-consumers: exit %d\n%s%s", code, stdout, stderr)
 		}
 	}
+	// ra's leafnode login, at the hub: it listens everywhere it may
+	// (every inbox of its account, consumer answers, its deliveries) and
+	// tries to listen on rb's.
+	raLogin := connectWait(t, s.hub.as("ra"))
+	heard := make(chan *nats.Msg, 4096)
+	for _, sub := range []string{"_INBOX.>", "$JSC.R.>", "spangle_mirror.>", "$JS.M.>", "$JS.rb.API.>", "_R_.>"} {
+		if _, err := raLogin.ChanSubscribe(sub, heard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raLogin.Flush() //nolint:errcheck // the subscriptions are refused or not: heard says
+
 	// Each region's mirrors, as its nodes make them, and its entry in
 	// the hub's bucket of regions.
 	rjs := map[string]jetstream.JetStream{}
@@ -322,23 +335,38 @@ func TestRegionAttacks(t *testing.T) {
 	for _, r := range []string{"ra", "rb"} {
 		waitMirror(t, r+"'s mirror of the versions bucket", mirrored(r, "v1"))
 	}
-	// rb's consumers at the hub, the attacks' targets: by name (the
-	// hub's consumers) or, legacy, by the mirror's own metadata.
+	// rb's consumers at the hub, the attacks' targets: the hub's, by
+	// name; legacy, the mirrors' own, which ra learns from their answers
+	// (heard on "$JSC.R.>": that alone is a leak).
 	var rbConsumers []string // "<stream>.<consumer>"
-	for _, st := range region.MirroredStreams("spangle", []string{"data"}) {
-		waitMirror(t, "rb's consumer of "+st, func() error {
-			stream, err := hjs.Stream(ctx, st)
-			if err != nil {
-				return err
-			}
-			cl := stream.ListConsumers(ctx)
-			for ci := range cl.Info() {
-				if ci.Name == region.ConsumerName("rb") || ci.Config.Metadata["_nats.mirror.domain"] == "rb" {
-					rbConsumers = append(rbConsumers, st+"."+ci.Name)
-					return nil
+	if !legacy {
+		for _, st := range region.MirroredStreams("spangle", []string{"data"}) {
+			rbConsumers = append(rbConsumers, st+"."+region.ConsumerName("rb"))
+		}
+	} else {
+		waitMirror(t, "ra learns rb's consumers", func() error {
+			for {
+				select {
+				case m := <-heard:
+					var r struct {
+						Stream string `json:"stream_name"`
+						Name   string `json:"name"`
+						Config struct {
+							Metadata map[string]string `json:"metadata"`
+						} `json:"config"`
+					}
+					if json.Unmarshal(m.Data, &r) == nil && r.Config.Metadata["_nats.mirror.domain"] == "rb" && !slices.Contains(rbConsumers, r.Stream+"."+r.Name) {
+						t.Errorf("ra heard rb's consumer answer on %s: %s.%s", m.Subject, r.Stream, r.Name)
+						rbConsumers = append(rbConsumers, r.Stream+"."+r.Name)
+					}
+					continue
+				default:
 				}
+				if len(rbConsumers) < 2 {
+					return fmt.Errorf("%d of rb's consumers heard", len(rbConsumers))
+				}
+				return nil
 			}
-			return fmt.Errorf("none yet (%v)", cl.Err())
 		})
 	}
 	before, err := hubState(ctx, hjs)
@@ -376,17 +404,6 @@ func TestRegionAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// ra's leafnode login, at the hub: it listens everywhere it may
-	// (every inbox of its account, consumer answers, its deliveries) and
-	// tries to listen on rb's.
-	raLogin := connectWait(t, s.hub.as("ra"))
-	heard := make(chan *nats.Msg, 4096)
-	for _, sub := range []string{"_INBOX.>", "$JSC.R.>", "spangle_mirror.>", "$JS.M.>", "$JS.rb.API.>", "_R_.>"} {
-		if _, err := raLogin.ChanSubscribe(sub, heard); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raLogin.Flush() //nolint:errcheck // the subscriptions are refused or not: heard says
 	// refusedLogged checks that nc's publish of subject is refused: the
 	// client gets the violation, and the hub logs it.
 	refusedLogged := func(who string, nc *nats.Conn, subject, reply string, body []byte) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
@@ -55,10 +56,22 @@ func refused(nc *nats.Conn, subject string) (bool, error) {
 //     for all;
 //   - the node login may neither delete the hub's Object Store bucket
 //     nor write a pin, and the nodes met no permissions violation.
+//
+// It runs twice: with the hub's logins in one account (the lists above),
+// and with the hub's accounts (spangle nats-permissions --accounts
+// --hub-domain hub --regions rb: rb's leafnode login, the publisher and
+// rb's operator each in an account of their own, the hub's consumers
+// made by spangle region-consumers and the nodes' mirrors using them,
+// [region] hub_consumers).
 func TestRegionLeastPrivilege(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server and the binary")
 	}
+	t.Run("one account", func(t *testing.T) { testRegionLeastPrivilege(t, false) })
+	t.Run("accounts", func(t *testing.T) { testRegionLeastPrivilege(t, true) })
+}
+
+func testRegionLeastPrivilege(t *testing.T, accounts bool) {
 	const keys = 20
 	bin, natsBin := buildBinary(t), buildNATSServer(t)
 	quoted := func(subjects []string) string {
@@ -73,11 +86,7 @@ func TestRegionLeastPrivilege(t *testing.T) {
 	hubPort, leafPort := freePort(t), freePort(t)
 	hub := &natsProc{name: "hub", url: fmt.Sprintf("nats://127.0.0.1:%d", hubPort),
 		storeDir: filepath.Join(hubDir, "store"), logPath: filepath.Join(hubDir, "nats.log")}
-	hub.args = []string{"-c", writeFile(t, hubDir, "hub.conf", fmt.Sprintf(`server_name: hub
-listen: "127.0.0.1:%d"
-jetstream { domain: hub, store_dir: %q }
-leafnodes { listen: "127.0.0.1:%d", no_advertise: true }
-authorization {
+	users := fmt.Sprintf(`authorization {
   users = [
     { user: rb, password: rb-pw, permissions: { publish: { allow: [ %s ] }, subscribe: { allow: [ %s ] } } }
     { user: etl, password: etl-pw
@@ -86,9 +95,21 @@ authorization {
 %s    }
   ]
 }
-`, hubPort, hub.storeDir, leafPort, quoted(region.HubLeafPublish("hub", "spangle", "rb")), quoted(region.HubLeafSubscribe("rb")),
+`, quoted(region.HubLeafPublish("hub", "spangle", "rb")), quoted(region.HubLeafSubscribe("rb")),
 		permissionsBlock(t, bin, "--hub-domain", "hub", "publisher"),
-		permissionsBlock(t, bin, "--hub-domain", "hub", "--region", "rb", "operator")))}
+		permissionsBlock(t, bin, "--hub-domain", "hub", "--region", "rb", "operator"))
+	if accounts {
+		users = permissionsBlock(t, bin, "--accounts", "--hub-domain", "hub", "--regions", "rb")
+		users = fillAccount(t, users, names.ClusterAccount("spangle"), "{ user: admin, password: admin-pw }")
+		users = fillAccount(t, users, names.RegionAccount("spangle", "rb"), hubUser(t, bin, "rb", "--accounts", "--hub-domain", "hub", "--region", "rb", "region"))
+		users = fillAccount(t, users, names.RoleAccount("spangle", "operator", "rb"), hubUser(t, bin, "ops", "--accounts", "--hub-domain", "hub", "--region", "rb", "operator"))
+		users = fillAccount(t, users, names.RoleAccount("spangle", "publisher", "data"), hubUser(t, bin, "etl", "--accounts", "--hub-domain", "hub", "publisher"))
+	}
+	hub.args = []string{"-c", writeFile(t, hubDir, "hub.conf", fmt.Sprintf(`server_name: hub
+listen: "127.0.0.1:%d"
+jetstream { domain: hub, store_dir: %q }
+leafnodes { listen: "127.0.0.1:%d", no_advertise: true }
+%s`, hubPort, hub.storeDir, leafPort, users))}
 	hub.start(t, natsBin)
 	hub.cleanup(t)
 
@@ -125,8 +146,18 @@ authorization {
 	}
 	publish := publisher(t, bin, src, "nats-object://data", as(hub, "etl"))
 	waitFor(t, "publish v1 as the publisher", func() error { return publish("v1") })
-	b1 := startRegionNode(t, bin, 1, "data", regionBNode(1, as(rb, "node")))
-	b2 := startRegionNode(t, bin, 2, "data", regionBNode(2, as(rb, "node")))
+	nodeConf := func(id int) string { return regionBNode(id, as(rb, "node")) }
+	if accounts {
+		code, stdout, stderr := runCLI(t, bin, "region-consumers", "--nats", as(hub, "admin"), "--buckets", "data", "rb")
+		if code != 0 {
+			t.Fatalf("region-consumers: exit %d\n%s%s", code, stdout, stderr)
+		}
+		nodeConf = func(id int) string {
+			return strings.Replace(regionBNode(id, as(rb, "node")), "[region]\n", "[region]\nhub_consumers = true\n", 1)
+		}
+	}
+	b1 := startRegionNode(t, bin, 1, "data", nodeConf(1))
+	b2 := startRegionNode(t, bin, 2, "data", nodeConf(2))
 	nodes := []*clusterProc{b1, b2}
 	for _, n := range nodes {
 		waitMirror(t, "rb serves v1", func() error { return readAll(n.base, "v1", keys) })

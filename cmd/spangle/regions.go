@@ -107,34 +107,24 @@ func regionsStatus(ctx context.Context, cf *clientFlags, wanted []string, stdout
 	return nil
 }
 
-// regionPins reads the region pins of the hub's versions bucket.
+// regionPins reads the region pins of the hub's versions bucket, with
+// a batched direct get (region.LastEntries: no consumer, which an
+// operator's account at a hub with accounts may not create).
 func regionPins(ctx context.Context, js jetstream.JetStream, bucket string, get func(string) *regionStatus) error {
-	kv, err := js.KeyValue(ctx, bucket)
+	entries, err := region.LastEntries(ctx, js, bucket, "*"+names.PinSuffix+".*")
 	if err != nil {
 		return fmt.Errorf("versions bucket %s: %w", bucket, err)
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("versions bucket %s: %w", bucket, err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("versions bucket %s: %w", bucket, ctx.Err())
-		case e := <-w.Updates():
-			if e == nil {
-				return nil
-			}
-			_, name, ok := advert.ParsePinKey(e.Key())
-			if !ok || name == "" {
-				continue
-			}
-			if p, err := advert.DecodePin(e.Key(), e.Value()); err == nil {
-				get(name).Pins[p.DB] = p
-			}
+	for key, value := range entries {
+		_, name, ok := advert.ParsePinKey(key)
+		if !ok || name == "" {
+			continue
+		}
+		if p, err := advert.DecodePin(key, value); err == nil {
+			get(name).Pins[p.DB] = p
 		}
 	}
+	return nil
 }
 
 // readRegion asks region r, through the hub, for the state of its mirror

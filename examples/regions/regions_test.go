@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/spangledb/spangle/kvwatch/region"
+	"github.com/spangledb/spangle/kvwatch"
 )
 
 func TestMain(m *testing.M) {
@@ -144,30 +144,50 @@ func treeState(t *testing.T) string {
 	return b.String()
 }
 
-// TestHubConf: hub.conf gives each region's login exactly what
-// region.HubLeafPublish and HubLeafSubscribe list for it, no more (its
-// announcement in the bucket of regions included, so status --regions
-// finds it).
+// TestHubConf: hub.conf's accounts block is what spangle
+// nats-permissions --accounts --hub-domain hub --cluster example
+// --buckets example --regions eu,us prints (kvwatch.HubAccountsConfig),
+// with one login line added to some accounts, and the permissions it
+// gives each login ($REGION_EU, $REGION_US, $OPERATOR, $PUBLISHER) are
+// exactly the lists nats-permissions prints for its role.
 func TestHubConf(t *testing.T) {
 	b, err := os.ReadFile("hub.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	conf := string(b)
-	for _, r := range []string{"eu", "us"} {
-		block := regexp.MustCompile(`(?s)REGION_` + strings.ToUpper(r) + ` = \{.*?publish: \{\s*allow: \[(.*?)\].*?subscribe: \{\s*allow: \[(.*?)\]`).FindStringSubmatch(conf)
+	scope := kvwatch.Scope{Cluster: "example", HubDomain: "hub", ObjectBuckets: []string{"example"}, Accounts: true}
+	want, err := kvwatch.HubAccountsConfig(scope, []string{"eu", "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(conf, "accounts {\n")
+	if i < 0 {
+		t.Fatal("no accounts block in hub.conf")
+	}
+	got := regexp.MustCompile(`(?m)^\s*\{ user: .*\}\n`).ReplaceAllString(conf[i:], "")
+	if got != want {
+		t.Errorf("hub.conf's accounts block, without its logins:\n%s\nwant\n%s", got, want)
+	}
+	for name, role := range map[string]string{"REGION_EU": "region eu", "REGION_US": "region us", "OPERATOR": "operator", "PUBLISHER": "publisher"} {
+		block := regexp.MustCompile(`(?s)` + name + ` = \{.*?publish: \{\s*allow: \[(.*?)\].*?subscribe: \{\s*allow: \[(.*?)\]`).FindStringSubmatch(conf)
 		if block == nil {
-			t.Fatalf("no REGION_%s block with publish and subscribe in hub.conf", strings.ToUpper(r))
+			t.Fatalf("no %s block with publish and subscribe in hub.conf", name)
 		}
-		for i, want := range [][]string{region.HubLeafPublish("hub", "example", r), region.HubLeafSubscribe(r)} {
+		s := scope
+		r, region, _ := strings.Cut(role, " ")
+		s.Region = region
+		p, err := kvwatch.RolePermissions(r, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range [][]string{p.Publish.Allow, p.Subscribe.Allow} {
 			var got []string
 			for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(block[i+1], -1) {
 				got = append(got, m[1])
 			}
-			slices.Sort(got)
-			slices.Sort(want)
 			if !slices.Equal(got, want) {
-				t.Errorf("region %s's allow-list %d in hub.conf:\n%q\nwant\n%q", r, i+1, got, want)
+				t.Errorf("%s's allow-list %d in hub.conf:\n%q\nwant\n%q", name, i+1, got, want)
 			}
 		}
 	}

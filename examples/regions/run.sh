@@ -33,7 +33,11 @@ BIN=${BIN:-bin}
 DATA=${DATA:-examples/data/baby-names/1}
 export HUB_PORT=$PORT_BASE HUB_LEAF_PORT=$((PORT_BASE + 1)) HUB_MONITOR=$((PORT_BASE + 2))
 export US_PORT=$((PORT_BASE + 3)) EU_PORT=$((PORT_BASE + 4))
-HUB="nats://admin:admin-secret@127.0.0.1:$HUB_PORT"
+# The hub's logins (hub.conf): its administrator, its publisher and an
+# operator of every region.
+ADMIN="nats://admin:admin-secret@127.0.0.1:$HUB_PORT"
+ETL="nats://etl:etl-secret@127.0.0.1:$HUB_PORT"
+HUB="nats://ops:ops-secret@127.0.0.1:$HUB_PORT"
 if [[ -z "${WORK:-}" ]]; then
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/spangle-regions.XXXXXX")
 	REMOVE_WORK=1
@@ -105,10 +109,12 @@ wait_until "hub" curl -fsS "http://127.0.0.1:$HUB_MONITOR/healthz?js-enabled-onl
 echo "hub: nats://127.0.0.1:$HUB_PORT (leafnodes on 127.0.0.1:$HUB_LEAF_PORT)"
 
 # Publish before the regions start: their mirrors then find the hub's
-# buckets at once.
+# buckets at once; then the hub makes the consumers the regions' mirrors
+# use (each region's login may reset its own, nothing more).
 "$BIN/spangle" publish "$DATA" --to nats-object://example --db baby-names --version 1 \
-	--nats "$HUB" --cluster example --quiet
+	--nats "$ETL" --cluster example --quiet
 echo "published baby-names 1 at the hub"
+"$BIN/spangle" region-consumers --nats "$ADMIN" --cluster example --buckets example eu us
 
 fill examples/regions/region.conf "$WORK/us.conf"
 "$BIN/nats-server" -c "$WORK/us.conf" >"$WORK/us-nats.log" 2>&1 &
@@ -135,7 +141,8 @@ server_name = \"eu\"
 cluster_name = \"example\"
 [region]
 name = \"eu\"
-hub = \"nats-leaf://eu:eu-secret@127.0.0.1:$HUB_LEAF_PORT\""
+hub = \"nats-leaf://eu:eu-secret@127.0.0.1:$HUB_LEAF_PORT\"
+hub_consumers = true"
 for i in 1 2; do
 	node us$i $((PORT_BASE + 11 + i)) "$common
 data_dir = \"$WORK/us$i/data\"
@@ -146,6 +153,7 @@ url = \"nats://127.0.0.1:$US_PORT\"
 cluster_name = \"example\"
 [region]
 name = \"us\"
+hub_consumers = true
 [sharding]
 enabled = true
 replication = 1
@@ -165,7 +173,7 @@ echo "every node of eu and us serves version 1"
 # alone goes back to 1 (a region pin), eu stays at 2.
 rm -rf "$WORK/v2" && cp -r "$DATA" "$WORK/v2"
 "$BIN/spangle" publish "$WORK/v2" --to nats-object://example --db baby-names --version 2 \
-	--nats "$HUB" --cluster example --quiet
+	--nats "$ETL" --cluster example --quiet
 for port in $((PORT_BASE + 11)) $((PORT_BASE + 12)) $((PORT_BASE + 13)); do
 	wait_until "node on $port serving version 2" serves "http://127.0.0.1:$port" 2
 done

@@ -65,12 +65,34 @@ func Announce(ctx context.Context, nc *nats.Conn, c Config, cluster string, ttl 
 // Regions returns the regions whose entries the bucket of regions of
 // cluster holds, through js (the hub's JetStream): those that announced
 // themselves within their time to live. A hub without the bucket has
-// none. It reads the bucket with batched direct gets (multi_last), never
-// a consumer: an operator's account at a hub with accounts imports those
-// under their own name ("$JS.API.DIRECT.GET…", which it uses when js
-// speaks the imported API prefix) and no consumer creation.
+// none.
 func Regions(ctx context.Context, js jetstream.JetStream, cluster string) ([]string, error) {
-	bucket := names.KVBucket(cluster, names.Regions)
+	entries, err := LastEntries(ctx, js, names.KVBucket(cluster, names.Regions), ">")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range entries {
+		if names.Valid(k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// maxEntries bounds the keys LastEntries reads (one batch of
+// multi_last, which nats-server answers up to 1024 subjects).
+const maxEntries = 1024
+
+// LastEntries returns the live entries (key → value) of the keys of
+// bucket matching filter ("*.pin.*", ">"), at most maxEntries, through
+// js's connection. It reads them with one batched direct get
+// (multi_last), never a consumer: an operator's account at a hub with
+// accounts imports those under their own name ("$JS.API.DIRECT.GET…",
+// used when js speaks the imported API prefix) and no consumer creation.
+// A bucket that does not exist has none.
+func LastEntries(ctx context.Context, js jetstream.JetStream, bucket, filter string) (map[string][]byte, error) {
 	api := strings.TrimSuffix(js.Options().APIPrefix, ".")
 	if api == "" || api == names.ImportedAPI {
 		api = names.APIPrefix("")
@@ -84,11 +106,11 @@ func Regions(ctx context.Context, js jetstream.JetStream, cluster string) ([]str
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // the connection may be closed
 	pre := names.KVSubject(bucket, "")
-	body := fmt.Appendf(nil, `{"multi_last":[%q],"batch":%d}`, pre+">", maxRegions)
+	body := fmt.Appendf(nil, `{"multi_last":[%q],"batch":%d}`, pre+filter, maxEntries)
 	if err := nc.PublishRequest(subject, inbox, body); err != nil {
 		return nil, err
 	}
-	var out []string
+	out := map[string][]byte{}
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -96,23 +118,20 @@ func Regions(ctx context.Context, js jetstream.JetStream, cluster string) ([]str
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
-		case "204", "404": // the end, or no entry (or no bucket)
-			slices.Sort(out)
+		case "204", "404": // the end, or no entry
 			return out, nil
-		case "503": // no such stream answers: no bucket of regions
-			return nil, nil
+		case "503": // no such stream answers: no bucket
+			return out, nil
 		default:
 			return nil, fmt.Errorf("region: bucket %s: status %s %s", bucket, status, m.Header.Get("Description"))
 		}
 		op := m.Header.Get("KV-Operation")
-		if op == "DEL" || op == "PURGE" || m.Header.Get("Nats-Marker-Reason") != "" {
-			continue
-		}
-		if k, ok := strings.CutPrefix(m.Header.Get("Nats-Subject"), pre); ok && names.Valid(k) && !slices.Contains(out, k) {
-			out = append(out, k)
+		if k, ok := strings.CutPrefix(m.Header.Get("Nats-Subject"), pre); ok && k != "" {
+			if op == "DEL" || op == "PURGE" || m.Header.Get("Nats-Marker-Reason") != "" {
+				delete(out, k)
+			} else if len(out) < maxEntries {
+				out[k] = m.Data
+			}
 		}
 	}
 }
-
-// maxRegions bounds the regions Regions reads.
-const maxRegions = 1024
