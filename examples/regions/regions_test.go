@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
 	"github.com/spangledb/spangle/kvwatch"
@@ -148,14 +149,23 @@ func treeState(t *testing.T) string {
 // nats-permissions --accounts --hub-domain hub --cluster example
 // --buckets example --regions eu,us prints (kvwatch.HubAccountsConfig),
 // with one login line added to some accounts, and the permissions it
-// gives each login ($REGION_EU, $REGION_US, $OPERATOR, $PUBLISHER) are
-// exactly the lists nats-permissions prints for its role.
+// gives each login ($REGION_EU, $REGION_US, $OPS, $ETL) are exactly the
+// lists nats-permissions prints for its role; and nats-server parses it.
 func TestHubConf(t *testing.T) {
 	b, err := os.ReadFile("hub.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	conf := string(b)
+	// As run.sh fills it in.
+	filled := strings.NewReplacer("$HUB_PORT", "4440", "$HUB_LEAF_PORT", "4441", "$HUB_MONITOR", "4442", "$WORK", t.TempDir()).Replace(conf)
+	path := filepath.Join(t.TempDir(), "hub.conf")
+	if err := os.WriteFile(path, []byte(filled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&server.Options{}).ProcessConfigFile(path); err != nil {
+		t.Errorf("nats-server does not take hub.conf: %v", err)
+	}
 	scope := kvwatch.Scope{Cluster: "example", HubDomain: "hub", ObjectBuckets: []string{"example"}, Accounts: true}
 	want, err := kvwatch.HubAccountsConfig(scope, []string{"eu", "us"})
 	if err != nil {
@@ -169,7 +179,7 @@ func TestHubConf(t *testing.T) {
 	if got != want {
 		t.Errorf("hub.conf's accounts block, without its logins:\n%s\nwant\n%s", got, want)
 	}
-	for name, role := range map[string]string{"REGION_EU": "region eu", "REGION_US": "region us", "OPERATOR": "operator", "PUBLISHER": "publisher"} {
+	for name, role := range map[string]string{"REGION_EU": "region eu", "REGION_US": "region us", "OPS": "operator", "ETL": "publisher"} {
 		block := regexp.MustCompile(`(?s)` + name + ` = \{.*?publish: \{\s*allow: \[(.*?)\].*?subscribe: \{\s*allow: \[(.*?)\]`).FindStringSubmatch(conf)
 		if block == nil {
 			t.Fatalf("no %s block with publish and subscribe in hub.conf", name)

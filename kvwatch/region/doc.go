@@ -31,7 +31,11 @@
 // CheckDomain checks that the region's server has the region's domain,
 // CheckHub that the hub's JetStream answers through the leafnode.
 // Announce keeps the region's TTL'd entry in the hub's bucket of regions,
-// which Regions lists: how the hub knows its regions.
+// which Regions lists: how the hub knows its regions. With
+// Config.HubConsumers the mirrors use durable consumers the hub keeps for
+// the region (HubConsumer, EnsureHubConsumers), so that a region's login
+// at a hub with accounts (kvwatch.HubAccountsConfig) needs no consumer
+// rights there.
 //
 // The package imports nothing of spangle but kvwatch/names and
 // kvwatch/natsconn; kvwatch uses it.
