@@ -496,7 +496,17 @@ func TestRegionAttacks(t *testing.T) {
 		hub + ".CONSUMER.DELETE." + rbConsumers[0], "$JS.rb.API.STREAM.DELETE." + names.KVStream(versions)} {
 		raClient.PublishRequest(sub, names.KVSubject(versions, "d.pin"), []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`)) //nolint:errcheck // refused at the hub
 	}
-	raClient.Flush() //nolint:errcheck
+	// A barrier: the hub answers a request that followed the attacks on
+	// the same path only once it has taken them (JetStream's API answers
+	// in order), so that what they do is done before the hub is read.
+	barrier := func(who string, nc *nats.Conn, subject string) {
+		t.Helper()
+		if _, err := nc.Request(subject, nil, testTimeout); err != nil && !legacy {
+			t.Errorf("%s: the barrier request %s: %v", who, subject, err)
+		}
+	}
+	barrier("ra's server", raClient, hub+".INFO")
+	barrier("ra", raLogin, hub+".INFO")
 
 	// Item 2: the hub's publisher and ra's operator, each through what
 	// its account imports, with the same crafted replies.
@@ -520,8 +530,8 @@ func TestRegionAttacks(t *testing.T) {
 		refusedLogged("ops-ra", opsRA, imported+"."+names.KVSubject(versions, "d.pin"), opsRA.NewRespInbox(), []byte(`{"version":"v0"}`))
 		refusedLogged("ops-ra", opsRA, "$JS.rb.API.STREAM.INFO."+names.KVStream(versions), opsRA.NewRespInbox(), nil)
 		refusedLogged("ops-ra", opsRA, imported+".CONSUMER.DELETE."+rbConsumers[0], opsRA.NewRespInbox(), nil)
-		for _, nc := range []*nats.Conn{etl, opsRA, ops} {
-			nc.Flush() //nolint:errcheck
+		for who, nc := range map[string]*nats.Conn{"etl": etl, "ops-ra": opsRA, "ops": ops} {
+			barrier(who, nc, imported+".INFO")
 		}
 	}
 
