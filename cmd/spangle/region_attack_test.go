@@ -240,9 +240,9 @@ func regionState(ctx context.Context, js jetstream.JetStream) (string, error) {
 // within natstest.MirrorWait).
 //
 // With -attacks.legacy it runs against the hub of before (one account):
-// it fails there (ra hears rb's consumer answers, learning its consumers'
-// names, and rb's deliveries; in one run of two here a copy sent through
-// ra's server also removed the pin).
+// it fails there: ra hears rb's consumer answers (learning its consumers'
+// names) and rb's deliveries, and a crafted reply sent through ra's
+// server deletes the hub's versions bucket.
 func TestRegionAttacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server and the binary")
@@ -506,7 +506,9 @@ func TestRegionAttacks(t *testing.T) {
 		}
 	}
 	barrier("ra's server", raClient, hub+".INFO")
-	barrier("ra", raLogin, hub+".INFO")
+	if !legacy { // legacy: ra's login may not subscribe to its own inboxes' form
+		barrier("ra", raLogin, hub+".INFO")
+	}
 
 	// Item 2: the hub's publisher and ra's operator, each through what
 	// its account imports, with the same crafted replies.
