@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/spangledb/spangle/edge/internal/edgetest"
+	"github.com/spangledb/spangle/node/cluster"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -111,6 +113,52 @@ func TestBuildOnceOff(t *testing.T) {
 	}
 	if got := outcomes(t, nodes); len(got) != 0 {
 		t.Errorf("build once outcomes %v with build once off", got)
+	}
+	for _, n := range nodes {
+		checkCopyKeys(t, n)
+	}
+}
+
+// TestBuildOnceBuilderAbsent: the version's builder is a live node that
+// never builds it (its source has no db d): the three others wait
+// build_once_wait (1s here), then each builds its own partitions from the
+// source, and serve every key. It fails if they wait for the builder
+// without end, or build before it had its chance (the outcome would not
+// be fallback).
+func TestBuildOnceBuilderAbsent(t *testing.T) {
+	root := t.TempDir()
+	recs := make([]nodetest.Record, copyKeys)
+	for i := range recs {
+		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte(copyValue(i))}
+	}
+	edgetest.WriteVersion(t, root, "d", "v1", healParts, recs)
+	shards := []string{"1", "2", "3"}
+	for i := 10; ; i++ { // a fourth node that would build d/v1
+		if id := fmt.Sprint(i); cluster.Builder([]string{"node1", "node2", "node3", "node" + id}, "d", "v1") == "node"+id {
+			shards = append(shards, id)
+			break
+		}
+	}
+	kvs, views := startClusterNATS(t, len(shards))
+	opts := healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = time.Second }}
+	var nodes []*healNode
+	var cns []*clusterNode
+	for i, sh := range shards {
+		hn := &healNode{clusterNode: &clusterNode{shard: sh, view: views[i]}, root: root, data: t.TempDir(), kv: kvs[i], opts: opts}
+		if i == 3 {
+			hn.root = t.TempDir() // no dbs
+		}
+		hn.start(t)
+		if i < 3 {
+			nodes, cns = append(nodes, hn), append(cns, hn.clusterNode)
+		}
+	}
+	for _, n := range cns {
+		edgetest.WaitLoaded(t, n.Node)
+	}
+	waitActive(t, cns, "d", "v1")
+	if got := outcomes(t, nodes); got["fallback"] != 3 || got["built"] != 0 || got["copied"] != 0 {
+		t.Errorf("build once outcomes %v: want 3 fallbacks", got)
 	}
 	for _, n := range nodes {
 		checkCopyKeys(t, n)

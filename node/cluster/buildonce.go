@@ -33,22 +33,37 @@ func (c *Cluster) PeerWait() time.Duration { return c.cfg.BuildOnceWait }
 // builder returns the ID and address of v's builder in s, "" when no
 // live node can be.
 func (c *Cluster) builder(s *Snapshot, v node.VersionInfo) (string, string) {
-	var best, addr string
-	var bw uint64
+	var ids []string
+	addrs := map[string]string{}
 	for _, nd := range s.Live() {
-		if nd.ShardID == "" || nd.Address == "" {
-			continue
-		}
-		var d xxhash.Digest
-		d.Reset()
-		_, _ = d.WriteString(nd.ID)
-		_, _ = d.Write([]byte{0})
-		_, _ = d.WriteString(v.DB)
-		_, _ = d.Write([]byte{0})
-		_, _ = d.WriteString(v.Version)
-		if w := d.Sum64(); best == "" || w > bw || w == bw && nd.ID < best {
-			best, bw, addr = nd.ID, w, nd.Address
+		if nd.ShardID != "" && nd.Address != "" {
+			ids = append(ids, nd.ID)
+			addrs[nd.ID] = nd.Address
 		}
 	}
-	return best, addr
+	id := Builder(ids, v.DB, v.Version)
+	return id, addrs[id]
+}
+
+// Builder returns which of the node IDs ids builds db's version when
+// they are the live nodes (build once): the one of highest XXH64 of its
+// ID, a zero byte, db, a zero byte and version (ties to the smaller ID),
+// so that a cluster's dbs and versions are built by different nodes. ""
+// when ids is empty.
+func Builder(ids []string, db, version string) string {
+	var best string
+	var bw uint64
+	for _, id := range ids {
+		var d xxhash.Digest
+		d.Reset()
+		_, _ = d.WriteString(id)
+		_, _ = d.Write([]byte{0})
+		_, _ = d.WriteString(db)
+		_, _ = d.Write([]byte{0})
+		_, _ = d.WriteString(version)
+		if w := d.Sum64(); best == "" || w > bw || w == bw && id < best {
+			best, bw = id, w
+		}
+	}
+	return best
 }
