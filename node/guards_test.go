@@ -182,7 +182,8 @@ func TestChangedKeys(t *testing.T) {
 // TestGuardRefusedRestart: a node restarted while holding a refused
 // version serves the version it served and holds the refused one,
 // still refused (the newest on disk is not taken); once forced, the
-// refused version is what a restart serves.
+// refused version is what a restart serves; a refused version that
+// passes the guards a restart brings (relaxed) goes active.
 func TestGuardRefusedRestart(t *testing.T) {
 	root := t.TempDir()
 	nodetest.WriteVersion(t, root, "d", "v1", 2, records(0, 100))
@@ -218,4 +219,15 @@ func TestGuardRefusedRestart(t *testing.T) {
 	if v := n.activeVersion("d"); v != "v2" {
 		t.Fatalf("after a restart the node serves %q, want the forced v2", v)
 	}
+
+	// Refused again; the guard relaxed and the node restarted: it passes.
+	nodetest.WriteVersion(t, root, "d", "v3", 2, records(0, 30))
+	n.Refresh()
+	n.refusedFor(t, "d", "v3")
+	if err := n.Shutdown(ctxTimeout(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBs = map[string]DBConfig{"d": {MinRecords: 20}}
+	n = startTestNode(t, cfg)
+	waitFor(t, "v3 active once its guard is relaxed", func() bool { return n.activeVersion("d") == "v3" })
 }

@@ -274,7 +274,7 @@ func (n *Node) reuseLocalVersions() error {
 
 // reuseVersion serves m, a complete version of d found on disk: active,
 // or pending when pending is set (a manual db's, or a refused one's:
-// its refusal, kept in refused.json, is restored). A version that cannot
+// checked again, it stays refused unless it passes now). A version that cannot
 // be reopened, or was built with another partitioner, is removed: the
 // refresh loop builds it again.
 func (n *Node) reuseVersion(d *db, m *blocks.Manifest, pending bool) {
@@ -297,8 +297,18 @@ func (n *Node) reuseVersion(d *db, m *blocks.Manifest, pending bool) {
 	state := d.newVersionState(m.Version, n.source.Path(m.DB, m.Version))
 	if pending {
 		if why := n.loadRefusals()[name][m.Version]; why != "" {
-			state.refused = why
-			state.refusal.Store(&why)
+			// Checked again, against the version reused: guards
+			// relaxed since (a config change, a restart) let it go.
+			if now, err := d.checkVersion(m.Version, bv); err == nil {
+				why = now
+			}
+			if why == "" {
+				n.keepRefusal(name, m.Version, "")
+				n.log.Info("a refused local version passes its guards now", "db", name, "version", m.Version)
+			} else {
+				state.refused = why
+				state.refusal.Store(&why)
+			}
 		}
 		d.setPending(state, bv)
 		n.log.Info("local version waits for its activation", "db", name, "version", m.Version, "records", m.Records, "refused", state.refused)
