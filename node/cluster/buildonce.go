@@ -5,6 +5,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/assign"
 )
 
 var _ node.BuildOnce = (*Cluster)(nil)
@@ -14,8 +15,8 @@ var _ node.BuildOnce = (*Cluster)(nil)
 // this node; ok is false when DisableBuildOnce, or when no node can be
 // the builder: every node builds its own partitions.
 //
-// The builder is the live node (not draining, with a shard ID and an
-// address to copy from) of highest weight XXH64(node ID, 0, db, 0,
+// The builder is the live node (not draining, with a shard ID, an
+// address to copy from, and partitions of v assigned) of highest weight XXH64(node ID, 0, db, 0,
 // version): every node computes the same from the same view, and a
 // cluster's dbs are built by different nodes. A node that does not see
 // itself in the view is not the builder.
@@ -33,10 +34,17 @@ func (c *Cluster) PeerWait() time.Duration { return c.cfg.BuildOnceWait }
 // builder returns the ID and address of v's builder in s, "" when no
 // live node can be.
 func (c *Cluster) builder(s *Snapshot, v node.VersionInfo) (string, string) {
-	var ids []string
+	var shards, ids []string
+	for _, nd := range s.Live() {
+		if nd.ShardID != "" {
+			shards = append(shards, nd.ShardID)
+		}
+	}
+	fn, _ := assign.ByName(c.cfg.Assignment) // checked by Validate
 	addrs := map[string]string{}
 	for _, nd := range s.Live() {
-		if nd.ShardID != "" && nd.Address != "" {
+		// A node assigned no partition of v builds nothing of it.
+		if nd.ShardID != "" && nd.Address != "" && len(fn(shards, nd.ShardID, v.NumPartitions, c.cfg.Replication)) > 0 {
 			ids = append(ids, nd.ID)
 			addrs[nd.ID] = nd.Address
 		}
