@@ -135,9 +135,9 @@ func lookupSubjects(cluster string) []string {
 
 // selfKeys are this process's logins on the embedded server when it has
 // users, NKeys made at New and never stored: cluster in the cluster
-// account (kvwatch's connection, the front door for the nodes' logins),
-// lookups in the client account when there is one (LookupConn: the front
-// door for the clients), else nil.
+// account (kvwatch's connection), lookups in the client account when
+// there is one (LookupConn, on which the front door answers the
+// clients), else nil.
 type selfKeys struct {
 	cluster, lookups nkeys.KeyPair
 }
