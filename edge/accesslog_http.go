@@ -1,6 +1,9 @@
 package edge
 
 import (
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
 	"net"
 	"net/http"
 	"net/netip"
@@ -97,16 +100,41 @@ func (l *AccessLog) logHTTP(rec *accessRecord, r *http.Request) {
 		rec.status = http.StatusOK
 	}
 	rec.remote = r.RemoteAddr
-	rec.client = l.clientOf(r)
+	rec.client = l.clientOf(r.RemoteAddr, r.Header["X-Forwarded-For"])
 	rec.method, rec.target, rec.proto = r.Method, r.RequestURI, r.Proto
 	if rec.target == "" { // a request made in process
 		rec.target = r.URL.RequestURI()
 	}
-	rec.tls = r.TLS != nil
+	rec.tls = r.TLS != nil || handedTLS(r.Context())
 	rec.userAgent = headerValue(r.Header, "User-Agent")
 	rec.referer = headerValue(r.Header, "Referer")
 	l.write(rec)
 }
+
+// logFast completes rec, a fast-path request's record (fast.go), from c
+// and writes its line: what serve does for net/http's. The line is
+// formatted before c is reused.
+func (l *AccessLog) logFast(c *fasthttp.RequestCtx, rec *accessRecord) {
+	rec.elapsed = time.Since(rec.start)
+	if rec.status == 0 {
+		rec.status = c.Response.StatusCode()
+	}
+	h := &c.Request.Header
+	rec.remote = c.RemoteAddr().String()
+	var xff []string
+	if len(l.trusted) > 0 {
+		xff = fastSink{c: c}.fields("X-Forwarded-For")
+	}
+	rec.client = l.clientOf(rec.remote, xff)
+	rec.method, rec.target, rec.proto = bytesString(h.Method()), bytesString(h.RequestURI()), "HTTP/1.1"
+	rec.tls = c.IsTLS()
+	rec.userAgent, rec.referer = bytesString(h.UserAgent()), bytesString(h.Referer())
+	l.write(rec)
+}
+
+// bytesString is b as a string sharing its memory: for bytes that are
+// not modified while the string is used.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // headerValue is h's first value of the canonical key, "" without one.
 func headerValue(h http.Header, key string) string {
@@ -116,13 +144,14 @@ func headerValue(h http.Header, key string) string {
 	return ""
 }
 
-// clientOf returns r's client address: its peer's, unless the peer is a
+// clientOf returns a request's client address: its peer's, unless the peer is a
 // trusted proxy; then the right-most address of X-Forwarded-For that is
 // not a trusted proxy (the left-most when all are), stopping at the first
 // entry that is no address. It is always an address as netip writes it,
-// or the peer's as net/http gives it.
-func (l *AccessLog) clientOf(r *http.Request) string {
-	host := r.RemoteAddr
+// or the peer's as net/http gives it. remote is the peer's address
+// (host:port), xff the request's X-Forwarded-For field lines.
+func (l *AccessLog) clientOf(remote string, xff []string) string {
+	host := remote
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
@@ -133,7 +162,6 @@ func (l *AccessLog) clientOf(r *http.Request) string {
 	if err != nil || !l.trustedAddr(peer) {
 		return host
 	}
-	xff := r.Header["X-Forwarded-For"]
 	client := peer
 	for i := len(xff) - 1; i >= 0; i-- {
 		f := xff[i]

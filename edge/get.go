@@ -124,7 +124,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, db, key string
 // It is the hot path: no maps, no formatting, no logging on success, one
 // write of the body.
 func serveKeyOn[K sink](s *Server, k K, db, key string) {
-	start := startOf(k)
+	start := k.start()
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
 

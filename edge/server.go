@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"errors"
 	"golang.org/x/sync/semaphore"
 	"html/template"
 	"log/slog"
@@ -65,6 +64,7 @@ type Server struct {
 	startOnce  sync.Once  // starts the metrics' follower, from Serve
 	alog       *AccessLog // nil: no access log
 	parts      *partFiles // peer copies (partfile.go); nil: 501
+	doors                 // the listener's two servers (fast_listen.go)
 }
 
 // NewServer validates cfg, registers the HTTP metrics on cfg.Registerer and
@@ -141,6 +141,10 @@ func NewServer(cfg Config) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext:       handedConnContext,
+	}
+	if err := s.newDoors(cfg, reg); err != nil {
+		return nil, err
 	}
 	if cfg.TLS != nil {
 		s.http.TLSConfig, s.tls = cfg.TLS.Clone(), true
@@ -159,23 +163,16 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 // Serve accepts connections on l and serves them until Shutdown; it
-// blocks. With Config.TLS they speak HTTPS.
+// blocks. With Config.TLS they speak HTTPS. HTTP/1.1 connections are
+// served by the fast path, HTTP/2 ones by net/http (fast_listen.go).
 // It takes ownership of l and closes it. After Shutdown it returns nil;
 // otherwise the error that stopped it.
 func (s *Server) Serve(l net.Listener) error {
 	s.startOnce.Do(func() {
 		s.metrics.follow() // forgets the dbs the backend removes
 	})
-	l = newLimitListener(l, s.maxConns)
-	var err error
-	if s.tls {
-		// The certificate comes from TLSConfig (GetCertificate); ServeTLS
-		// sets HTTP/2 up when NextProtos offers it.
-		err = s.http.ServeTLS(l, "", "")
-	} else {
-		err = s.http.Serve(l)
-	}
-	if errors.Is(err, http.ErrServerClosed) {
+	err := s.serveDoors(newLimitListener(l, s.maxConns))
+	if s.closingDoors() {
 		return nil
 	}
 	return err
@@ -184,16 +181,14 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops the server gracefully and is idempotent:
 //
 //  1. close the listeners, so that Serve returns;
-//  2. close idle connections, and each busy one once its request is answered;
+//  2. close idle connections, and each busy one once its request is
+//     answered, on both servers;
 //  3. return when none is left; if ctx ends first, close the remaining
 //     connections at once (their handlers see their requests' contexts
 //     end) and return ctx's error;
 //  4. stop the metrics' follower of versions.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.http.Shutdown(ctx)
-	if err != nil {
-		_ = s.http.Close()
-	}
+	err := s.shutdownDoors(ctx)
 	s.metrics.stop()
 	return err
 }
