@@ -98,15 +98,15 @@ func (s *Server) serveFast(c *fasthttp.RequestCtx) {
 	}
 	k.base, k.began = &pc.gone, time.Now()
 	defer pc.gone.release()
-	if s.closingDoors() {
-		c.SetConnectionClose() // Shutdown drains this connection
-	}
 	if s.alog != nil {
 		rec := &accessRecord{start: k.began}
 		k.rec = rec
 		defer s.alog.logFast(c, rec)
 	}
 	serveKeyOn(s, k, db, key)
+	if s.closingDoors() {
+		c.SetConnectionClose() // Shutdown drains this connection
+	}
 }
 
 // fastRoute returns the sink, db and key of c's request when the fast

@@ -222,7 +222,11 @@ func (s *Server) dispatch(c net.Conn) {
 		return
 	}
 	conn, h2 := s.sniff(c)
-	if !s.track(c, conn, false) || conn == nil {
+	var fast *prefixConn
+	if !h2 {
+		fast = asPrefixConn(conn)
+	}
+	if !s.track(c, fast, false) || conn == nil {
 		_ = c.Close()
 		return
 	}
@@ -234,15 +238,15 @@ func (s *Server) dispatch(c net.Conn) {
 	s.connsBy.WithLabelValues("fast").Inc()
 	_ = s.fast.ServeConn(conn) // closes conn, unless handed over
 	s.connsMu.Lock()
-	delete(s.fastConns, asPrefixConn(conn))
+	delete(s.fastConns, fast)
 	s.connsMu.Unlock()
 	s.fastDone.Done()
 }
 
 // track adds c to the connections being dispatched (add), or moves it
-// from them to the fast path's (as conn, unless nil), and reports
+// from them to the fast path's (as fast, unless nil), and reports
 // whether the dispatch goes on (Shutdown has not begun).
-func (s *Server) track(c, conn net.Conn, add bool) bool {
+func (s *Server) track(c net.Conn, fast *prefixConn, add bool) bool {
 	s.connsMu.Lock()
 	defer s.connsMu.Unlock()
 	if add {
@@ -253,8 +257,8 @@ func (s *Server) track(c, conn net.Conn, add bool) bool {
 	if s.closing {
 		return false
 	}
-	if pc := asPrefixConn(conn); pc != nil {
-		s.fastConns[pc] = true
+	if fast != nil {
+		s.fastConns[fast] = true
 		s.fastDone.Add(1)
 	}
 	return true
