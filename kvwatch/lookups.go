@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 )
@@ -41,6 +42,8 @@ func (k *KV) LookupConn() (*nats.Conn, error) {
 		return nil, nil
 	}
 	log := k.log.With("conn", "lookups")
+	var lastErr atomic.Value // string: the last failed attempt's error, logged once
+	lastErr.Store("")
 	opts = append(opts,
 		nats.Name(c.ConnName+"-lookups"),
 		nats.Timeout(c.OpTimeout),
@@ -58,6 +61,17 @@ func (k *KV) LookupConn() (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS lookups connection restored", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ConnectHandler(func(nc *nats.Conn) { log.Info("NATS lookups connection up", "url", nc.ConnectedUrlRedacted()) }),
+		// A refused login (a wrong lookup_nkey) leaves the clients with
+		// no responder: say so once per distinct error, not per attempt.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return
+			}
+			if msg := err.Error(); lastErr.Swap(msg) != msg {
+				log.Warn("NATS lookups connection failed; retrying", "err", err)
+			}
+		}),
 		nats.ErrorHandler(k.onAsyncError),
 		nats.NoCallbacksAfterClientClose(),
 	)
