@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,15 +156,20 @@ func rawGet(kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) 
 }
 
 // proxy is a loopback TCP proxy that can cut its connections, to take a
-// client off a server that keeps running.
+// client off a server that keeps running, or hold what they carry, as a
+// server that stops answering.
 type proxy struct {
 	l      net.Listener
 	target string
 
-	mu    sync.Mutex // guards up and conns
-	up    bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex // guards up, conns, held and heldData
+	up     bool
+	conns  map[net.Conn]struct{}
+	held   bool
+	heldAt sync.Cond // on mu: broadcast when held ends
+	// heldData is what the connections carried while held.
+	heldData []byte
+	wg       sync.WaitGroup
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -174,13 +179,45 @@ func newProxy(t testing.TB, target string) *proxy {
 		t.Fatal(err)
 	}
 	p := &proxy{l: l, target: target, up: true, conns: map[net.Conn]struct{}{}}
+	p.heldAt.L = &p.mu
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		l.Close()
+		p.hold(false)
 		p.setUp(false)
 		p.wg.Wait()
 	})
 	return p
+}
+
+// hold keeps (true) what the connections carry, both ways, without
+// closing them, until hold(false) forwards it.
+func (p *proxy) hold(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = on
+	if !on {
+		p.heldAt.Broadcast()
+	}
+}
+
+// holds reports whether the connections carried s while held.
+func (p *proxy) holds(s string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Contains(string(p.heldData), s)
+}
+
+// pass returns once b may go on: at once unless held.
+func (p *proxy) pass(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held {
+		p.heldData = append(p.heldData, b...)
+	}
+	for p.held {
+		p.heldAt.Wait()
+	}
 }
 
 func (p *proxy) url() string { return "nats://" + p.l.Addr().String() }
@@ -206,7 +243,19 @@ func (p *proxy) accept() {
 		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 {
+					p.pass(buf[:n])
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
 			dst.Close()
 			src.Close()
 		}

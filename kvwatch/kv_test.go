@@ -539,6 +539,51 @@ func TestConcurrentOwnWrites(t *testing.T) {
 	})
 }
 
+// TestPublishWaitEndsWithCtx: a Publish queued behind a write of the
+// same key that the server does not answer returns when its ctx ends,
+// not when that write times out. It fails with the key locks the own
+// loop replaced: the Publish waited on the key's lock for the held
+// write's OpTimeout.
+func TestPublishWaitEndsWithCtx(t *testing.T) {
+	s := natstest.RunServer(t, nil)
+	p := newProxy(t, s.Addr().String())
+	c := testConfig(t, p.url())
+	c.EntryTTL, c.Heartbeat = time.Minute, 20*time.Second // no ping nor refresh while held
+	c.OpTimeout = 5 * time.Second
+	k := startKV(t, c)
+	ctx := ctxT(t)
+	if err := k.Publish(ctx, Nodes, "n1", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	p.hold(true)
+	first := make(chan error, 1)
+	go func() { first <- k.Publish(ctx, Nodes, "n1", []byte("v2")) }()
+	waitFor(t, c.OpTimeout/2, "the first write held", func() error {
+		if !p.holds(".n1") {
+			return errors.New("not held yet")
+		}
+		return nil
+	})
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := k.Publish(short, Nodes, "n1", []byte("v3"))
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued Publish = %v, want its ctx's deadline", err)
+	}
+	if took > c.OpTimeout/2 {
+		t.Errorf("queued Publish returned after %v: it waited for the held write (OpTimeout %v)", took, c.OpTimeout)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the held write returned first (%v)", err)
+	default:
+	}
+	p.hold(false)
+	<-first
+}
+
 // TestShutdownDrainsPublishes races Publishes with Shutdown: each returns
 // nil or ErrClosed, none hangs, and the deletes of Shutdown run after the
 // writes asked for before them, so no own entry is left on the server.
