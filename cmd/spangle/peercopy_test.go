@@ -116,17 +116,90 @@ func wipeRestart(t *testing.T, n *clusterProc) {
 	n.start(t)
 }
 
-// TestPeerCopyProcesses runs "spangle serve" processes, replication 2,
-// heal_after 1s, entries gone 3s after a node is killed, each sending
-// partition files at 128 KiB/s (so that a copy lasts long enough to be
-// interrupted):
+// startPlainNATS starts a nats-server process with JetStream, for
+// nodes that are all killed and wiped in turn.
+func startPlainNATS(t *testing.T, bin string) *natsProc {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "store"))
+	p := &natsProc{name: "nats", url: fmt.Sprintf("nats://127.0.0.1:%d", port),
+		storeDir: filepath.Join(dir, "store"), logPath: filepath.Join(dir, "nats.log")}
+	p.args = []string{"-c", writeFile(t, dir, "nats.conf", conf)}
+	p.start(t, bin)
+	p.cleanup(t)
+	return p
+}
+
+// startCopyNode starts node id (shard id, node ID n<id>, written in its
+// data dir so that it keeps it when wiped: restartWiped) on the NATS
+// server at url, with the [sharding] lines of startNodeProc plus
+// sharding.
+func startCopyNode(t *testing.T, bin, root string, id int, url string, entryTTL time.Duration, sharding string) *clusterProc {
+	t.Helper()
+	dir := t.TempDir()
+	config := fmt.Sprintf(`require_success_file = true
+shard_id = "%d"
+[nats]
+url = %q
+cluster_name = "proc"
+entry_ttl = %q
+[sharding]
+enabled = true
+replication = 2
+time_to_converge = "1s"
+proxy_timeout = "2s"
+%s
+`, id, url, entryTTL, sharding)
+	p := &clusterProc{id: id, bin: bin, cfgPath: filepath.Join(dir, "spangle.toml")}
+	p.logOnFailure(t)
+	if err := os.WriteFile(p.cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.args = []string{"serve", "--config", p.cfgPath, "--source", root,
+		"--data-dir", filepath.Join(dir, "data"), "--bind", "127.0.0.1:0", "--log-format", "json"}
+	p.writeNodeID(t)
+	p.start(t)
+	return p
+}
+
+// writeNodeID writes n<id> as the node ID in p's data dir.
+func (p *clusterProc) writeNodeID(t *testing.T) {
+	t.Helper()
+	if err := os.MkdirAll(p.dataDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dataDir(), "node_id"), fmt.Appendf(nil, "n%d\n", p.id), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartWiped kills p (SIGKILL), empties its data dir but for its node
+// ID, and starts it again.
+func restartWiped(t *testing.T, p *clusterProc) {
+	t.Helper()
+	p.kill(t)
+	if err := os.RemoveAll(p.dataDir()); err != nil {
+		t.Fatal(err)
+	}
+	p.writeNodeID(t)
+	p.start(t)
+}
+
+// TestPeerCopyProcesses runs "spangle serve" processes on a nats-server
+// of their own, replication 2 (sequential), heal_after 1s, entries gone
+// 3s after a node is killed, node IDs n1…n4 (so that which holder a copy
+// tries first is known), each sending partition files at 128 KiB/s (so
+// that a copy lasts long enough to be interrupted):
 //
 //  1. three nodes, then v1 published: one node reads the source, the
 //     others copy (build once): the cluster reads about 1x the version;
-//  2. node 1's partition files damaged in place, then a fourth node
-//     joins: it refuses node 1's files (mismatch counted), copies them
-//     from the other holders and reads nothing from the source;
-//  3. node 1 killed (SIGKILL), wiped and started again: it copies its
+//  2. node 3's partition files damaged in place, then a fourth node
+//     joins: its partitions 1 and 5 are tried first from node 3 (holders
+//     in node ID order, from the p-th); it refuses them (mismatch
+//     counted), copies them from the other holders, and reads nothing
+//     from the source;
+//  3. node 3 killed (SIGKILL), wiped and started again: it copies its
 //     share, reading nothing; every node serves every key right;
 //  4. node 2 killed: once its entries are gone, the partitions it held
 //     are healed by copies, the healers reading nothing more;
@@ -134,7 +207,7 @@ func wipeRestart(t *testing.T, n *clusterProc) {
 //     is killed; node 2 resumes from another holder, reading nothing.
 func TestPeerCopyProcesses(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs four binaries")
+		t.Skip("builds and runs nats-server and four binaries")
 	}
 	const entryTTL = 3 * time.Second
 	const sharding = "heal_after = \"1s\"\n[cluster]\npeer_copy_bandwidth = \"128KiB\"\n"
@@ -143,13 +216,20 @@ func TestPeerCopyProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	nats := startPlainNATS(t, buildNATSServer(t))
 	client := &http.Client{Timeout: testTimeout}
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
-		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, 2*time.Second, entryTTL, sharding))
+		nodes = append(nodes, startCopyNode(t, bin, root, id, nats.url, entryTTL, sharding))
 	}
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("node %d, copies and heals:\n%s", n.id, linesWith(n.log(), "peer copy", "heal", "build once"))
+			}
+		}
+	})
 	waitConverged(t, nodes, 3)
 	metric := func(n *clusterProc, name string) float64 {
 		t.Helper()
@@ -160,6 +240,15 @@ func TestPeerCopyProcesses(t *testing.T) {
 		waitFor(t, "every key of v1 readable from "+what, func() error {
 			_, err := allKeys(client, nodes, copyKeys, "v1")
 			return err
+		})
+	}
+	waitActive := func(n *clusterProc) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("node %d serves its share of v1", n.id), func() error {
+			if st, err := ownState(client, n, "v1"); err != nil || st != "ACTIVE" {
+				return fmt.Errorf("%s %v", st, err)
+			}
+			return nil
 		})
 	}
 
@@ -180,10 +269,10 @@ func TestPeerCopyProcesses(t *testing.T) {
 	}
 	t.Logf("v1 (%d bytes of source): the cluster read %v", size, read)
 
-	// 2. Node 1's files damaged; node 4 joins.
-	files, err := filepath.Glob(filepath.Join(n1.dataDir(), "dbs", "d", "v1", "p-*.bolt"))
+	// 2. Node 3's files damaged; node 4 joins.
+	files, err := filepath.Glob(filepath.Join(n3.dataDir(), "dbs", "d", "v1", "p-*.bolt"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("node 1's partition files: %v %v", files, err)
+		t.Fatalf("node 3's partition files: %v %v", files, err)
 	}
 	for _, path := range files {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -196,30 +285,49 @@ func TestPeerCopyProcesses(t *testing.T) {
 		}
 		f.Close()
 	}
-	n4 := startClusterProc(t, bin, root, 4, natsPort, 2*time.Second, entryTTL, sharding)
+	n4 := startCopyNode(t, bin, root, 4, nats.url, entryTTL, sharding)
 	nodes = append(nodes, n4)
-	waitFor(t, "node 4 serves its share of v1", func() error {
-		if st, err := ownState(client, n4, "v1"); err != nil || st != "ACTIVE" {
-			return fmt.Errorf("%s %v", st, err)
-		}
-		return nil
-	})
+	waitActive(n4)
 	if got := metric(n4, "spangle_peer_copy_mismatches_total"); got == 0 {
-		t.Error("node 4 counted no mismatch: node 1's damaged files were never tried")
+		t.Error("node 4 counted no mismatch: node 3's damaged files were never tried")
 	}
 	if got := metric(n4, "spangle_source_read_bytes_total"); got != 0 {
 		t.Errorf("node 4 read %v bytes of the source", got)
 	}
 
-	// 3. Node 1 wiped.
-	wipeRestart(t, n1)
-	waitKeys("every node, node 1 wiped", nodes...)
-	if got := metric(n1, "spangle_source_read_bytes_total"); got != 0 {
-		t.Errorf("node 1, wiped, read %v bytes of the source", got)
+	// 3. Node 3 wiped.
+	restartWiped(t, n3)
+	waitKeys("every node, node 3 wiped", nodes...)
+	if got := metric(n3, "spangle_source_read_bytes_total"); got != 0 {
+		t.Errorf("node 3, wiped, read %v bytes of the source", got)
 	}
-	if got := metric(n1, "spangle_peer_copy_bytes_total"); got == 0 {
-		t.Error("node 1, wiped, copied nothing")
+	if got := metric(n3, "spangle_peer_copy_bytes_total"); got == 0 {
+		t.Error("node 3, wiped, copied nothing")
 	}
+
+	// heldTwice waits until nodes hold every partition of v1 twice.
+	heldTwice := func(what string, nodes ...*clusterProc) {
+		t.Helper()
+		waitFor(t, what+" hold every partition of v1 twice", func() error {
+			held := map[int]int{}
+			for _, n := range nodes {
+				parts, err := ownPartitions(client, n, "v1")
+				if err != nil {
+					return err
+				}
+				for _, p := range parts {
+					held[p]++
+				}
+			}
+			for p := range copyFiles {
+				if held[p] < 2 {
+					return fmt.Errorf("partitions held %v", held)
+				}
+			}
+			return nil
+		})
+	}
+	heldTwice("the four nodes", nodes...) // node 3's wipe healed
 
 	// 4. Node 2 killed: heals copy.
 	live := []*clusterProc{n1, n3, n4}
@@ -228,29 +336,11 @@ func TestPeerCopyProcesses(t *testing.T) {
 		before[n] = metric(n, "spangle_source_read_bytes_total")
 	}
 	n2.kill(t)
-	waitFor(t, "nodes 1, 3 and 4 hold every partition of v1 twice", func() error {
-		held := 0
-		for _, n := range live {
-			parts, err := ownPartitions(client, n, "v1")
-			if err != nil {
-				return err
-			}
-			held += len(parts)
-		}
-		if held < 2*copyFiles {
-			return fmt.Errorf("%d partitions held", held)
-		}
-		return nil
-	})
-	healed := 0.0
+	heldTwice("nodes 1, 3 and 4", live...)
 	for _, n := range live {
 		if got := metric(n, "spangle_source_read_bytes_total"); got != before[n] {
 			t.Errorf("node %d read %v bytes of the source healing (%v before)", n.id, got, before[n])
 		}
-		healed += metric(n, "spangle_heal_partitions_total")
-	}
-	if healed == 0 {
-		t.Error("no partition healed")
 	}
 	waitKeys("nodes 1, 3 and 4, node 2 killed", live...)
 
@@ -262,6 +352,7 @@ func TestPeerCopyProcesses(t *testing.T) {
 	if err := os.RemoveAll(n2.dataDir()); err != nil {
 		t.Fatal(err)
 	}
+	n2.writeNodeID(t)
 	n2.start(t)
 	var sender *clusterProc
 	waitFor(t, "a peer sends node 2 a file", func() error {
@@ -275,12 +366,7 @@ func TestPeerCopyProcesses(t *testing.T) {
 	})
 	sender.kill(t)
 	t.Logf("node %d killed while sending node 2 a file", sender.id)
-	waitFor(t, "node 2 serves its share of v1", func() error {
-		if st, err := ownState(client, n2, "v1"); err != nil || st != "ACTIVE" {
-			return fmt.Errorf("%s %v", st, err)
-		}
-		return nil
-	})
+	waitActive(n2)
 	if got := metric(n2, "spangle_source_read_bytes_total"); got != 0 {
 		t.Errorf("node 2 read %v bytes of the source", got)
 	}
@@ -415,4 +501,18 @@ func TestRegionBuildOnce(t *testing.T) {
 		t.Errorf("the hub sent the region %d bytes for a version of %d bytes: over 1.2x", sent, size)
 	}
 	t.Logf("v1 (%d bytes): the region's nodes read %v from its mirror; the hub sent it %d", size, read, after["rb"]-before["rb"])
+}
+
+// linesWith returns the lines of s that contain any of subs.
+func linesWith(s string, subs ...string) string {
+	var out []string
+	for l := range strings.Lines(s) {
+		for _, sub := range subs {
+			if strings.Contains(l, sub) {
+				out = append(out, strings.TrimSpace(l))
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
