@@ -177,6 +177,8 @@ func compatible(m *Manifest, spec BuildSpec) error {
 	switch {
 	case spec.DB != m.DB || spec.Version != m.Version:
 		return bad("the spec is for %s/%s", spec.DB, spec.Version)
+	case m.Delta != nil && spec.Fetch == nil:
+		return bad("a delta over %s: its partitions are added from peers (Fetch) only", m.Delta.Base)
 	case len(spec.Files) != len(m.Files):
 		return bad("%d source files, the version was built from %d", len(spec.Files), len(m.Files))
 	case spec.PartitionerID != m.Partitioner:

@@ -74,6 +74,16 @@ type BuildSpec struct {
 	// KeyField and ValueField name the key and value columns of Parquet
 	// files and fields of Avro files. "" means "key" and "value".
 	KeyField, ValueField string
+	// Base, when not nil, makes the build a delta over that version
+	// (delta.go): Files hold the records upserted and Deletes the deleted
+	// keys (_DELETES files), and each held partition is the base's
+	// merged with them, without sorting the base again. The version has
+	// the base's number of partitions, partitioner and presharding; Base
+	// must hold every partition to build (nil Partitions: the base's)
+	// and stay open until Build returns.
+	Base *Version
+	// Deletes are a delta's _DELETES files; only with Base.
+	Deletes []SourceFile
 	// Progress, if not nil, is called from one goroutine of the build at
 	// most every 250 ms while it runs and once when it ends. It must not
 	// block for long.
@@ -111,6 +121,11 @@ type builder struct {
 	held       []int          // partitions held, increasing
 	slot       []int32        // by partition: index into held and parts, -1 if not held
 	sparkey    *sparkeyLayout // Sparkey input, nil for other formats
+	// delFrom is the index of the first file of deletions (a delta's
+	// _DELETES, appended to spec.Files); maxFiles when there is none.
+	delFrom     uint32
+	delta       *DeltaInfo // a delta build's counts, nil for a full build
+	deltaCounts deltaCounts
 
 	parts     []*partBuf
 	mem       *memory
@@ -210,8 +225,16 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		return nil, err
 	}
 	n := len(spec.Files)
+	delFrom := uint32(maxFiles)
+	if spec.Base != nil || len(spec.Deletes) > 0 {
+		var err error
+		if spec, n, err = deltaSpec(spec); err != nil {
+			return nil, err
+		}
+		delFrom = uint32(len(spec.Files) - len(spec.Deletes))
+	}
 	var spk *sparkeyLayout
-	if isSparkey(spec) {
+	if spec.Base == nil && isSparkey(spec) {
 		var err error
 		if spk, err = layoutSparkey(spec.Files); err != nil {
 			return nil, err
@@ -264,6 +287,10 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		held:       held,
 		slot:       make([]int32, n),
 		sparkey:    spk,
+		delFrom:    delFrom,
+	}
+	if spec.Base != nil {
+		b.delta = &DeltaInfo{Base: spec.Base.Manifest().Version}
 	}
 	for i := range b.slot {
 		b.slot[i] = -1
@@ -300,7 +327,7 @@ func (b *builder) run(ctx context.Context) (*Manifest, error) {
 	switch {
 	case b.sparkey != nil:
 		err = b.loadSparkey(ctx)
-	case b.spec.Presharded:
+	case b.spec.Presharded && b.spec.Base == nil:
 		err = b.loadPresharded(ctx)
 	default:
 		err = b.load(ctx)
@@ -314,6 +341,10 @@ func (b *builder) run(ctx context.Context) (*Manifest, error) {
 		return nil, err
 	}
 	b.writeTime = time.Since(start) - b.loadTime
+	if b.delta != nil {
+		c := &b.deltaCounts
+		b.delta.Added, b.delta.Changed, b.delta.Unchanged, b.delta.Deleted = c.added.Load(), c.changed.Load(), c.unchanged.Load(), c.deleted.Load()
+	}
 	if err := syncDir(b.dir); err != nil {
 		return nil, err
 	}
@@ -328,6 +359,10 @@ func (b *builder) run(ctx context.Context) (*Manifest, error) {
 		PartitionInfo: infos,
 		Compression:   b.comp,
 		Files:         b.files,
+		Delta:         b.delta,
+	}
+	if b.spec.Base != nil {
+		m.Presharded = b.spec.Base.Manifest().Presharded
 	}
 	if m.Partitions == nil {
 		m.Partitions = []int{}

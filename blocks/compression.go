@@ -300,16 +300,31 @@ type valueEncoder struct {
 // uses one, from samples. It returns the encoder and the meta entries to
 // store (the dictionary).
 func newValueEncoder(c Compression, p int, samples [][]byte) (*valueEncoder, map[string][]byte, error) {
-	e := &valueEncoder{comp: c}
-	meta := map[string][]byte{}
+	var d []byte
 	switch c {
 	case CompressionZstd:
-		d := trainDict(samples, func(s [][]byte) ([]byte, error) {
+		d = trainDict(samples, func(s [][]byte) ([]byte, error) {
 			return dict.BuildZstdDict(s, dict.Options{
 				MaxDictSize: dictMaxSize, HashBytes: 6,
 				ZstdDictID: zstdDictID(p), ZstdLevel: zstd.SpeedFastest,
 			})
 		})
+	case CompressionS2:
+		d = trainDict(samples, func(s [][]byte) ([]byte, error) {
+			return dict.BuildS2Dict(s, dict.Options{MaxDictSize: dictMaxSize, HashBytes: 6})
+		})
+	}
+	return encoderWithDict(c, p, d)
+}
+
+// encoderWithDict returns partition p's encoder with dictionary d (nil:
+// none; a delta build reuses its base partition's), and the meta entries
+// to store.
+func encoderWithDict(c Compression, p int, d []byte) (*valueEncoder, map[string][]byte, error) {
+	e := &valueEncoder{comp: c}
+	meta := map[string][]byte{}
+	switch c {
+	case CompressionZstd:
 		if d == nil {
 			e.comp = CompressionNone // FACTS: zstd without a dictionary grows small values
 			break
@@ -326,9 +341,6 @@ func newValueEncoder(c Compression, p int, samples [][]byte) (*valueEncoder, map
 		e.zenc = zenc
 		meta[metaZstdDict] = d
 	case CompressionS2:
-		d := trainDict(samples, func(s [][]byte) ([]byte, error) {
-			return dict.BuildS2Dict(s, dict.Options{MaxDictSize: dictMaxSize, HashBytes: 6})
-		})
 		if d != nil {
 			if sd := s2.NewDict(d); sd != nil {
 				e.sdict = sd

@@ -83,6 +83,14 @@ func (b *builder) openInput(ctx context.Context, i int, bytes *atomic.Int64) (re
 		r = &countingReader{r: rc, n: bytes}
 	}
 	br := bufio.NewReaderSize(r, inputBuffer)
+	if b.isDeleteFile(i) {
+		dr, err := newDeletesReader(br, f.Name)
+		if err != nil {
+			_ = rc.Close()
+			return nil, nil, err
+		}
+		return dr, rc, nil
+	}
 	format := b.spec.Format
 	if b.sparkey != nil {
 		format = FormatSparkey

@@ -275,6 +275,8 @@ func (b *builder) place(l *loader, name string, filePart int, k, v []byte, p, al
 				Partition: p, Alternate: alt, FilePartition: filePart}
 		}
 		p = filePart // a pathological key lives in its alternate's file
+	} else if alt != p && b.spec.Base != nil && b.spec.Base.Manifest().Presharded {
+		p = b.presentIn(k, p, alt) // where the presharded base put it
 	}
 	if s := b.slot[p]; s >= 0 {
 		if len(k) == 0 || len(k) > maxKeySize || len(v) > maxValueSize {

@@ -53,6 +53,21 @@ type Manifest struct {
 	Bytes   int64 `json:"bytes"`
 	// StoredBytes totals PartitionInfo.StoredBytes.
 	StoredBytes int64 `json:"stored_bytes"`
+	// Delta is set when the version was built as a delta over a base.
+	Delta *DeltaInfo `json:"delta,omitempty"`
+}
+
+// DeltaInfo describes a version built as a delta, over the partitions
+// held.
+type DeltaInfo struct {
+	Base string `json:"base"`
+	// Added, Changed and Deleted count the keys the delta added, gave
+	// another value, and removed; Unchanged those it upserted with the
+	// value they had. A deleted key the base lacks counts nowhere.
+	Added     int64 `json:"added"`
+	Changed   int64 `json:"changed"`
+	Unchanged int64 `json:"unchanged"`
+	Deleted   int64 `json:"deleted"`
 }
 
 // PartitionInfo describes one held partition.
@@ -77,6 +92,11 @@ type PartitionInfo struct {
 	// older releases); see checksum.go. Empty in manifests written before
 	// it existed: those files are checked by size only.
 	FileChecksum string `json:"file_checksum,omitempty"`
+	// Digest is the partition's records' Digest (digest.go), which a
+	// version's _DIGEST file states: order-independent, so that a delta's
+	// can be computed from its base's. Empty in manifests written before
+	// it existed.
+	Digest string `json:"digest,omitempty"`
 }
 
 // FileInfo describes one source file.

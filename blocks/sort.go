@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"container/heap"
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"slices"
 )
@@ -34,6 +35,18 @@ type sortedRecs struct {
 	chunks  []*chunk
 	entries []entry
 	skip    int // bytes every key starts with alike; entry prefixes follow them
+	// conflict is a key found both upserted and deleted (a delta's
+	// records of files from delFrom on are deletions), nil if none.
+	conflict []byte
+}
+
+// isDeletion reports whether a record of sequence seq is a deletion: one
+// read from a file at index delFrom or beyond (a delta build's _DELETES).
+func isDeletion(seq uint64, delFrom uint32) bool { return seq>>recordBits >= uint64(delFrom) }
+
+// conflictError is a delta's key both upserted and deleted.
+func conflictError(k []byte) error {
+	return fmt.Errorf("%w: key %q is both upserted and deleted by the delta", ErrBadInput, k[:min(len(k), 64)])
 }
 
 // commonPrefixLen returns the length of the prefix all keys of chunks
@@ -87,8 +100,9 @@ func keyPrefix(k []byte) uint64 {
 // sequence, and keeps the last record of each key. Chunks are taken in
 // input order (file, then record), so that input already in key order
 // (Sparkey logs, sorted job output) is found sorted in one pass and not
-// sorted again.
-func sortChunks(chunks []*chunk) *sortedRecs {
+// sorted again. Records of files from delFrom on are deletions: a key
+// also upserted is recorded in conflict.
+func sortChunks(chunks []*chunk, delFrom uint32) *sortedRecs {
 	slices.SortFunc(chunks, func(a, b *chunk) int {
 		if c := cmp.Compare(a.file, b.file); c != 0 {
 			return c
@@ -126,6 +140,9 @@ func sortChunks(chunks []*chunk) *sortedRecs {
 	out := s.entries[:0]
 	for i, e := range s.entries {
 		if i+1 < len(s.entries) && s.entries[i+1].prefix == e.prefix && bytes.Equal(s.key(s.entries[i+1]), s.key(e)) {
+			if s.conflict == nil && isDeletion(e.seq, delFrom) != isDeletion(s.entries[i+1].seq, delFrom) {
+				s.conflict = bytes.Clone(s.key(e))
+			}
 			continue
 		}
 		out = append(out, e)
@@ -300,13 +317,14 @@ func (it *memIter) err() error    { return nil }
 // mergeIter merges iterators (each sorted, one record per key) into one,
 // keeping for each key the record of greatest sequence.
 type mergeIter struct {
-	h      iterHeap
-	cur    recordIter // the iterator positioned on the current record
-	failed error
+	h       iterHeap
+	cur     recordIter // the iterator positioned on the current record
+	failed  error
+	delFrom uint32 // see sortChunks
 }
 
-func newMergeIter(its []recordIter) *mergeIter {
-	m := &mergeIter{}
+func newMergeIter(its []recordIter, delFrom uint32) *mergeIter {
+	m := &mergeIter{delFrom: delFrom}
 	for _, it := range its {
 		m.push(it)
 	}
@@ -333,6 +351,9 @@ func (m *mergeIter) next() bool {
 	it := heap.Pop(&m.h).(recordIter)
 	// Equal keys pop in sequence order: the later one wins.
 	for len(m.h) > 0 && bytes.Equal(m.h[0].key(), it.key()) {
+		if m.failed == nil && isDeletion(it.seq(), m.delFrom) != isDeletion(m.h[0].seq(), m.delFrom) {
+			m.failed = conflictError(it.key())
+		}
 		m.push(it)
 		it = heap.Pop(&m.h).(recordIter)
 	}

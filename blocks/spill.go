@@ -41,7 +41,10 @@ func (b *builder) spill() (freed int64, err error) {
 		if len(chunks) == 0 {
 			continue
 		}
-		s := sortChunks(chunks)
+		s := sortChunks(chunks, b.delFrom)
+		if s.conflict != nil {
+			return freed, conflictError(s.conflict)
+		}
 		b.sample(pb, s)
 		start := off
 		for _, e := range s.entries {

@@ -79,6 +79,7 @@ type contents struct {
 type partition struct {
 	db    *bolt.DB
 	sdict *s2.Dict // S2 dictionary, nil if none
+	sraw  []byte   // sdict's bytes, for a delta build to reuse
 	// blocks: records are in blocks keyed by their first key
 	// (CompressionS2Blocks).
 	blocks   bool
@@ -172,7 +173,8 @@ func openPartition(path string, p int) (part *partition, err error) {
 			return fmt.Errorf("%w: %s: holds partition %q", ErrCorrupt, path, got)
 		}
 		if d := meta.Get([]byte(metaS2Dict)); d != nil {
-			if part.sdict = s2.NewDict(append([]byte(nil), d...)); part.sdict == nil {
+			part.sraw = append([]byte(nil), d...)
+			if part.sdict = s2.NewDict(part.sraw); part.sdict == nil {
 				return fmt.Errorf("%w: %s: bad s2 dictionary", ErrCorrupt, path)
 			}
 		}

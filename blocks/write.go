@@ -164,17 +164,19 @@ func pageSizeFor(c Compression, expect int64) int {
 	return 0
 }
 
-func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, PartitionInfo, error) {
+func (b *builder) writePartition(ctx context.Context, slot int) (w partWriter, info PartitionInfo, err error) {
 	pb := b.parts[slot]
-	info := PartitionInfo{Partition: pb.p}
 	chunks, memBytes := pb.take()
-	mem := sortChunks(chunks)
-	b.sample(pb, mem)
+	mem := sortChunks(chunks, b.delFrom)
 	defer func() {
 		// Free the chunks as soon as the partition is written.
 		mem.chunks, mem.entries = nil, nil
 		b.mem.release(memBytes, true)
 	}()
+	if mem.conflict != nil {
+		return nil, PartitionInfo{Partition: pb.p}, conflictError(mem.conflict)
+	}
+	b.sample(pb, mem)
 
 	var it recordIter = &memIter{s: mem}
 	var expect int64 = memBytes
@@ -184,10 +186,27 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 			its = append(its, newRunIter(r))
 			expect += r.size
 		}
-		it = newMergeIter(its)
+		it = newMergeIter(its, b.delFrom)
 	}
+	err = b.withBase(ctx, pb.p, it, func(it recordIter, dict []byte, baseBytes int64) error {
+		w, info, err = b.writeRecords(ctx, pb, it, dict, expect+baseBytes)
+		return err
+	})
+	return w, info, err
+}
 
-	enc, meta, err := newValueEncoder(b.comp, pb.p, pb.samples)
+// writeRecords writes partition pb's file from it, with the dictionary
+// dict if not nil, else one trained from pb's samples.
+func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, dict []byte, expect int64) (partWriter, PartitionInfo, error) {
+	info := PartitionInfo{Partition: pb.p}
+	var enc *valueEncoder
+	var meta map[string][]byte
+	var err error
+	if dict != nil {
+		enc, meta, err = encoderWithDict(b.comp, pb.p, dict)
+	} else {
+		enc, meta, err = newValueEncoder(b.comp, pb.p, pb.samples)
+	}
 	if err != nil {
 		return nil, info, err
 	}
@@ -205,6 +224,7 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 		return nil, info, err
 	}
 	sum := newChecksum()
+	var dg Digester
 	var blocks *blockPacker // CompressionS2Blocks: records go in blocks
 	if b.comp == CompressionS2Blocks {
 		blocks = &blockPacker{}
@@ -218,6 +238,7 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 			}
 		}
 		sum.add(k, v)
+		dg.Add(k, v)
 		var sk, sv []byte // what to store now: nil while a block fills
 		if blocks != nil {
 			sk, sv = blocks.add(k, v)
@@ -248,6 +269,7 @@ func (b *builder) writePartition(ctx context.Context, slot int) (partWriter, Par
 		meta[metaBlockMax] = []byte(strconv.Itoa(blocks.max))
 	}
 	info.Checksum = sum.String()
+	info.Digest = dg.Digest.String()
 	if blocks != nil {
 		meta[metaFormat] = []byte(strconv.Itoa(blocksFormat))
 	} else {

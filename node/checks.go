@@ -41,6 +41,9 @@ type activationCheck struct {
 // activationChecks are run in order on every version before it may go
 // active.
 var activationChecks = []activationCheck{
+	// First: a version whose records are not those its _DIGEST states
+	// fails, and no operator may force it (digest_check.go).
+	{name: "digest", run: checkDigest},
 	{name: "min_records", run: checkMinRecords},
 	{name: "max_change", run: checkMaxChange},
 	{name: "canary_keys", run: checkCanaries},

@@ -485,12 +485,20 @@ func (d *db) build(name string) error {
 		return fail(err)
 	}
 	files := spec.Files
-	all := make([]int, len(files))
+	nparts := len(files)
+	plan, err := d.deltaPlanOf(d.ctx, name) // delta.go: nil for a full version
+	if err != nil {
+		return fail(err)
+	}
+	if plan != nil {
+		nparts = plan.n
+	}
+	all := make([]int, nparts)
 	for i := range all {
 		all[i] = i
 	}
 	if n.clustered() {
-		if all, err = n.cfg.Cluster.Assign(VersionInfo{DB: d.name, Version: name, NumPartitions: len(files),
+		if all, err = n.cfg.Cluster.Assign(VersionInfo{DB: d.name, Version: name, NumPartitions: nparts,
 			Partitioner: d.partitioner.Identity()}); err != nil {
 			return fail(err)
 		}
@@ -501,7 +509,7 @@ func (d *db) build(name string) error {
 	}
 	started := time.Now()
 	d.mu.Lock()
-	state.n = len(files)
+	state.n = nparts
 	state.partitions = all
 	state.progress = &BuildProgress{FilesTotal: len(files), BytesTotal: total, StartedAt: started}
 	d.mu.Unlock()
@@ -522,12 +530,22 @@ func (d *db) build(name string) error {
 		}
 	}
 
-	bv, err := d.fromPeers(d.ctx, spec, name, len(files), all, total) // peercopy_once.go
+	var bv *blocks.Version
+	if plan != nil {
+		// A delta: each node applies it to its own partitions (build once
+		// would build every partition from the delta's files alone);
+		// files a peer built are copied as for any version.
+		if bv, err = d.copyFromPeers(d.ctx, name, nparts, all); err == errNoHolder { // peercopy.go
+			err = nil
+		}
+	} else {
+		bv, err = d.fromPeers(d.ctx, spec, name, nparts, all, total) // peercopy_once.go
+	}
 	if bv == nil && d.ctx.Err() == nil {
 		if err != nil {
 			log.Warn("peer copy failed, building from the source", "err", err)
 		}
-		bv, err = n.store.Build(d.ctx, spec)
+		bv, err = d.buildFromSource(d.ctx, spec, plan, all, &retries)
 	}
 	if bv == nil && err == nil {
 		err = d.ctx.Err() // cancelled before the build

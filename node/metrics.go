@@ -42,6 +42,10 @@ type metrics struct {
 	// Versions refused by a guard (checks.go).
 	refusals *prometheus.CounterVec // db, check
 
+	// Delta versions and digests (delta.go, checks.go).
+	deltaBuilds  *prometheus.CounterVec // db
+	digestChecks *prometheus.CounterVec // db, result (ok, mismatch, absent)
+
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
 }
@@ -128,12 +132,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_version_refusals_total",
 			Help: "Versions refused activation by a guard of their db (min_records, max_change, canary_keys), by db and check; a refused version waits, REFUSED, for an operator (spangle activate --force) or a newer version.",
 		}, []string{"db", "check"}),
+		deltaBuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_delta_builds_total",
+			Help: "Versions built here as deltas over a base (the bases built on the way included), by db.",
+		}, []string{"db"}),
+		digestChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_digest_checks_total",
+			Help: "Versions checked against their _DIGEST before activation, by db and result: ok, mismatch (the version failed), absent (no _DIGEST: not checked).",
+		}, []string{"db", "result"}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
-			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.refusals)
+			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.refusals, m.deltaBuilds, m.digestChecks)
 	}
 	return m
 }

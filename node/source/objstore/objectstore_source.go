@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"sort"
 	"strings"
@@ -189,6 +190,11 @@ func (s *Source) Open(ctx context.Context, db, version, file string) (io.ReadClo
 		return nil, fmt.Errorf("objstore: %s: open %s/%s/%s: %w", s, db, version, file, jetstream.ErrBucketNotFound)
 	}
 	r, err := obs.Get(ctx, ObjectName(db, version, file))
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		// fs.ErrNotExist as for the other sources: a delta's optional
+		// files (_BASE, _DIGEST) are told absent by it.
+		return nil, fmt.Errorf("objstore: %s: open %s/%s/%s: %w (%w)", s, db, version, file, err, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("objstore: %s: open %s/%s/%s: %w", s, db, version, file, err)
 	}

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"errors"
+	"io/fs"
 	"net/http"
 
 	"github.com/minio/minio-go/v7"
@@ -26,6 +27,13 @@ type permanentError struct{ err error }
 
 func (e permanentError) Error() string   { return e.err.Error() }
 func (e permanentError) Unwrap() []error { return []error{e.err, source.ErrPermanent} }
+
+// Is makes a missing object fs.ErrNotExist, as for the other sources: a
+// delta's optional files (_BASE, _DIGEST) are told absent by it.
+func (e permanentError) Is(target error) bool {
+	var resp minio.ErrorResponse
+	return target == fs.ErrNotExist && errors.As(e.err, &resp) && resp.Code == minio.NoSuchKey
+}
 
 // classify wraps source.ErrPermanent around errors of the S3 API that
 // retrying cannot fix; network errors and the throttling and server

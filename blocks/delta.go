@@ -1,0 +1,225 @@
+package blocks
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// A delta build (BuildSpec.Base) writes each held partition by merging
+// three sorted inputs into a new bbolt file: the base's partition, read in
+// key order from its own bbolt file, and the delta's upserts and
+// deletions of that partition, loaded, partitioned and sorted as a full
+// build's records are (they are a small part of the version). The base is
+// never sorted again. A key both upserted and deleted by the delta fails
+// the build (ErrBadInput), whichever files hold the two; a deleted key
+// the base lacks is ignored.
+
+// deltaSpec checks a delta's spec against its base and returns it with
+// the deletions appended to Files, and the number of partitions.
+func deltaSpec(spec BuildSpec) (BuildSpec, int, error) {
+	if spec.Base == nil {
+		return spec, 0, fmt.Errorf("%w: deletions without a base", ErrInvalidSpec)
+	}
+	bm := spec.Base.Manifest()
+	if bm.DB != spec.DB {
+		return spec, 0, fmt.Errorf("%w: base %s/%s is of another db", ErrInvalidSpec, bm.DB, bm.Version)
+	}
+	if spec.PartitionerID != bm.Partitioner {
+		return spec, 0, fmt.Errorf("%w: base %s was built with partitioner %s, the delta with %s", ErrInvalidSpec, bm.Version, bm.Partitioner, spec.PartitionerID)
+	}
+	if spec.Format == FormatSparkey {
+		return spec, 0, fmt.Errorf("%w: a delta's upserts cannot be Sparkey logs", ErrInvalidSpec)
+	}
+	n := bm.NumPartitions
+	if spec.Partitions == nil {
+		spec.Partitions = slices.Clone(bm.Partitions) // nil: the base's
+	}
+	for _, p := range spec.Partitions {
+		if _, ok := slices.BinarySearch(bm.Partitions, p); !ok {
+			return spec, 0, fmt.Errorf("%w: base %s does not hold partition %d", ErrInvalidSpec, bm.Version, p)
+		}
+	}
+	for i, f := range spec.Deletes {
+		if f.Open == nil {
+			return spec, 0, fmt.Errorf("%w: deletions file %d (%q) has no Open", ErrInvalidSpec, i, f.Name)
+		}
+	}
+	spec.Files = append(slices.Clip(spec.Files), spec.Deletes...)
+	return spec, n, nil
+}
+
+// isDeleteFile reports whether spec file i lists deleted keys.
+func (b *builder) isDeleteFile(i int) bool { return uint32(i) >= b.delFrom }
+
+// deltaCounts are a delta build's DeltaInfo counts, over all partitions.
+type deltaCounts struct{ added, changed, unchanged, deleted atomic.Int64 }
+
+// baseMerge merges a base partition with a delta's sorted records of it:
+// a delta record replaces the base's of its key, a deletion removes it.
+type baseMerge struct {
+	base    *Iter
+	delta   recordIter
+	delFrom uint32
+	counts  *deltaCounts
+
+	bok, dok bool // base, delta positioned on a record
+	started  bool
+	// advance: the inputs that gave the current record, moved on at the
+	// next call.
+	advBase, advDelta bool
+	k, v              []byte
+	val               []byte // the base's value, decoded
+	failed            error
+}
+
+func (m *baseMerge) step() {
+	if m.advBase {
+		m.bok = m.base.Next()
+	}
+	if m.advDelta {
+		m.dok = m.delta.next()
+	}
+	m.advBase, m.advDelta = false, false
+}
+
+func (m *baseMerge) next() bool {
+	if !m.started {
+		m.started = true
+		m.advBase, m.advDelta = true, true
+	}
+	for {
+		m.step()
+		if !m.bok && m.base.Err() != nil {
+			m.failed = m.base.Err()
+			return false
+		}
+		if !m.dok && m.delta.err() != nil {
+			m.failed = m.delta.err()
+			return false
+		}
+		c := 0
+		switch {
+		case !m.bok && !m.dok:
+			return false
+		case !m.bok:
+			c = 1
+		case !m.dok:
+			c = -1
+		default:
+			c = bytes.Compare(m.base.Key(), m.delta.key())
+		}
+		if c < 0 { // the base's record, unchanged
+			v, err := m.base.Value()
+			if err != nil {
+				m.failed = err
+				return false
+			}
+			m.k, m.v, m.advBase = m.base.Key(), v, true
+			return true
+		}
+		m.advDelta = true
+		m.advBase = c == 0
+		del := isDeletion(m.delta.seq(), m.delFrom)
+		switch {
+		case del && c == 0:
+			m.counts.deleted.Add(1)
+			continue
+		case del:
+			continue // not in the base: nothing to delete
+		case c == 0:
+			v, err := m.base.Value()
+			if err != nil {
+				m.failed = err
+				return false
+			}
+			if bytes.Equal(v, m.delta.value()) {
+				m.counts.unchanged.Add(1)
+			} else {
+				m.counts.changed.Add(1)
+			}
+		default:
+			m.counts.added.Add(1)
+		}
+		m.k, m.v = m.delta.key(), m.delta.value()
+		return true
+	}
+}
+
+func (m *baseMerge) key() []byte   { return m.k }
+func (m *baseMerge) value() []byte { return m.v }
+func (m *baseMerge) seq() uint64   { return 0 }
+func (m *baseMerge) err() error    { return m.failed }
+
+// withBase runs write with the partition's records merged with the base's
+// (a delta build), or as they are. dict is the base partition's
+// dictionary to keep, when it has one for the build's compression; baseBytes
+// its records' bytes.
+func (b *builder) withBase(ctx context.Context, p int, it recordIter, write func(it recordIter, dict []byte, baseBytes int64) error) error {
+	if b.spec.Base == nil {
+		return write(it, nil, 0)
+	}
+	return b.spec.Base.View(func(r *Reader) error {
+		bit, err := r.Iter(p, Range{})
+		if err != nil {
+			return err
+		}
+		bm := r.Manifest()
+		var dict []byte
+		if bm.Compression == b.comp {
+			if part := r.c.parts[p]; part != nil {
+				switch b.comp {
+				case CompressionZstd:
+					dict = part.zdict
+				case CompressionS2:
+					dict = part.sraw
+				}
+			}
+		}
+		var baseBytes int64
+		if i, ok := slices.BinarySearchFunc(bm.PartitionInfo, p, func(pi PartitionInfo, p int) int { return pi.Partition - p }); ok {
+			baseBytes = bm.PartitionInfo[i].Bytes
+		}
+		if dict == nil && b.sampleWant > 0 {
+			if err := b.sampleBase(r, p); err != nil {
+				return err
+			}
+		}
+		return write(&baseMerge{base: bit, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts}, dict, baseBytes)
+	})
+}
+
+// sampleBase adds values of the base's partition p to the samples its
+// dictionary is trained from, when the base has none to reuse.
+func (b *builder) sampleBase(r *Reader, p int) error {
+	pb := b.parts[b.slot[p]]
+	it, err := r.Iter(p, Range{})
+	if err != nil {
+		return err
+	}
+	for len(pb.samples) < b.sampleWant && pb.sampleSize < b.sampleBytes && it.Next() {
+		v, err := it.Value()
+		if err != nil {
+			return err
+		}
+		if len(v) == 0 {
+			continue
+		}
+		v = v[:min(len(v), dictSampleMaxLen, b.sampleBytes-pb.sampleSize)]
+		pb.samples = append(pb.samples, bytes.Clone(v))
+		pb.sampleSize += len(v)
+	}
+	return it.Err()
+}
+
+// presentIn returns alt if a presharded base holds k in its alternate
+// partition alt (sequins' pathological keys live in their file's
+// partition), else p. A base not holding alt cannot tell: p.
+func (b *builder) presentIn(k []byte, p, alt int) int {
+	if _, err := b.spec.Base.Get(alt, k); err == nil {
+		return alt
+	}
+	return p
+}
