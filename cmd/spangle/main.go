@@ -31,7 +31,8 @@ commands:
   list      list a db's keys in order, by prefix or range
   status    print the dbs, versions, partitions and nodes
   ready     exit 0 if a node's /readyz answers 200 (a health probe)
-  publish   upload a version to a NATS Object Store and announce it
+  publish   upload a version to a NATS Object Store and announce it (--base: a delta)
+  digest    write a dataset directory's _DIGEST, which nodes check
   activate  pin a db to a version on every node (--latest: unpin)
   rollback  pin a db to an older version on every node
   nats-permissions  print a role's NATS permissions for an external server
@@ -62,6 +63,8 @@ func main() {
 		err = ready(args, os.Stderr)
 	case "publish":
 		err = publish(args, os.Stderr)
+	case "digest":
+		err = digestCmd(args, os.Stdout, os.Stderr)
 	case "activate":
 		err = activate(args, os.Stdout, os.Stderr)
 	case "rollback":

@@ -27,7 +27,7 @@ import (
 	"github.com/spangledb/spangle/node/source/objstore"
 )
 
-const publishUsage = `usage: spangle publish [flags] DIR --to nats-object://BUCKET --db DB --version V
+const publishUsage = `usage: spangle publish [flags] DIR --to nats-object://BUCKET --db DB --version V [--base B]
        spangle publish [flags] --delete --to nats-object://BUCKET DB V`
 
 // publish uploads a version directory to a NATS Object Store bucket and
@@ -59,6 +59,9 @@ func publish(args []string, stderr io.Writer) error {
 	del := fs.Bool("delete", false, "remove version V of DB (positional DB V) instead of uploading")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	connectTimeout := fs.Duration("connect-timeout", 10*time.Second, "give up when NATS cannot be reached (and its buckets bound) within this long")
+	base := fs.String("base", "", "publish V as a delta over version B of the bucket: only the records added, changed and deleted (with _BASE, _DELETES, _DIGEST)")
+	digest := fs.Bool("digest", false, "write DIR/_DIGEST (the digest nodes check before activating V) and publish it; always done with --base")
+	df := addDatasetFlags(fs)
 	if err := parseFlags(fs, reorder(fs, args)); err != nil {
 		return err
 	}
@@ -141,6 +144,14 @@ func publish(args []string, stderr io.Writer) error {
 		return withdrawAnnouncement(ctx, versions, *db, *ver, *opTimeout)
 	}
 
+	if *base != "" || *digest {
+		out, cleanup, err := prepareDelta(ctx, stderr, obs, dir, *db, *ver, *base, df)
+		defer cleanup()
+		if err != nil {
+			return err
+		}
+		dir = out
+	}
 	pr := newPublishProgress(stderr, isTerminal(stderr), *db+"/"+*ver, *interval)
 	rep, err := objstore.Publish(ctx, obs, dir, *db, *ver, objstore.PublishOptions{
 		Parallel: *parallel, Retries: *retries, Backoff: *backoff, BackoffMax: *backoffMax, Bandwidth: bw,

@@ -243,6 +243,11 @@ type dirFile struct {
 }
 
 // listDir lists dir's data files, sorted by name.
+// versionMetaFiles are the files of a version that are not data but are
+// published with it (blocks.BaseFileName, DeletesFileName, DigestFileName:
+// a delta version's base and deleted keys, a version's digest).
+var versionMetaFiles = map[string]bool{"_BASE": true, "_DELETES": true, "_DIGEST": true}
+
 func listDir(dir string) ([]dirFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -250,7 +255,7 @@ func listDir(dir string) ([]dirFile, error) {
 	}
 	var files []dirFile
 	for _, e := range entries {
-		if !isDataFile(e.Name()) {
+		if !isDataFile(e.Name()) && !versionMetaFiles[e.Name()] {
 			continue
 		}
 		fi, err := os.Stat(filepath.Join(dir, e.Name()))

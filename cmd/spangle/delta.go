@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/blocks/seqfile"
+	"github.com/spangledb/spangle/node/source"
+	"github.com/spangledb/spangle/node/source/objstore"
+	"github.com/spangledb/spangle/plugins"
+)
+
+// datasetFlags say how to read a dataset as the db's nodes do: the
+// digest and the delta depend on the partitioner and on which records a
+// build keeps.
+type datasetFlags struct {
+	partitioner, format, keyField, valueField *string
+	presharded                                *bool
+}
+
+func addDatasetFlags(fs interface {
+	String(name, value, usage string) *string
+	Bool(name string, value bool, usage string) *bool
+}) datasetFlags {
+	return datasetFlags{
+		partitioner: fs.String("partitioner", "sequins", `the db's partitioner: sequins, hadoop, murmur3 or wasm:<path> (as [dbs.<name>] partitioner)`),
+		format:      fs.String("format", "auto", "the files' format, as the db's format key"),
+		keyField:    fs.String("key-field", "", "the key column or field (Parquet, Avro); default key"),
+		valueField:  fs.String("value-field", "", "the value column or field (Parquet, Avro); default value"),
+		presharded:  fs.Bool("presharded", false, "the files are presharded, as the db's presharded key says"),
+	}
+}
+
+// localStore is a blocks.Store in a temporary directory, with the
+// dataset's partitioner, to build versions in to digest or compare them.
+type localStore struct {
+	*blocks.Store
+	dir  string
+	part plugins.Partitioner
+	df   datasetFlags
+}
+
+func openLocalStore(ctx context.Context, df datasetFlags) (*localStore, error) {
+	part, err := plugins.Open(ctx, *df.partitioner, plugins.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("--partitioner: %w", err)
+	}
+	if _, err := blocks.ParseFormat(*df.format); err != nil {
+		return nil, fmt.Errorf("--format: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "spangle-delta-")
+	if err != nil {
+		return nil, err
+	}
+	st, err := blocks.OpenStore(dir, blocks.Options{})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &localStore{Store: st, dir: dir, part: part, df: df}, nil
+}
+
+func (ls *localStore) close() {
+	ls.Store.Close()
+	os.RemoveAll(ls.dir)
+	if c, ok := ls.part.(interface{ Close(context.Context) error }); ok {
+		c.Close(context.Background()) //nolint:errcheck // nothing left to do
+	}
+}
+
+func (ls *localStore) spec(db, version string, files []blocks.SourceFile) blocks.BuildSpec {
+	f, _ := blocks.ParseFormat(*ls.df.format)
+	return blocks.BuildSpec{DB: db, Version: version, Files: files, Partitioner: ls.part,
+		PartitionerID: ls.part.Identity(), Presharded: *ls.df.presharded, Format: f,
+		KeyField: *ls.df.keyField, ValueField: *ls.df.valueField}
+}
+
+// dirFiles lists DIR's data files as a build reads them; total is their
+// size.
+func dirFiles(dir string) (files []blocks.SourceFile, total int64, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, e := range entries {
+		if !source.IsDataFile(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil, 0, err
+		}
+		path := filepath.Join(dir, e.Name())
+		total += fi.Size()
+		files = append(files, blocks.SourceFile{Name: e.Name(), Size: fi.Size(), ModTime: fi.ModTime(),
+			Open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }})
+	}
+	return files, total, nil
+}
+
+// buildDir builds the dataset in dir, every partition.
+func (ls *localStore) buildDir(ctx context.Context, db, version, dir string) (*blocks.Version, int64, error) {
+	files, total, err := dirFiles(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := ls.Build(ctx, ls.spec(db, version, files))
+	return v, total, err
+}
+
+// digestDir writes dir's _DIGEST: the digest of its records as the db's
+// nodes build them.
+func digestDir(ctx context.Context, ls *localStore, dir string) (*blocks.VersionDigest, error) {
+	v, _, err := ls.buildDir(ctx, "digest", "dataset", dir)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	return blocks.DigestOf(v.Manifest())
+}
+
+// bucketVersion reads versions of a db from the Object Store bucket.
+type bucketVersion struct {
+	obs jetstream.ObjectStore
+	db  string
+}
+
+func (bv bucketVersion) open(version, file string) func(context.Context) (io.ReadCloser, error) {
+	return func(ctx context.Context) (io.ReadCloser, error) {
+		r, err := bv.obs.Get(ctx, objstore.ObjectName(bv.db, version, file))
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s/%s: %w", bv.db, version, file, err)
+		}
+		return r, nil
+	}
+}
+
+// read returns a small file of a version; ok false if it has none.
+func (bv bucketVersion) read(ctx context.Context, version, file string) ([]byte, bool, error) {
+	b, err := bv.obs.GetBytes(ctx, objstore.ObjectName(bv.db, version, file))
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, false, nil
+	}
+	return b, err == nil, err
+}
+
+// files lists a version's data files in the bucket, and whether it is
+// complete (_SUCCESS).
+func (bv bucketVersion) files(ctx context.Context, version string) ([]blocks.SourceFile, bool, error) {
+	infos, err := bv.obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, false, err
+	}
+	prefix := bv.db + "/" + version + "/"
+	var files []blocks.SourceFile
+	complete := false
+	for _, info := range infos {
+		name, ok := strings.CutPrefix(info.Name, prefix)
+		if !ok || strings.Contains(name, "/") {
+			continue
+		}
+		if name == "_SUCCESS" {
+			complete = true
+		}
+		if source.IsDataFile(name) {
+			files = append(files, blocks.SourceFile{Name: name, Size: int64(info.Size), ModTime: info.ModTime, Open: bv.open(version, name)})
+		}
+	}
+	slices.SortFunc(files, func(a, b blocks.SourceFile) int { return strings.Compare(a.Name, b.Name) })
+	return files, complete, nil
+}
+
+// buildBucket builds version from the bucket, following its chain of
+// bases (depth bounds it).
+func (ls *localStore) buildBucket(ctx context.Context, bv bucketVersion, version string, depth int) (*blocks.Version, error) {
+	if depth > 64 {
+		return nil, fmt.Errorf("%s/%s: a chain of more than 64 deltas", bv.db, version)
+	}
+	files, complete, err := bv.files(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	if !complete {
+		return nil, fmt.Errorf("%s/%s is not in the bucket (no _SUCCESS)", bv.db, version)
+	}
+	spec := ls.spec(bv.db, version, files)
+	base, ok, err := bv.read(ctx, version, blocks.BaseFileName)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		bname := strings.TrimSpace(string(base))
+		if !source.ValidName(bname) || bname >= version {
+			return nil, fmt.Errorf("%s/%s/%s names %q: want an older version", bv.db, version, blocks.BaseFileName, bname)
+		}
+		b, err := ls.buildBucket(ctx, bv, bname, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			b.Close()
+			ls.Remove(bv.db, bname) //nolint:errcheck // the temporary store goes
+		}()
+		spec.Base = b
+		if _, ok, err := bv.read(ctx, version, blocks.DeletesFileName); err != nil {
+			return nil, err
+		} else if ok {
+			spec.Deletes = []blocks.SourceFile{{Name: blocks.DeletesFileName, Size: -1, Open: bv.open(version, blocks.DeletesFileName)}}
+		}
+	}
+	return ls.Build(ctx, spec)
+}
+
+// deltaReport is what a delta holds.
+type deltaReport struct {
+	Upserts, Deletes int64
+	Bytes            int64 // of the delta's files
+	FullBytes        int64 // of the full dataset's data files
+}
+
+// writeDelta writes into out the delta that makes version over base:
+// part-00000 (a SequenceFile of the records added or changed), _DELETES,
+// _BASE and _DIGEST.
+func writeDelta(ctx context.Context, out string, version, base *blocks.Version) (deltaReport, error) {
+	var rep deltaReport
+	vm, bm := version.Manifest(), base.Manifest()
+	if vm.NumPartitions != bm.NumPartitions {
+		return rep, fmt.Errorf("the dataset has %d partitions (files), the base %s %d: a delta keeps its base's partitions", vm.NumPartitions, bm.Version, bm.NumPartitions)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return rep, err
+	}
+	uf, err := os.Create(filepath.Join(out, "part-00000"))
+	if err != nil {
+		return rep, err
+	}
+	defer uf.Close()
+	ubw := bufio.NewWriterSize(uf, 1<<20)
+	sw, err := seqfile.NewWriter(ubw, seqfile.WriterOptions{})
+	if err != nil {
+		return rep, err
+	}
+	df, err := os.Create(filepath.Join(out, blocks.DeletesFileName))
+	if err != nil {
+		return rep, err
+	}
+	defer df.Close()
+	dw := blocks.NewDeletesWriter(df)
+	for p := range vm.NumPartitions {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		err := version.View(func(vr *blocks.Reader) error {
+			return base.View(func(br *blocks.Reader) error {
+				vi, err := vr.Iter(p, blocks.Range{})
+				if err != nil {
+					return err
+				}
+				bi, err := br.Iter(p, blocks.Range{})
+				if err != nil {
+					return err
+				}
+				vok, bok := vi.Next(), bi.Next()
+				for vok || bok {
+					c := 0
+					switch {
+					case !bok:
+						c = -1
+					case !vok:
+						c = 1
+					default:
+						c = bytes.Compare(vi.Key(), bi.Key())
+					}
+					if c > 0 { // gone from the dataset
+						if err := dw.Add(bi.Key()); err != nil {
+							return err
+						}
+						rep.Deletes++
+						bok = bi.Next()
+						continue
+					}
+					v, err := vi.Value()
+					if err != nil {
+						return err
+					}
+					same := false
+					if c == 0 {
+						bv, err := bi.Value()
+						if err != nil {
+							return err
+						}
+						same = bytes.Equal(v, bv)
+						bok = bi.Next()
+					}
+					if !same {
+						if err := sw.Append(vi.Key(), v); err != nil {
+							return err
+						}
+						rep.Upserts++
+					}
+					vok = vi.Next()
+				}
+				if err := vi.Err(); err != nil {
+					return err
+				}
+				return bi.Err()
+			})
+		})
+		if err != nil {
+			return rep, fmt.Errorf("partition %d: %w", p, err)
+		}
+	}
+	if err := sw.Close(); err != nil {
+		return rep, err
+	}
+	if err := ubw.Flush(); err != nil {
+		return rep, err
+	}
+	if err := dw.Close(); err != nil {
+		return rep, err
+	}
+	vd, err := blocks.DigestOf(vm)
+	if err != nil {
+		return rep, err
+	}
+	if err := os.WriteFile(filepath.Join(out, blocks.DigestFileName), vd.Marshal(), 0o644); err != nil {
+		return rep, err
+	}
+	if err := os.WriteFile(filepath.Join(out, blocks.BaseFileName), []byte(bm.Version+"\n"), 0o644); err != nil {
+		return rep, err
+	}
+	for _, f := range []string{"part-00000", blocks.DeletesFileName, blocks.DigestFileName, blocks.BaseFileName} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err == nil {
+			rep.Bytes += fi.Size()
+		}
+	}
+	return rep, nil
+}
+
+// prepareDelta writes dir's _DIGEST (base ""), or the delta of dir over
+// base into a temporary directory, and returns the directory to publish.
+func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base string, df datasetFlags) (string, func(), error) {
+	cleanup := func() {}
+	if base != "" && (!source.ValidName(base) || base >= version) {
+		return "", cleanup, usagef("--base %q: want the name of an older version", base)
+	}
+	ls, err := openLocalStore(ctx, df)
+	if err != nil {
+		return "", cleanup, err
+	}
+	defer ls.close()
+	if base == "" {
+		vd, err := digestDir(ctx, ls, dir)
+		if err != nil {
+			return "", cleanup, err
+		}
+		return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
+	}
+	bv, err := ls.buildBucket(ctx, bucketVersion{obs: obs, db: db}, base, 0)
+	if err != nil {
+		return "", cleanup, fmt.Errorf("base %s refused: %w", base, err)
+	}
+	defer bv.Close()
+	v, full, err := ls.buildDir(ctx, db, version, dir)
+	if err != nil {
+		return "", cleanup, err
+	}
+	defer v.Close()
+	out, err := os.MkdirTemp("", "spangle-delta-out-")
+	if err != nil {
+		return "", cleanup, err
+	}
+	cleanup = func() { os.RemoveAll(out) }
+	rep, err := writeDelta(ctx, out, v, bv)
+	if err != nil {
+		return "", cleanup, err
+	}
+	fmt.Fprintf(stderr, "delta of %s/%s over %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%)\n",
+		db, version, base, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)))
+	return out, cleanup, nil
+}
+
+const digestUsage = `usage: spangle digest [flags] DIR`
+
+// digestCmd writes DIR/_DIGEST: the digest of the dataset in DIR, per
+// partition under the db's partitioner, as nodes check it before a
+// version goes live. A batch job that writes versions itself runs it
+// before writing _SUCCESS.
+func digestCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("digest", digestUsage, stderr)
+	df := addDatasetFlags(fs)
+	if err := parseFlags(fs, reorder(fs, args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("digest takes DIR (spangle digest -h)")
+	}
+	dir := fs.Arg(0)
+	ctx := context.Background()
+	ls, err := openLocalStore(ctx, df)
+	if err != nil {
+		return err
+	}
+	defer ls.close()
+	vd, err := digestDir(ctx, ls, dir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d partitions, %s\n", filepath.Join(dir, blocks.DigestFileName), vd.NumPartitions, vd.Total)
+	return nil
+}
