@@ -39,7 +39,7 @@ const maxBaseFile = 1024
 // readControl reads a version's file of metadata (_BASE, _DIGEST), at
 // most limit bytes; ok is false when the version has none.
 func (d *db) readControl(ctx context.Context, version, file string, limit int64) (_ []byte, ok bool, _ error) {
-	rc, err := d.node.source.Open(ctx, d.name, version, file)
+	rc, err := d.openControl(ctx, version, file, nil)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, false, nil
@@ -58,6 +58,21 @@ func (d *db) readControl(ctx context.Context, version, file string, limit int64)
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// openControl opens a version's file that may be absent (an error
+// isNotFound): at once, and if that fails otherwise, through the
+// downloads, retried as a data file is.
+func (d *db) openControl(ctx context.Context, version, file string, retries *atomic.Int64) (io.ReadCloser, error) {
+	n := d.node
+	rc, err := n.source.Open(ctx, d.name, version, file)
+	if err == nil || isNotFound(err) {
+		return rc, err
+	}
+	if retries == nil {
+		retries = new(atomic.Int64)
+	}
+	return n.dl.Open(ctx, n.source, d.name, version, source.SourceFile{Name: file, Size: -1}, retries)
+}
 
 // baseOf returns the base version named by version's _BASE; "" for a
 // full version.
@@ -187,7 +202,7 @@ func (d *db) prepareBase(ctx context.Context, plan *deltaPlan, parts []int, retr
 // has no such file.
 func (d *db) deletesOf(ctx context.Context, version string, retries *atomic.Int64) ([]blocks.SourceFile, error) {
 	n := d.node
-	rc, err := n.source.Open(ctx, d.name, version, blocks.DeletesFileName)
+	rc, err := d.openControl(ctx, version, blocks.DeletesFileName, retries)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
