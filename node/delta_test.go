@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ type deltaSource struct {
 	t        *testing.T
 	root, db string
 	n        int                          // partitions
+	part     string                       // the db's partitioner; "": sequins
 	sets     map[string]map[string]string // version → its records
 }
 
@@ -33,10 +35,11 @@ func newDeltaSource(t *testing.T, root, db string, n int) *deltaSource {
 
 // digest is the _DIGEST of a set of records under sequins' partitioner.
 func (s *deltaSource) digest(set map[string]string) []byte {
-	part, err := plugins.Open(context.Background(), "sequins", plugins.Config{})
+	part, err := plugins.Open(context.Background(), cmp.Or(s.part, "sequins"), plugins.DefaultConfig())
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	defer closePartitioner(part)
 	dgs := make([]blocks.Digester, s.n)
 	for k, v := range set {
 		p, _, err := part.Partition([]byte(k), s.n)
@@ -77,6 +80,11 @@ func (s *deltaSource) full(version string, keys int) {
 	for i := range keys {
 		set[fmt.Sprint("key-", i)] = fmt.Sprintf("%s:%d", version, i)
 	}
+	s.fullSet(version, set)
+}
+
+// fullSet writes a full version holding set.
+func (s *deltaSource) fullSet(version string, set map[string]string) {
 	s.sets[version] = set
 	s.write(version, blocks.DigestFileName, s.digest(set))
 	nodetest.WriteVersion(s.t, s.root, s.db, version, s.n, sortedRecords(set))
@@ -184,5 +192,59 @@ func TestDeltaVersions(t *testing.T) {
 	}
 	if got := nodetest.Metric(t, reg, "spangle_delta_builds_total", "db", "d"); got != 2 {
 		t.Errorf("delta builds on the new node: %v, want 2 (v2, v6)", got)
+	}
+}
+
+// TestDeltaLikeFull builds the same next version as a delta over the one
+// before and in full, in two dbs configured alike, for every compression
+// and a Wasm partitioner: the partitions hold the same records (their
+// checksums) and digests, both checked against _DIGEST.
+func TestDeltaLikeFull(t *testing.T) {
+	root := t.TempDir()
+	cases := map[string]DBConfig{
+		"none": {}, "s2": {Compression: "s2"}, "zstd": {Compression: "zstd"}, "blocks": {Compression: "s2-blocks"},
+		"wasm": {Partitioner: testModule(t, "murmur3.wasm"), Compression: "zstd"},
+	}
+	dbs := map[string]DBConfig{}
+	for name, cfg := range cases {
+		src := newDeltaSource(t, root, name, 5)
+		src.part = cfg.Partitioner
+		src.full("v1", 3000)
+		ups := map[string]string{}
+		var dels []string
+		for i := range 3000 {
+			switch {
+			case i%50 == 1:
+				ups[fmt.Sprint("key-", i)] = fmt.Sprintf("v2:%d", i)
+			case i%50 == 2:
+				ups[fmt.Sprint("new-", i)] = fmt.Sprintf("v2:new:%d", i)
+			case i%500 == 3:
+				dels = append(dels, fmt.Sprint("key-", i))
+			}
+		}
+		src.delta("v2", "v1", ups, dels, true)
+		full := newDeltaSource(t, root, name+"-full", 5)
+		full.part = cfg.Partitioner
+		full.fullSet("v2", src.sets["v2"])
+		dbs[name], dbs[name+"-full"] = cfg, cfg
+	}
+	reg := prometheus.NewRegistry()
+	n := newTestNode(t, root, func(c *Config) { c.DBs = dbs; c.Registerer = reg })
+	for name := range cases {
+		waitFor(t, name+" v2", func() bool { return n.activeVersion(name) == "v2" && n.activeVersion(name+"-full") == "v2" })
+		dm := (*n.dbs.Load())[name].active.Load().data.Manifest()
+		fm := (*n.dbs.Load())[name+"-full"].active.Load().data.Manifest()
+		if dm.Delta == nil || fm.Delta != nil || dm.Records != fm.Records {
+			t.Fatalf("%s: delta %+v, %d records; full %+v, %d", name, dm.Delta, dm.Records, fm.Delta, fm.Records)
+		}
+		for i := range dm.PartitionInfo {
+			d, f := dm.PartitionInfo[i], fm.PartitionInfo[i]
+			if d.Checksum != f.Checksum || d.Digest != f.Digest || d.Records != f.Records {
+				t.Errorf("%s partition %d: delta %s %s, full %s %s", name, d.Partition, d.Checksum, d.Digest, f.Checksum, f.Digest)
+			}
+		}
+		if ok := nodetest.Metric(t, reg, "spangle_digest_checks_total", "db", name, "result", "ok"); ok != 1 { // v2 (v1 was built as its base)
+			t.Errorf("%s: %v digests checked, want 1", name, ok)
+		}
 	}
 }

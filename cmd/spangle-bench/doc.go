@@ -4,7 +4,7 @@
 // because the machines it runs on are small and noisy.
 //
 //	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--start-rounds 3] [--conns 1,50]
-//	                  [--scenarios spangle,sequins,cluster,publish,peercopy,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--json FILE]
+//	                  [--scenarios spangle,sequins,cluster,publish,peercopy,delta,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
 //
@@ -35,7 +35,12 @@
 // reads from the source, and the GET p99 of a serving node meanwhile);
 // publish (the dataset uploaded by `spangle publish` to a three-node
 // cluster's NATS Object Store: MB/s against a raw Object Store Put of the
-// same bytes, and the time until every node serves it); headers (the
+// same bytes, and the time until every node serves it); delta (the
+// dataset published in full to a three-node cluster, then a next version
+// changing 1 % of the keys and deleting 0.1 %, published both as a delta
+// over it, --base, and in full: bytes uploaded, publish to every node
+// serving, and the nodes' CPU, delta/full, against issue 34's goals);
+// headers (the
 // baseline answering with spangle's headers, precomputed: what net/http's
 // header work costs); https (spangle serving the dataset over TLS with
 // [http] tls_cert, against the baseline over TLS with the same

@@ -46,6 +46,7 @@ type scenarioResult struct {
 	Cluster        *clusterResult  `json:"cluster,omitempty"`  // the cluster scenario's own figures
 	Publish        *publishResult  `json:"publish,omitempty"`  // the publish scenario's
 	PeerCopy       *peerCopyResult `json:"peercopy,omitempty"` // the peercopy scenario's
+	Delta          *deltaResult    `json:"delta,omitempty"`    // the delta scenario's
 	Problems       []string        `json:"problems,omitempty"`
 	Notes          []string        `json:"notes,omitempty"` // worth saying, but not failures
 }
@@ -407,6 +408,30 @@ func (r *report) printCluster(w io.Writer) {
 				"every node switched %.2f s after _SUCCESS + SIGHUP (mean), %.2f s (max)\n",
 				u.Upgrades, u.Records, u.Readers, u.Requests, u.Failed, u.Regressions, u.SwitchMeanSecs, u.SwitchMaxSecs)
 		}
+		fmt.Fprintln(w)
+	}
+}
+
+// printDelta writes the delta scenario's figures, if it ran.
+func (r *report) printDelta(w io.Writer) {
+	for _, s := range r.Scenarios {
+		d := s.Delta
+		if d == nil || d.Full.ServeSecs == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "delta: %d records, %d updated, %d added, %d deleted; %d nodes (replication 2); the same next version published as a delta and in full, one run\n",
+			d.Records, d.Updated, d.Added, d.Deleted, clusterNodes)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "  \tbytes uploaded\tpublish s\tpublisher cpu s\tpublish to serving s\tnode cpu s\t\n")
+		for _, row := range []struct {
+			name string
+			r    deltaRun
+		}{{"delta", d.Delta}, {"full", d.Full}} {
+			fmt.Fprintf(tw, "  %s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t\n", row.name, row.r.Uploaded, row.r.PublishSecs, row.r.PublisherCPU, row.r.ServeSecs, row.r.NodeCPUSecs)
+		}
+		fmt.Fprintf(tw, "  delta/full\t%.4f\t\t\t%.3f\t%.3f\t\n", d.Bytes, d.Time, d.NodeCPU)
+		tw.Flush()
+		fmt.Fprintln(w, "  goals: bytes ≤ 0.03, publish to serving ≤ 0.25, node cpu ≤ 0.25")
 		fmt.Fprintln(w)
 	}
 }

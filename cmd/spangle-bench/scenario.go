@@ -66,6 +66,7 @@ func scenarios() []scenario {
 		{name: "cluster", run: runCluster},
 		{name: "publish", run: runPublish},
 		{name: "peercopy", run: runPeerCopy},
+		{name: "delta", run: runDelta},
 		{name: httpsName, run: runHTTPS},
 		{name: headersName, run: runHeaders},
 		{name: baselineName, run: runBaseline},

@@ -52,7 +52,7 @@ type localStore struct {
 }
 
 func openLocalStore(ctx context.Context, df datasetFlags) (*localStore, error) {
-	part, err := plugins.Open(ctx, *df.partitioner, plugins.Config{})
+	part, err := plugins.Open(ctx, *df.partitioner, plugins.DefaultConfig())
 	if err != nil {
 		return nil, fmt.Errorf("--partitioner: %w", err)
 	}

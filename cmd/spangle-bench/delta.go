@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/spangledb/spangle/blocks/seqfile"
+)
+
+// The delta scenario (issue 34): a three-node cluster reading
+// nats-object://<deltaBucket>, the main dataset published in full as its
+// version, then one next dataset, which changes 1 % of the keys (half
+// updated, half new) and deletes 0.1 %, published twice in one run:
+//
+//   - as a delta over the first (spangle publish --base): the publisher
+//     builds both datasets, uploads the changes, nodes merge them into the
+//     partitions they hold;
+//   - in full, under the next version name: every file uploaded, every
+//     node builds its partitions from the source.
+//
+// For each: the bytes uploaded, the time from the start of the publish
+// to every node serving the version, and the nodes' CPU over that time
+// (the publisher's own CPU beside it). The ratios are delta/full; the
+// goals are ≤ 3 % of the bytes, ≤ 0.25× the time and ≤ 0.25× the node
+// CPU.
+
+const deltaBucket = "bench-delta"
+
+// deltaResult holds the delta scenario's figures.
+type deltaResult struct {
+	Records  int64    `json:"records"`
+	Updated  int64    `json:"updated"`
+	Added    int64    `json:"added"`
+	Deleted  int64    `json:"deleted"`
+	Delta    deltaRun `json:"delta"`
+	Full     deltaRun `json:"full"`
+	Bytes    float64  `json:"bytes_ratio"`    // delta / full uploaded
+	Time     float64  `json:"time_ratio"`     // delta / full publish to serving
+	NodeCPU  float64  `json:"node_cpu_ratio"` // delta / full, all nodes
+	Verified int      `json:"keys_verified"`  // keys read back from the delta version
+}
+
+// deltaRun is one publish and what it took.
+type deltaRun struct {
+	Version      string  `json:"version"`
+	Uploaded     int64   `json:"bytes_uploaded"`
+	PublishSecs  float64 `json:"publish_seconds"` // the publish process, start to exit
+	PublisherCPU float64 `json:"publisher_cpu_seconds"`
+	ServeSecs    float64 `json:"publish_to_serving_seconds"` // start of the publish to every node serving
+	NodeCPUSecs  float64 `json:"node_cpu_seconds"`           // all nodes, over ServeSecs
+}
+
+// The next dataset: record i of the main one is deleted when i%1000 ==
+// 999, updated when i%200 == 7; Records/200 new records follow.
+func deltaChange(i int64) (deleted, updated bool) { return i%1000 == 999, i%200 == 7 }
+
+// writeNextDataset writes the next dataset into dir as p.Files
+// SequenceFiles, and returns its counts.
+func writeNextDataset(dir string, p genParams) (updated, added, deleted int64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, 0, 0, err
+	}
+	added = p.Records / 200
+	type file struct {
+		f *os.File
+		w *seqfile.Writer
+	}
+	files := make([]file, p.Files)
+	for n := range files {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("part-%05d", n)))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer f.Close()
+		w, err := seqfile.NewWriter(f, seqfile.WriterOptions{})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		files[n] = file{f, w}
+	}
+	var k, v []byte
+	for i := range p.Records + added {
+		seed := p.Seed
+		if i < p.Records {
+			del, upd := deltaChange(i)
+			if del {
+				deleted++
+				continue
+			}
+			if upd {
+				updated++
+				seed++
+			}
+		}
+		k = fmt.Appendf(k[:0], keyFormat(p.KeySize), i)
+		v = appendValue(v[:0], seed, i, p.ValueSize)
+		if err := files[i%int64(p.Files)].w.Append(k, v); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	for _, f := range files {
+		if err := f.w.Close(); err != nil {
+			return 0, 0, 0, err
+		}
+		if err := f.f.Close(); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return updated, added, deleted, os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644)
+}
+
+var uploadedBytesRe = regexp.MustCompile(`, (\d+) bytes uploaded in`)
+
+// runDelta is the delta scenario.
+func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
+	res.Name = "delta"
+	p := b.cfg.Gen
+	baseDir := filepath.Join(b.source, p.DB, p.Version)
+	dr := &deltaResult{Records: p.Records}
+	res.Delta = dr
+	tmp, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	next := filepath.Join(tmp, "next")
+	if dr.Updated, dr.Added, dr.Deleted, err = writeNextDataset(next, p); err != nil {
+		return res, err
+	}
+	nodes, natsURL, err := b.startCluster(ctx, clusterSpec{dir: tmp, source: "nats-object://" + deltaBucket, logs: "delta"})
+	defer stopCluster(nodes, &res)
+	if err != nil {
+		return res, err
+	}
+	nodeCPU := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, n := range nodes {
+			s, err := sampleCPU(n.c.pid())
+			if err != nil {
+				return 0, err
+			}
+			sum += s.proc
+		}
+		return sum, nil
+	}
+	publish := func(run *deltaRun, dir string, args ...string) error {
+		cpu0, err := nodeCPU()
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		c, err := startChild("spangle publish "+run.Version, tmp, filepath.Join(b.cfg.Work, "delta-publish-"+run.Version+".log"), b.cfg.Spangle,
+			append([]string{"publish", dir, "--to", "nats-object://" + deltaBucket, "--db", p.DB, "--version", run.Version,
+				"--nats", natsURL, "--cluster", "bench"}, args...)...)
+		if err != nil {
+			return err
+		}
+		if err := waitExit(ctx, c, b.cfg.BuildTimeout); err != nil {
+			return err
+		}
+		run.PublishSecs = time.Since(start).Seconds()
+		if ps := c.cmd.ProcessState; ps != nil {
+			run.PublisherCPU = (ps.UserTime() + ps.SystemTime()).Seconds()
+		}
+		out, _ := os.ReadFile(c.logPath)
+		m := uploadedBytesRe.FindSubmatch(out)
+		if m == nil {
+			return fmt.Errorf("%s: no summary:\n%s", c.name, out)
+		}
+		run.Uploaded, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		if _, err := b.waitServing(ctx, nodes, p, run.Version); err != nil {
+			return err
+		}
+		run.ServeSecs = time.Since(start).Seconds()
+		cpu1, err := nodeCPU()
+		if err != nil {
+			return err
+		}
+		run.NodeCPUSecs = (cpu1 - cpu0).Seconds()
+		b.log.Info("delta: served", "version", run.Version, "bytes_uploaded", run.Uploaded,
+			"publish_to_serving_s", fmt.Sprintf("%.2f", run.ServeSecs), "node_cpu_s", fmt.Sprintf("%.2f", run.NodeCPUSecs))
+		return nil
+	}
+	first := deltaRun{Version: p.Version}
+	if err := publish(&first, baseDir); err != nil {
+		return res, err
+	}
+	dr.Delta.Version, dr.Full.Version = p.Version+"-delta", p.Version+"-full"
+	if err := publish(&dr.Delta, next, "--base", p.Version); err != nil {
+		return res, err
+	}
+	if err := dr.verify(nodes[0].addr, p); err != nil {
+		return res, err
+	}
+	if err := publish(&dr.Full, next); err != nil {
+		return res, err
+	}
+	dr.Bytes = float64(dr.Delta.Uploaded) / float64(max(dr.Full.Uploaded, 1))
+	dr.Time = dr.Delta.ServeSecs / dr.Full.ServeSecs
+	dr.NodeCPU = dr.Delta.NodeCPUSecs / max(dr.Full.NodeCPUSecs, 1e-9)
+	for _, g := range []struct {
+		what       string
+		got, limit float64
+	}{{"bytes uploaded", dr.Bytes, 0.03}, {"publish to serving", dr.Time, 0.25}, {"node CPU", dr.NodeCPU, 0.25}} {
+		if g.got > g.limit {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: delta/full %.3f, over the goal of %.2f", g.what, g.got, g.limit))
+		}
+	}
+	return res, nil
+}
+
+// verify reads keys of each kind from node addr (which proxies what it
+// does not hold) while the delta version is active.
+func (dr *deltaResult) verify(addr string, p genParams) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := int64(0); i < min(p.Records, 5000); i++ {
+		del, _ := deltaChange(i)
+		want := http.StatusOK
+		if del {
+			want = http.StatusNotFound
+		}
+		code, _, err := clusterGet(client, addr, p.DB, key(i, p.KeySize))
+		if err != nil || code != want {
+			return fmt.Errorf("delta: key %d: %d %v, want %d", i, code, err, want)
+		}
+		dr.Verified++
+	}
+	code, _, err := clusterGet(client, addr, p.DB, key(p.Records, p.KeySize))
+	if err != nil || code != http.StatusOK {
+		return fmt.Errorf("delta: new key %d: %d %v", p.Records, code, err)
+	}
+	return nil
+}
