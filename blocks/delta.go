@@ -65,13 +65,21 @@ type baseMerge struct {
 	delFrom uint32
 	counts  *deltaCounts
 
+	// raw: the base's unchanged records pass as they are stored (the
+	// same compression and dictionary: copied, not decoded and encoded
+	// again); stored says the current one is such. The partition's
+	// digest and bytes are then the base's less removed plus added.
+	raw, stored    bool
+	removed, added Digester
+	removedBytes   int64
+	addedBytes     int64
+
 	bok, dok bool // base, delta positioned on a record
 	started  bool
 	// advance: the inputs that gave the current record, moved on at the
 	// next call.
 	advBase, advDelta bool
 	k, v              []byte
-	val               []byte // the base's value, decoded
 	failed            error
 }
 
@@ -112,40 +120,64 @@ func (m *baseMerge) next() bool {
 			c = bytes.Compare(m.base.Key(), m.delta.key())
 		}
 		if c < 0 { // the base's record, unchanged
+			m.k, m.advBase = m.base.Key(), true
+			if m.raw {
+				m.v, m.stored = m.base.stored(), true
+				return true
+			}
 			v, err := m.base.Value()
 			if err != nil {
 				m.failed = err
 				return false
 			}
-			m.k, m.v, m.advBase = m.base.Key(), v, true
+			m.v = v
 			return true
 		}
 		m.advDelta = true
 		m.advBase = c == 0
 		del := isDeletion(m.delta.seq(), m.delFrom)
-		switch {
-		case del && c == 0:
-			m.counts.deleted.Add(1)
-			continue
-		case del:
-			continue // not in the base: nothing to delete
-		case c == 0:
-			v, err := m.base.Value()
+		if c == 0 {
+			old, err := m.base.Value()
 			if err != nil {
 				m.failed = err
 				return false
 			}
-			if bytes.Equal(v, m.delta.value()) {
+			switch {
+			case del:
+				m.counts.deleted.Add(1)
+			case bytes.Equal(old, m.delta.value()):
 				m.counts.unchanged.Add(1)
-			} else {
+			default:
 				m.counts.changed.Add(1)
 			}
-		default:
+			if m.raw {
+				m.removed.Add(m.base.Key(), old)
+				m.removedBytes += int64(len(m.base.Key()) + len(old))
+			}
+		}
+		if del {
+			continue // gone, or not in the base: nothing to delete
+		}
+		if c != 0 {
 			m.counts.added.Add(1)
 		}
-		m.k, m.v = m.delta.key(), m.delta.value()
+		m.k, m.v, m.stored = m.delta.key(), m.delta.value(), false
+		if m.raw {
+			m.added.Add(m.k, m.v)
+			m.addedBytes += int64(len(m.k) + len(m.v))
+		}
 		return true
 	}
+}
+
+// result returns the partition's digest and bytes, from the base's
+// (raw merges only).
+func (m *baseMerge) result(base *PartitionInfo) (digest string, bytes int64, err error) {
+	d, err := ParseDigest(base.Digest)
+	if err != nil {
+		return "", 0, err
+	}
+	return d.Add(m.added.Digest).Sub(m.removed.Digest).String(), base.Bytes - m.removedBytes + m.addedBytes, nil
 }
 
 func (m *baseMerge) key() []byte   { return m.k }
@@ -155,11 +187,11 @@ func (m *baseMerge) err() error    { return m.failed }
 
 // withBase runs write with the partition's records merged with the base's
 // (a delta build), or as they are. dict is the base partition's
-// dictionary to keep, when it has one for the build's compression; baseBytes
-// its records' bytes.
-func (b *builder) withBase(ctx context.Context, p int, it recordIter, write func(it recordIter, dict []byte, baseBytes int64) error) error {
+// dictionary to keep, when it has one for the build's compression; base
+// the base partition's info (nil for a full build).
+func (b *builder) withBase(ctx context.Context, p int, it recordIter, write func(it recordIter, dict []byte, base *PartitionInfo) error) error {
 	if b.spec.Base == nil {
-		return write(it, nil, 0)
+		return write(it, nil, nil)
 	}
 	return b.spec.Base.View(func(r *Reader) error {
 		bit, err := r.Iter(p, Range{})
@@ -167,27 +199,32 @@ func (b *builder) withBase(ctx context.Context, p int, it recordIter, write func
 			return err
 		}
 		bm := r.Manifest()
-		var dict []byte
-		if bm.Compression == b.comp {
-			if part := r.c.parts[p]; part != nil {
-				switch b.comp {
-				case CompressionZstd:
-					dict = part.zdict
-				case CompressionS2:
-					dict = part.sraw
-				}
-			}
+		i, ok := slices.BinarySearchFunc(bm.PartitionInfo, p, func(pi PartitionInfo, p int) int { return pi.Partition - p })
+		if !ok {
+			return fmt.Errorf("%w: base %s: no info for partition %d", ErrCorrupt, bm.Version, p)
 		}
-		var baseBytes int64
-		if i, ok := slices.BinarySearchFunc(bm.PartitionInfo, p, func(pi PartitionInfo, p int) int { return pi.Partition - p }); ok {
-			baseBytes = bm.PartitionInfo[i].Bytes
+		info := &bm.PartitionInfo[i]
+		var dict []byte
+		part := r.c.parts[p]
+		comp, _ := bm.Compression.normalize()
+		same := comp == b.comp
+		if same {
+			switch b.comp {
+			case CompressionZstd:
+				dict = part.zdict
+			case CompressionS2:
+				dict = part.sraw
+			}
 		}
 		if dict == nil && b.sampleWant > 0 {
 			if err := b.sampleBase(r, p); err != nil {
 				return err
 			}
 		}
-		return write(&baseMerge{base: bit, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts}, dict, baseBytes)
+		_, derr := ParseDigest(info.Digest)
+		m := &baseMerge{base: bit, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts,
+			raw: same && !part.blocks && derr == nil}
+		return write(m, dict, info)
 	})
 }
 

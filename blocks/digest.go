@@ -83,6 +83,11 @@ func (d Digest) Add(o Digest) Digest {
 	return Digest{Records: d.Records + o.Records, Sum1: d.Sum1 + o.Sum1, Sum2: d.Sum2 + o.Sum2}
 }
 
+// Sub returns the digest of d's records less o's (a subset of them).
+func (d Digest) Sub(o Digest) Digest {
+	return Digest{Records: d.Records - o.Records, Sum1: d.Sum1 - o.Sum1, Sum2: d.Sum2 - o.Sum2}
+}
+
 // String is "ms2:<records>:<sum1 hex><sum2 hex>" (16 hex digits each).
 func (d Digest) String() string {
 	return fmt.Sprintf("ms2:%d:%016x%016x", d.Records, d.Sum1, d.Sum2)

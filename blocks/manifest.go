@@ -83,7 +83,9 @@ type PartitionInfo struct {
 	// stored record in key order, each as uvarint(len(key)), key,
 	// uvarint(len(value)), value, with values uncompressed. It depends only
 	// on the logical content: the same records give the same checksum
-	// whatever the compression, writer or node.
+	// whatever the compression, writer or node. Empty for a partition a
+	// delta build wrote by copying its base's stored values (Digest
+	// identifies its content).
 	Checksum string `json:"checksum"`
 	// FileChecksum is the bbolt file's checksum, which Store.Open and
 	// VerifyPartitionFile check (with StoredBytes; Open unless

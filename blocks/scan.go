@@ -481,6 +481,10 @@ func (it *Iter) Value() (_ []byte, err error) {
 	return it.valBuf, nil
 }
 
+// stored is the current record's value as stored, in the record layout
+// only (not blocks), valid until the next call of Next.
+func (it *Iter) stored() []byte { return it.val }
+
 // Err is the error that ended the iteration, nil at the range's end.
 func (it *Iter) Err() error { return it.err }
 

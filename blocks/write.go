@@ -188,16 +188,20 @@ func (b *builder) writePartition(ctx context.Context, slot int) (w partWriter, i
 		}
 		it = newMergeIter(its, b.delFrom)
 	}
-	err = b.withBase(ctx, pb.p, it, func(it recordIter, dict []byte, baseBytes int64) error {
-		w, info, err = b.writeRecords(ctx, pb, it, dict, expect+baseBytes)
+	err = b.withBase(ctx, pb.p, it, func(it recordIter, dict []byte, base *PartitionInfo) error {
+		if base != nil {
+			expect += base.Bytes
+		}
+		w, info, err = b.writeRecords(ctx, pb, it, dict, base, expect)
 		return err
 	})
 	return w, info, err
 }
 
 // writeRecords writes partition pb's file from it, with the dictionary
-// dict if not nil, else one trained from pb's samples.
-func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, dict []byte, expect int64) (partWriter, PartitionInfo, error) {
+// dict if not nil, else one trained from pb's samples. base is the base
+// partition's info when it merges a delta into one.
+func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, dict []byte, base *PartitionInfo, expect int64) (partWriter, PartitionInfo, error) {
 	info := PartitionInfo{Partition: pb.p}
 	var enc *valueEncoder
 	var meta map[string][]byte
@@ -229,6 +233,12 @@ func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, 
 	if b.comp == CompressionS2Blocks {
 		blocks = &blockPacker{}
 	}
+	// A raw merge copies the base's unchanged values as stored: its
+	// digest and bytes follow from the base's, and it has no checksum.
+	raw, _ := it.(*baseMerge)
+	if raw != nil && !raw.raw {
+		raw = nil
+	}
 	for it.next() {
 		k, v := it.key(), it.value()
 		if info.Records%(16*checkEvery) == 0 {
@@ -237,13 +247,21 @@ func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, 
 				return nil, info, err
 			}
 		}
-		sum.add(k, v)
-		dg.Add(k, v)
 		var sk, sv []byte // what to store now: nil while a block fills
-		if blocks != nil {
-			sk, sv = blocks.add(k, v)
-		} else {
+		switch {
+		case raw != nil && raw.stored:
+			sk, sv = k, v
+		case raw != nil:
 			sk, sv = k, enc.encode(v)
+		default:
+			sum.add(k, v)
+			dg.Add(k, v)
+			info.Bytes += int64(len(k) + len(v))
+			if blocks != nil {
+				sk, sv = blocks.add(k, v)
+			} else {
+				sk, sv = k, enc.encode(v)
+			}
 		}
 		if sk != nil {
 			if err := w.put(sk, sv); err != nil {
@@ -252,7 +270,6 @@ func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, 
 			}
 		}
 		info.Records++
-		info.Bytes += int64(len(k) + len(v))
 	}
 	if err := it.err(); err != nil {
 		w.abort()
@@ -268,8 +285,22 @@ func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, 
 		meta[metaLayout] = []byte(layoutBlocks)
 		meta[metaBlockMax] = []byte(strconv.Itoa(blocks.max))
 	}
-	info.Checksum = sum.String()
-	info.Digest = dg.Digest.String()
+	if raw != nil {
+		var err error
+		if info.Digest, info.Bytes, err = raw.result(base); err == nil {
+			if d, _ := ParseDigest(info.Digest); d.Records != info.Records {
+				err = fmt.Errorf("%w: base %s partition %d: its digest counts %d records, the merge wrote %d",
+					ErrCorrupt, b.spec.Base.Manifest().Version, pb.p, d.Records, info.Records)
+			}
+		}
+		if err != nil {
+			w.abort()
+			return nil, info, err
+		}
+	} else {
+		info.Checksum = sum.String()
+		info.Digest = dg.Digest.String()
+	}
 	if blocks != nil {
 		meta[metaFormat] = []byte(strconv.Itoa(blocksFormat))
 	} else {
