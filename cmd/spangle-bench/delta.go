@@ -24,6 +24,10 @@ import (
 //   - in full, under the next version name: every file uploaded, every
 //     node builds its partitions from the source.
 //
+//   - as a delta a batch job wrote itself (spangle delta, from the two
+//     datasets, timed apart), published as it is: what the nodes' side
+//     costs without the publisher's diff.
+//
 // For each: the bytes uploaded, the time from the start of the publish
 // to every node serving the version, and the nodes' CPU over that time
 // (the publisher's own CPU beside it). The ratios are delta/full; the
@@ -32,18 +36,26 @@ import (
 
 const deltaBucket = "bench-delta"
 
+// idleWindow is how long the nodes' idle CPU is measured.
+const idleWindow = 5 * time.Second
+
 // deltaResult holds the delta scenario's figures.
 type deltaResult struct {
-	Records  int64    `json:"records"`
-	Updated  int64    `json:"updated"`
-	Added    int64    `json:"added"`
-	Deleted  int64    `json:"deleted"`
-	Delta    deltaRun `json:"delta"`
-	Full     deltaRun `json:"full"`
-	Bytes    float64  `json:"bytes_ratio"`    // delta / full uploaded
-	Time     float64  `json:"time_ratio"`     // delta / full publish to serving
-	NodeCPU  float64  `json:"node_cpu_ratio"` // delta / full, all nodes
-	Verified int      `json:"keys_verified"`  // keys read back from the delta version
+	Records    int64    `json:"records"`
+	Updated    int64    `json:"updated"`
+	Added      int64    `json:"added"`
+	Deleted    int64    `json:"deleted"`
+	Delta      deltaRun `json:"delta"`
+	Full       deltaRun `json:"full"`
+	Job        deltaRun `json:"job"`                // a delta written by spangle delta, published as is
+	JobSecs    float64  `json:"job_delta_seconds"`  // spangle delta's run, apart
+	Bytes      float64  `json:"bytes_ratio"`        // delta / full uploaded
+	Time       float64  `json:"time_ratio"`         // delta / full publish to serving
+	NodeCPU    float64  `json:"node_cpu_ratio"`     // delta / full, all nodes
+	JobTime    float64  `json:"job_time_ratio"`     // job / full publish to serving
+	JobNodeCPU float64  `json:"job_node_cpu_ratio"` // job / full, all nodes
+	Verified   int      `json:"keys_verified"`      // keys read back from the delta version
+	IdleCPU    float64  `json:"node_idle_cpu"`      // all nodes\' CPU seconds per second, idle
 }
 
 // deltaRun is one publish and what it took.
@@ -53,7 +65,8 @@ type deltaRun struct {
 	PublishSecs  float64 `json:"publish_seconds"` // the publish process, start to exit
 	PublisherCPU float64 `json:"publisher_cpu_seconds"`
 	ServeSecs    float64 `json:"publish_to_serving_seconds"` // start of the publish to every node serving
-	NodeCPUSecs  float64 `json:"node_cpu_seconds"`           // all nodes, over ServeSecs
+	NodeCPUSecs  float64 `json:"node_cpu_seconds"`           // all nodes, over ServeSecs, less their idle CPU
+	NodeCPURaw   float64 `json:"node_cpu_raw_seconds"`       // the same, idle CPU included
 }
 
 // The next dataset: record i of the main one is deleted when i%1000 ==
@@ -149,6 +162,7 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		}
 		return sum, nil
 	}
+	var idle float64 // the nodes' CPU seconds per second while they only serve
 	publish := func(run *deltaRun, dir string, args ...string) error {
 		cpu0, err := nodeCPU()
 		if err != nil {
@@ -182,7 +196,8 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		if err != nil {
 			return err
 		}
-		run.NodeCPUSecs = (cpu1 - cpu0).Seconds()
+		run.NodeCPURaw = (cpu1 - cpu0).Seconds()
+		run.NodeCPUSecs = max(run.NodeCPURaw-idle*run.ServeSecs, 0)
 		b.log.Info("delta: served", "version", run.Version, "bytes_uploaded", run.Uploaded,
 			"publish_to_serving_s", fmt.Sprintf("%.2f", run.ServeSecs), "node_cpu_s", fmt.Sprintf("%.2f", run.NodeCPUSecs))
 		return nil
@@ -191,6 +206,24 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := publish(&first, baseDir); err != nil {
 		return res, err
 	}
+	// The nodes' CPU while idle (heartbeats, the cluster's watchers),
+	// taken off each run's: the runs last from seconds to a minute.
+	c0, err := nodeCPU()
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(idleWindow):
+	case <-ctx.Done():
+		return res, context.Cause(ctx)
+	}
+	c1, err := nodeCPU()
+	if err != nil {
+		return res, err
+	}
+	idle = (c1 - c0).Seconds() / time.Since(t0).Seconds()
+	dr.IdleCPU = idle
 	dr.Delta.Version, dr.Full.Version = p.Version+"-delta", p.Version+"-full"
 	if err := publish(&dr.Delta, next, "--base", p.Version); err != nil {
 		return res, err
@@ -201,6 +234,24 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := publish(&dr.Full, next); err != nil {
 		return res, err
 	}
+	// The job's delta, over the first version (retired, still held).
+	jobDir := filepath.Join(tmp, "job")
+	start := time.Now()
+	c, err := startChild("spangle delta", tmp, filepath.Join(b.cfg.Work, "delta-job.log"), b.cfg.Spangle,
+		"delta", next, baseDir, "--base-name", p.Version, "--out", jobDir)
+	if err != nil {
+		return res, err
+	}
+	if err := waitExit(ctx, c, b.cfg.BuildTimeout); err != nil {
+		return res, err
+	}
+	dr.JobSecs = time.Since(start).Seconds()
+	dr.Job.Version = p.Version + "-job"
+	if err := publish(&dr.Job, jobDir); err != nil {
+		return res, err
+	}
+	dr.JobTime = dr.Job.ServeSecs / dr.Full.ServeSecs
+	dr.JobNodeCPU = dr.Job.NodeCPUSecs / max(dr.Full.NodeCPUSecs, 1e-9)
 	dr.Bytes = float64(dr.Delta.Uploaded) / float64(max(dr.Full.Uploaded, 1))
 	dr.Time = dr.Delta.ServeSecs / dr.Full.ServeSecs
 	dr.NodeCPU = dr.Delta.NodeCPUSecs / max(dr.Full.NodeCPUSecs, 1e-9)

@@ -422,15 +422,17 @@ func (r *report) printDelta(w io.Writer) {
 		fmt.Fprintf(w, "delta: %d records, %d updated, %d added, %d deleted; %d nodes (replication 2); the same next version published as a delta and in full, one run\n",
 			d.Records, d.Updated, d.Added, d.Deleted, clusterNodes)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "  \tbytes uploaded\tpublish s\tpublisher cpu s\tpublish to serving s\tnode cpu s\t\n")
+		fmt.Fprintf(tw, "  \tbytes uploaded\tpublish s\tpublisher cpu s\tpublish to serving s\tnode cpu s\t(idle included)\t\n")
 		for _, row := range []struct {
 			name string
 			r    deltaRun
-		}{{"delta", d.Delta}, {"full", d.Full}} {
-			fmt.Fprintf(tw, "  %s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t\n", row.name, row.r.Uploaded, row.r.PublishSecs, row.r.PublisherCPU, row.r.ServeSecs, row.r.NodeCPUSecs)
+		}{{"delta (--base)", d.Delta}, {"delta (job's)", d.Job}, {"full", d.Full}} {
+			fmt.Fprintf(tw, "  %s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", row.name, row.r.Uploaded, row.r.PublishSecs, row.r.PublisherCPU, row.r.ServeSecs, row.r.NodeCPUSecs, row.r.NodeCPURaw)
 		}
-		fmt.Fprintf(tw, "  delta/full\t%.4f\t\t\t%.3f\t%.3f\t\n", d.Bytes, d.Time, d.NodeCPU)
+		fmt.Fprintf(tw, "  delta (--base)/full\t%.4f\t\t\t%.3f\t%.3f\t\t\n", d.Bytes, d.Time, d.NodeCPU)
+		fmt.Fprintf(tw, "  delta (job's)/full\t%.4f\t\t\t%.3f\t%.3f\t\t\n", float64(d.Job.Uploaded)/float64(max(d.Full.Uploaded, 1)), d.JobTime, d.JobNodeCPU)
 		tw.Flush()
+		fmt.Fprintf(w, "  the job's delta: spangle delta NEW OLD took %.2f s, before its publish; node cpu is less the nodes' idle %.3f cpu-s/s\n", d.JobSecs, d.IdleCPU)
 		fmt.Fprintln(w, "  goals: bytes ≤ 0.03, publish to serving ≤ 0.25, node cpu ≤ 0.25")
 		fmt.Fprintln(w)
 	}

@@ -423,3 +423,46 @@ func digestCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s: %d partitions, %s\n", filepath.Join(dir, blocks.DigestFileName), vd.NumPartitions, vd.Total)
 	return nil
 }
+
+const deltaUsage = `usage: spangle delta [flags] NEW OLD --base-name B --out OUT`
+
+// deltaCmd writes into OUT the delta that makes the dataset in NEW from
+// the one in OLD, published as version B: part-00000, _DELETES, _BASE
+// (B) and _DIGEST. A batch job that keeps its previous output writes a
+// delta this way, then publishes OUT (or copies it to S3) as a version
+// of its own.
+func deltaCmd(args []string, stderr io.Writer) error {
+	fs := newFlagSet("delta", deltaUsage, stderr)
+	baseName := fs.String("base-name", "", "the version name OLD is published under (required): the delta's _BASE")
+	out := fs.String("out", "", "directory to write the delta into (required; created)")
+	df := addDatasetFlags(fs)
+	if err := parseFlags(fs, reorder(fs, args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 || *out == "" || !source.ValidName(*baseName) {
+		return usagef("delta takes NEW and OLD, --base-name and --out (spangle delta -h)")
+	}
+	ctx := context.Background()
+	ls, err := openLocalStore(ctx, df)
+	if err != nil {
+		return err
+	}
+	defer ls.close()
+	old, _, err := ls.buildDir(ctx, "delta", *baseName, fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	next, full, err := ls.buildDir(ctx, "delta", "next", fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer next.Close()
+	rep, err := writeDelta(ctx, *out, next, old)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "delta over %s written to %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%)\n",
+		*baseName, *out, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)))
+	return nil
+}

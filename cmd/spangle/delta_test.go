@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spangledb/spangle/blocks"
@@ -139,4 +140,60 @@ func TestDigestCommand(t *testing.T) {
 	if err != nil || vd.Partitioner != "murmur3" || vd.NumPartitions != 3 {
 		t.Fatalf("%+v, %v", vd, err)
 	}
+}
+
+// TestDeltaCommand: a batch job keeping its last output writes the delta
+// between it and the new one with spangle delta into a directory
+// source; the node builds it over the version it serves.
+func TestDeltaCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	root, work := t.TempDir(), t.TempDir()
+	recs := nodetest.Numbered("v1", 300)
+	nodetest.WriteVersion(t, root, "d", "v1", 3, recs)
+	s := startServe(t, bin, false, "--source", root)
+	get := func(key string) (int, string) {
+		resp, err := http.Get(s.http + "/d/" + key)
+		if err != nil {
+			return 0, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	waitFor(t, "v1", func() error {
+		if code, body := get("key-5"); code != 200 || body != "v1:5" {
+			return fmt.Errorf("%d %q", code, body)
+		}
+		return nil
+	})
+	recs[5].Value = []byte("v2:5")
+	recs = append(recs[:9], recs[10:]...) // key-9 deleted
+	nodetest.WriteVersion(t, work, "d", "v2", 3, recs)
+	out := filepath.Join(work, "delta")
+	code, _, stderr := runCLI(t, bin, "delta", filepath.Join(work, "d", "v2"), filepath.Join(root, "d", "v1"), "--base-name", "v1", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "1 records added or changed, 1 deleted") {
+		t.Fatalf("delta: exit %d\n%s", code, stderr)
+	}
+	if err := os.Rename(out, filepath.Join(root, "d", "v2")); err != nil { // complete at once
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "v2", func() error {
+		if code, body := get("key-5"); code != 200 || body != "v2:5" {
+			return fmt.Errorf("%d %q", code, body)
+		}
+		return nil
+	})
+	if code, _ := get("key-9"); code != 404 {
+		t.Errorf("deleted key-9: %d", code)
+	}
+	if code, body := get("key-6"); code != 200 || body != "v1:6" {
+		t.Errorf("key-6: %d %q", code, body)
+	}
+	s.stop(t)
 }

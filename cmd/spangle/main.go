@@ -33,6 +33,7 @@ commands:
   ready     exit 0 if a node's /readyz answers 200 (a health probe)
   publish   upload a version to a NATS Object Store and announce it (--base: a delta)
   digest    write a dataset directory's _DIGEST, which nodes check
+  delta     write the delta between two dataset directories, to publish as a version
   activate  pin a db to a version on every node (--latest: unpin)
   rollback  pin a db to an older version on every node
   nats-permissions  print a role's NATS permissions for an external server
@@ -65,6 +66,8 @@ func main() {
 		err = publish(args, os.Stderr)
 	case "digest":
 		err = digestCmd(args, os.Stdout, os.Stderr)
+	case "delta":
+		err = deltaCmd(args, os.Stderr)
 	case "activate":
 		err = activate(args, os.Stdout, os.Stderr)
 	case "rollback":
