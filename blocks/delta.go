@@ -222,6 +222,14 @@ func (b *builder) withBase(ctx context.Context, p int, it recordIter, write func
 			}
 		}
 		_, derr := ParseDigest(info.Digest)
+		if same && part.blocks && derr == nil {
+			rt, err := part.acquire()
+			if err != nil {
+				return err
+			}
+			defer part.release(rt)
+			return write(&blockMerge{cur: rt.cur, part: part, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts}, nil, info)
+		}
 		m := &baseMerge{base: bit, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts,
 			raw: same && !part.blocks && derr == nil}
 		return write(m, dict, info)

@@ -154,6 +154,8 @@ func TestDeltaBuild(t *testing.T) {
 		{name: "spilled", comp: CompressionS2, budget: 64 << 10},
 		{name: "recompressed", comp: CompressionZstd, baseComp: CompressionS2}, // values decoded and encoded again
 		{name: "blocks-to-zstd", comp: CompressionZstd, baseComp: CompressionS2Blocks},
+		{name: "blocks-spilled", comp: CompressionS2Blocks, budget: 64 << 10},
+		{name: "blocks-some", comp: CompressionS2Blocks, held: []int{0, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{}

@@ -192,10 +192,23 @@ func (b *builder) writePartition(ctx context.Context, slot int) (w partWriter, i
 		if base != nil {
 			expect += base.Bytes
 		}
+		if bm, ok := it.(*blockMerge); ok {
+			w, info, err = b.writeBlockMerge(ctx, pb, bm, base, expect)
+			return err
+		}
 		w, info, err = b.writeRecords(ctx, pb, it, dict, base, expect)
 		return err
 	})
 	return w, info, err
+}
+
+// newWriter starts partition p's file, of about expect record bytes.
+func (b *builder) newWriter(p int, expect int64) (partWriter, error) {
+	path := filepath.Join(b.dir, partitionFile(p))
+	if b.opts.TxWrites {
+		return newTxWriter(path, b.opts.BatchSize, expect)
+	}
+	return newPackWriter(path, pageSizeFor(b.comp, expect))
 }
 
 // writeRecords writes partition pb's file from it, with the dictionary
@@ -217,13 +230,7 @@ func (b *builder) writeRecords(ctx context.Context, pb *partBuf, it recordIter, 
 	defer enc.close()
 	pb.samples = nil
 
-	path := filepath.Join(b.dir, partitionFile(pb.p))
-	var w partWriter
-	if b.opts.TxWrites {
-		w, err = newTxWriter(path, b.opts.BatchSize, expect)
-	} else {
-		w, err = newPackWriter(path, pageSizeFor(b.comp, expect))
-	}
+	w, err := b.newWriter(pb.p, expect)
 	if err != nil {
 		return nil, info, err
 	}
