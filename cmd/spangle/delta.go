@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/spangledb/spangle/blocks"
 	"github.com/spangledb/spangle/blocks/seqfile"
@@ -367,16 +368,39 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 		}
 		return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
 	}
-	bv, err := ls.buildBucket(ctx, bucketVersion{obs: obs, db: db}, base, 0)
-	if err != nil {
+	// The base is refused at once if it is not in the bucket; then both
+	// are built at once (the base's download beside the dataset's build).
+	bucket := bucketVersion{obs: obs, db: db}
+	if _, complete, err := bucket.files(ctx, base); err != nil || !complete {
+		if err == nil {
+			err = fmt.Errorf("%s/%s is not in the bucket (no _SUCCESS)", db, base)
+		}
 		return "", cleanup, fmt.Errorf("base %s refused: %w", base, err)
 	}
-	defer bv.Close()
-	v, full, err := ls.buildDir(ctx, db, version, dir)
+	var (
+		bv, v *blocks.Version
+		full  int64
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if bv, err = ls.buildBucket(gctx, bucket, base, 0); err != nil {
+			err = fmt.Errorf("base %s refused: %w", base, err)
+		}
+		return err
+	})
+	g.Go(func() (err error) {
+		v, full, err = ls.buildDir(gctx, db, version, dir)
+		return err
+	})
+	err = g.Wait()
+	for _, x := range []*blocks.Version{bv, v} {
+		if x != nil {
+			defer x.Close()
+		}
+	}
 	if err != nil {
 		return "", cleanup, err
 	}
-	defer v.Close()
 	out, err := os.MkdirTemp("", "spangle-delta-out-")
 	if err != nil {
 		return "", cleanup, err
