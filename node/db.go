@@ -507,6 +507,9 @@ func (d *db) build(name string) error {
 	if err := d.checkSpace(total, len(all), len(files)); err != nil {
 		return fail(err)
 	}
+	if err := d.checkDeltaSpace(plan, all, total); err != nil { // delta.go
+		return fail(err)
+	}
 	started := time.Now()
 	d.mu.Lock()
 	state.n = nparts

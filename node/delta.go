@@ -248,3 +248,27 @@ func (d *db) buildFromSource(ctx context.Context, spec blocks.BuildSpec, plan *d
 	}
 	return bv, err
 }
+
+// checkDeltaSpace refuses a delta that cannot fit on the data dir's disk:
+// its partitions take about what the base's (held here) take, and the
+// delta's records. checkSpace counts only the delta's files. A base not
+// held (a chain to build) is not estimated: its build checks nothing
+// more than a full build would.
+func (d *db) checkDeltaSpace(plan *deltaPlan, parts []int, delta int64) error {
+	if plan == nil || plan.from == nil {
+		return nil
+	}
+	var base int64
+	m := plan.from.data.Manifest()
+	for _, pi := range m.PartitionInfo {
+		if slices.Contains(parts, pi.Partition) {
+			base += pi.StoredBytes
+		}
+	}
+	need := base + base/10 + 2*delta + 1<<20
+	free, err := blocks.FreeBytes(d.node.cfg.DataDir)
+	if err != nil || free >= need {
+		return nil
+	}
+	return fmt.Errorf("%w: the delta over %s needs about %d MiB, %d MiB are free on the data dir's disk", blocks.ErrNoSpace, plan.from.name, need>>20, free>>20)
+}

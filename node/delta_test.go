@@ -248,3 +248,27 @@ func TestDeltaLikeFull(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaNoSpace: a delta whose partitions (about its base's) do not
+// fit on the data dir's disk fails at once, saying so; the base serves.
+func TestDeltaNoSpace(t *testing.T) {
+	disk := nodetest.SmallDisk(t, "12m")
+	root := t.TempDir()
+	src := newDeltaSource(t, root, "d", 4)
+	set := map[string]string{}
+	for i := range 600 {
+		set[fmt.Sprint("key-", i)] = strings.Repeat(fmt.Sprint(i), 10<<10/len(fmt.Sprint(i)))
+	}
+	src.fullSet("v1", set)
+	n := newTestNode(t, root, func(c *Config) { c.DataDir = filepath.Join(disk, "data"); c.Compression = "none" })
+	waitFor(t, "v1", func() bool { return n.activeVersion("d") == "v1" })
+	src.delta("v2", "v1", map[string]string{"key-1": "small"}, nil, true)
+	n.Refresh()
+	waitFor(t, "v2 to fail", func() bool { return n.state("d", "v2") == StateError })
+	if e := n.Status().DBs["d"].Versions["v2"].Nodes[n.Name()].Error; !strings.Contains(e, "the delta over v1 needs about") {
+		t.Errorf("v2's error: %q", e)
+	}
+	if res, err := n.get(t, "d", "key-1"); err != nil || string(res.Value) != set["key-1"] {
+		t.Fatalf("v1 after the failed delta: %v", err)
+	}
+}
