@@ -2,9 +2,14 @@ package edge_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 )
@@ -107,4 +112,82 @@ func state(n, of *clusterNode, version, want string) error {
 		return fmt.Errorf("%s's status of %s on %s: %q, want %s", n.ID(), version, of.ID(), got, want)
 	}
 	return nil
+}
+
+// TestClusterPurgeChangedKeys: in a cluster each node purges, at its
+// switch, the changed keys of the partitions it holds (two nodes,
+// replication 1): between them every changed key is purged, each by the
+// holder of its partition, and nothing is purged whole.
+func TestClusterPurgeChangedKeys(t *testing.T) {
+	root := t.TempDir()
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
+	nodes := startCluster(t, clusterOpts{roots: []string{root, root}, replication: 1, minReplication: 1,
+		node: func(c *node.Config) { c.ChangedKeys = 100 }})
+	waitActive(t, nodes, "d", "v1")
+
+	var mu sync.Mutex
+	purged := map[string][]string{} // node → paths purged key by key
+	whole := map[string][]string{}  // node → versions purged whole
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := r.Header.Get("X-Node")
+		if ps := r.Header.Get("X-Paths"); ps != "" {
+			purged[n] = append(purged[n], strings.Fields(ps)...)
+		} else {
+			whole[n] = append(whole[n], r.Header.Get("X-Version"))
+		}
+	}))
+	defer ts.Close()
+	for _, n := range nodes {
+		pcfg := edge.DefaultPurgeConfig()
+		pcfg.Hook = edge.PurgeHook{URL: ts.URL + "/", MaxKeys: 100,
+			Headers: map[string]string{"X-Node": n.ID(), "X-Version": "{version}", "X-Paths": "{paths}"}}
+		pcfg.Logger = edgetest.Logger()
+		p, err := edge.NewPurger(pcfg, n.Node.Node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Start()
+		t.Cleanup(p.Stop)
+	}
+
+	recs := edgetest.Numbered("v1", 60)
+	var want []string
+	for i := 0; i < 60; i += 6 {
+		recs[i].Value = []byte("changed")
+		want = append(want, fmt.Sprintf("/d/key-%d", i))
+	}
+	edgetest.WriteVersion(t, root, "d", "v2", 5, recs)
+	for _, n := range nodes {
+		n.Refresh()
+	}
+	waitActive(t, nodes, "d", "v2")
+	slices.Sort(want)
+	edgetest.WaitFor(t, "every changed key purged", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		var got []string
+		for _, ps := range purged {
+			got = append(got, ps...)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("purged %q, want %q", got, want)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range nodes {
+		parts, _, _ := held(n, "d", "v2")
+		for _, p := range purged[n.ID()] {
+			if !slices.Contains(parts, partition(t, strings.TrimPrefix(p, "/d/"))) {
+				t.Errorf("%s purged %s, of a partition it does not hold (%v)", n.ID(), p, parts)
+			}
+		}
+		if slices.Contains(whole[n.ID()], "v2") {
+			t.Errorf("%s purged v2 whole", n.ID())
+		}
+	}
 }

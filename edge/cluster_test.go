@@ -34,6 +34,7 @@ type clusterOpts struct {
 	minReplication int
 	partitioners   []string                 // db "d"'s partitioner per node; nil: the default
 	dbs            map[string]node.DBConfig // every node's dbs settings; nil: none
+	node           func(*node.Config)       // adjusts every node's configuration; nil: none
 	// http adjusts each node's HTTP configuration; nil: the defaults.
 	http func(*edge.Config)
 	// versionRemoveTimeout is cluster.Config.VersionRemoveTimeout; 0: the default.
@@ -61,6 +62,9 @@ func startCluster(t *testing.T, o clusterOpts) []*clusterNode {
 			Node: func(c *node.Config) {
 				cn.configure(c)
 				c.DBs = o.dbs
+				if o.node != nil {
+					o.node(c)
+				}
 				if o.partitioners != nil {
 					c.DBs = map[string]node.DBConfig{"d": {Partitioner: o.partitioners[i]}}
 				}

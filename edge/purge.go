@@ -33,10 +33,12 @@ import (
 // the key path-escaped) separated by spaces, and {paths_regex} by a
 // regular expression matching exactly those paths
 // ("^(/db/k1|/db/k2)$", for a Varnish ban on req.url); the caches keep
-// every other key, whose value and ETag are the same. A switch that
-// changed more, or whose changed keys the node does not know (the first
-// switch seen, a cluster node holding part of the versions), is purged
-// whole, the hook run once with {paths} and {paths_regex} empty.
+// every other key, whose value and ETag are the same. In a cluster each
+// node purges the keys of the partitions it holds, which the holders
+// cover between them. A switch that changed more, or whose changed keys
+// the node does not know (the first switch seen, a node that did not
+// hold a partition of the new version in the old one), is purged whole,
+// the hook run once with {paths} and {paths_regex} empty.
 type PurgeHook struct {
 	// URL receives one request per switch. Default "": no request.
 	URL string

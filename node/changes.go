@@ -8,15 +8,18 @@ package node
 // caches keeping every other one (their values, and so their ETags, are
 // the same).
 
-// Changes is what a version changed against the version it replaced.
+// Changes is what a version changed against the version it replaced, in
+// the partitions this node holds of it.
 type Changes struct {
 	// From is the version compared with: the active one when the version
 	// was checked.
 	From string
 	// Keys are the keys added, removed or given another value, in key
-	// order per partition. Every one: a switch that changed more than
-	// Config.ChangedKeys keys, or whose versions were not compared whole
-	// here, has none kept.
+	// order per partition: every one of the partitions held here (in
+	// cluster mode the holders of the version cover them all between
+	// them). None are kept for a switch that changed more than
+	// Config.ChangedKeys keys here, or of which this node did not hold
+	// every partition in the version replaced.
 	Keys [][]byte
 }
 
@@ -34,7 +37,7 @@ func (d *db) wantChangedKeys() bool { return d.node.cfg.ChangedKeys > 0 }
 // lists every changed key. Called on the loop.
 func (d *db) keepChanges(name string, x *versionDiff) {
 	var c *changes
-	if d.wantChangedKeys() && x != nil && x.whole && !x.overflow {
+	if d.wantChangedKeys() && x != nil && x.complete && !x.overflow {
 		c = &changes{name: name, Changes: Changes{From: x.from, Keys: x.keys}}
 	}
 	d.mu.Lock()
@@ -43,9 +46,10 @@ func (d *db) keepChanges(name string, x *versionDiff) {
 }
 
 // ChangedKeys returns what version changed of db against the version it
-// replaced, when this node kept it (Config.ChangedKeys): false when it
-// did not (no diff, more keys changed than kept, versions not compared
-// whole here, or another version checked since). The caller must not
+// replaced, in the partitions held here, when this node kept it
+// (Config.ChangedKeys): false when it did not (no diff, more keys
+// changed than kept, a partition held here not compared, or another
+// version checked since). The caller must not
 // modify the keys.
 func (n *Node) ChangedKeys(db, version string) (Changes, bool) {
 	dbs := n.dbs.Load()

@@ -139,10 +139,11 @@ func clip(s string) string {
 }
 
 // refuseClusterRecords checks min_records in cluster mode, once every
-// partition of p has its replicas: the version's records are the sum,
-// over its partitions, of what their holders' partitions entries say
+// partition of p has a holder: the version's records are the sum, over
+// its partitions, of what their holders' partitions entries say
 // (Cluster.VersionRecords). It refuses p, and reports true, when they
-// are fewer than min_records. Called on the loop.
+// are fewer than min_records; until every partition's count is known it
+// checks nothing. Called on the loop.
 func (d *db) refuseClusterRecords(p *version, info VersionInfo) bool {
 	min := d.cfg.MinRecords
 	if min <= 0 || len(info.Partitions) == info.NumPartitions {
@@ -150,7 +151,9 @@ func (d *db) refuseClusterRecords(p *version, info VersionInfo) bool {
 	}
 	total, ok := d.node.cfg.Cluster.VersionRecords(info)
 	if !ok {
-		d.node.log.Warn("min_records not checked: a holder does not publish its partitions' records", "db", d.name, "version", p.name)
+		// Not every partition's holder is known yet (or one, of an older
+		// release, does not publish its records).
+		d.node.log.Debug("min_records not checked yet: a partition's records are unknown", "db", d.name, "version", p.name)
 		return false
 	}
 	if total >= min {

@@ -35,8 +35,11 @@ type versionDiff struct {
 	// once there are more (overflow).
 	keys     [][]byte
 	overflow bool
-	// whole is true when every partition of both versions was compared.
-	whole bool
+	// complete is true when every partition of the next version held
+	// here was compared: keys then lists every key that changed in them
+	// (unless overflow). In a cluster the holders of a version together
+	// cover all its partitions.
+	complete bool
 }
 
 // fraction is the part of the compared keys that changed.
@@ -64,9 +67,10 @@ func diffVersions(from string, old, next *blocks.Version, keep int) (*versionDif
 	err := old.View(func(ro *blocks.Reader) error {
 		return next.View(func(rn *blocks.Reader) error {
 			if mo.NumPartitions == mn.NumPartitions && mo.Partitioner == mn.Partitioner {
-				x.whole = len(mo.Partitions) == mo.NumPartitions && len(mn.Partitions) == mn.NumPartitions
+				x.complete = true
 				for _, p := range mn.Partitions {
 					if !ro.Holds(p) {
+						x.complete = false
 						continue
 					}
 					io, err := ro.Iter(p, blocks.Range{})
@@ -94,7 +98,7 @@ func diffVersions(from string, old, next *blocks.Version, keep int) (*versionDif
 			if err != nil {
 				return err
 			}
-			x.whole = true
+			x.complete = true
 			return x.merge(io, in, mo.Records, keep)
 		})
 	})

@@ -99,11 +99,14 @@ func (d *db) trySwitch() {
 	info := d.info(p)
 	info.Forced = forced
 	if d.node.clustered() {
-		if !d.node.cfg.Cluster.MayActivate(info) {
-			return // under-replicated, or refused by a holder: asked again at the next change
-		}
+		// min_records first: every node refuses a version with too few,
+		// not only the first to count them (the others would wait on
+		// its refusal without showing their own).
 		if !forced && d.refuseClusterRecords(p, info) { // guards.go
 			return
+		}
+		if !d.node.cfg.Cluster.MayActivate(info) {
+			return // under-replicated, or refused by a holder: asked again at the next change
 		}
 	}
 	if forced {
