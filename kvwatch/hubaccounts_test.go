@@ -165,3 +165,59 @@ func TestHubAccounts(t *testing.T) {
 		}
 	}
 }
+
+// TestHubAccountsRegionWiped: a region whose mirror of the versions bucket
+// is lost (a wiped data dir, its store gone) and made again gets every
+// entry of the hub back through the hub's consumer, not only those after
+// the consumer's acknowledged position.
+func TestHubAccountsRegionWiped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*natstest.MirrorWait)
+	defer cancel()
+	_, regions, admin := hubWithRegions(t, ctx)
+	kv, err := admin.KeyValue(ctx, "spangle_c_versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js := natstest.JetStream(t, regions["ra"].ClientURL())
+	count := func() (uint64, error) {
+		s, err := js.Stream(ctx, "KV_spangle_c_versions")
+		if err != nil {
+			return 0, err
+		}
+		return s.CachedInfo().State.Msgs, nil
+	}
+	nodetest.WaitFor(t, natstest.MirrorWait, "ra's mirror filled", func() error {
+		n, err := count()
+		if err != nil || n != 3 {
+			return fmt.Errorf("%d %v", n, err)
+		}
+		return nil
+	})
+	if err := js.DeleteStream(ctx, "KV_spangle_c_versions"); err != nil {
+		t.Fatal(err)
+	}
+	c := region.DefaultConfig()
+	c.Name, c.HubConsumers = "ra", true
+	if _, err := region.EnsureVersionsMirror(ctx, js, c.VersionsMirror("spangle_c_versions", "", 1), "hub"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "k9", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, natstest.MirrorWait, "ra's new mirror has every entry", func() error {
+		s, err := js.Stream(ctx, "KV_spangle_c_versions")
+		if err != nil {
+			return err
+		}
+		st := s.CachedInfo().State
+		if st.Msgs != 4 {
+			return fmt.Errorf("%d msgs first %d last %d; mirror %+v", st.Msgs, st.FirstSeq, st.LastSeq, s.CachedInfo().Mirror)
+		}
+		return nil
+	})
+}
