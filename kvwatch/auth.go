@@ -200,6 +200,11 @@ func RolePermissions(role string, s Scope) (*server.Permissions, error) {
 			pub = append(pub, hub+".INFO",
 				hub+".STREAM.INFO."+names.KVStream(regionsBucket), hub+".STREAM.CREATE."+names.KVStream(regionsBucket),
 				hub+"."+names.KVSubject(regionsBucket, region))
+			// With [region] hub_consumers, a mirror made anew first resets
+			// the region's consumer at the hub to the first message
+			// (region.resetSource); the hub's account for the region
+			// lets it reset its own consumers only (HubAccountsConfig).
+			pub = append(pub, hub+".CONSUMER.RESET.*."+regionConsumer(s.Region))
 		} else {
 			st := names.KVStream(versions)
 			pub = append(pub, api+".STREAM.CREATE."+st, api+".STREAM.UPDATE."+st, names.KVSubject(versions, "*"))

@@ -319,3 +319,12 @@ func regionLeafPermissions(s Scope) (*server.Permissions, error) {
 		Subscribe: &server.SubjectPermission{Allow: sub},
 	}, nil
 }
+
+// regionConsumer is the name of region r's consumers at the hub, or "*"
+// for any region (r empty), in a subject.
+func regionConsumer(r string) string {
+	if r == "" {
+		return "*"
+	}
+	return region.ConsumerName(r)
+}

@@ -106,12 +106,15 @@ func hubWithRegions(t *testing.T, ctx context.Context) (hub *server.Server, regi
 		rs := natstest.RunServer(t, ro)
 		nodetest.WaitFor(t, 10*time.Second, r+"'s leafnode up", nodetest.True(func() bool { return rs.NumLeafNodes() == 1 }))
 		js := natstest.JetStream(t, rs.ClientURL(), nats.CustomInboxPrefix(region.InboxPrefix(r)))
-		if err := c.EnsureObjectMirror(ctx, js, "data", 1); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := region.EnsureVersionsMirror(ctx, js, c.VersionsMirror("spangle_c_versions", "", 1), "hub"); err != nil {
-			t.Fatal(err)
-		}
+		// A new mirror first resets its consumer at the hub: until the
+		// leafnode carries the hub's interest, nodes retry, as here.
+		nodetest.WaitFor(t, natstest.MirrorWait, r+"'s mirrors made", func() error {
+			if err := c.EnsureObjectMirror(ctx, js, "data", 1); err != nil {
+				return err
+			}
+			_, err := region.EnsureVersionsMirror(ctx, js, c.VersionsMirror("spangle_c_versions", "", 1), "hub")
+			return err
+		})
 		if err := region.CheckHub(ctx, js.Conn(), c, nil); err != nil {
 			t.Errorf("%s: %v", r, err)
 		}
@@ -171,6 +174,7 @@ func TestHubAccounts(t *testing.T) {
 // entry of the hub back through the hub's consumer, not only those after
 // the consumer's acknowledged position.
 func TestHubAccountsRegionWiped(t *testing.T) {
+	const entries = 400
 	ctx, cancel := context.WithTimeout(context.Background(), 3*natstest.MirrorWait)
 	defer cancel()
 	_, regions, admin := hubWithRegions(t, ctx)
@@ -178,8 +182,11 @@ func TestHubAccountsRegionWiped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if _, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("x")); err != nil {
+	// Enough bytes that the hub's consumer is acknowledged by flow
+	// control while the mirror fills.
+	value := make([]byte, 64<<10)
+	for i := range entries {
+		if _, err := kv.Put(ctx, fmt.Sprintf("k%d", i), value); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,7 +200,7 @@ func TestHubAccountsRegionWiped(t *testing.T) {
 	}
 	nodetest.WaitFor(t, natstest.MirrorWait, "ra's mirror filled", func() error {
 		n, err := count()
-		if err != nil || n != 3 {
+		if err != nil || n != entries {
 			return fmt.Errorf("%d %v", n, err)
 		}
 		return nil
@@ -206,7 +213,7 @@ func TestHubAccountsRegionWiped(t *testing.T) {
 	if _, err := region.EnsureVersionsMirror(ctx, js, c.VersionsMirror("spangle_c_versions", "", 1), "hub"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "k9", []byte("x")); err != nil {
+	if _, err := kv.Put(ctx, "after", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	nodetest.WaitFor(t, natstest.MirrorWait, "ra's new mirror has every entry", func() error {
@@ -215,8 +222,14 @@ func TestHubAccountsRegionWiped(t *testing.T) {
 			return err
 		}
 		st := s.CachedInfo().State
-		if st.Msgs != 4 {
-			return fmt.Errorf("%d msgs first %d last %d; mirror %+v", st.Msgs, st.FirstSeq, st.LastSeq, s.CachedInfo().Mirror)
+		if st.Msgs != entries+1 {
+			var missing []uint64
+			for q := uint64(1); q <= st.LastSeq && len(missing) < 5; q++ {
+				if _, err := s.GetMsg(ctx, q); err != nil {
+					missing = append(missing, q)
+				}
+			}
+			return fmt.Errorf("missing %v; %d msgs first %d last %d; mirror %+v", missing, st.Msgs, st.FirstSeq, st.LastSeq, s.CachedInfo().Mirror)
 		}
 		return nil
 	})

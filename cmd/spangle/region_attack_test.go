@@ -307,12 +307,15 @@ func TestRegionAttacks(t *testing.T) {
 		rjs[p.name] = js
 		c := region.DefaultConfig()
 		c.Name, c.HubConsumers = p.name, !legacy
-		if err := c.EnsureObjectMirror(ctx, js, "data", 1); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := region.EnsureVersionsMirror(ctx, js, c.VersionsMirror(versions, "", 1), "hub"); err != nil {
-			t.Fatal(err)
-		}
+		// A new mirror first resets its consumer at the hub: nodes retry
+		// until the leafnode carries it, as here.
+		waitMirror(t, p.name+"'s mirrors made", func() error {
+			if err := c.EnsureObjectMirror(ctx, js, "data", 1); err != nil {
+				return err
+			}
+			_, err := region.EnsureVersionsMirror(ctx, js, c.VersionsMirror(versions, "", 1), "hub")
+			return err
+		})
 		waitMirror(t, p.name+" announces itself at the hub", func() error { return region.Announce(ctx, nc, c, "spangle", time.Hour) })
 	}
 	// mirrored reports whether region r's mirror of the versions bucket

@@ -2,9 +2,11 @@ package region
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/names"
@@ -121,6 +123,43 @@ func EnsureRegionsBucket(ctx context.Context, js jetstream.JetStream, cluster st
 	_, err := js.CreateKeyValue(ctx, want)
 	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
 		return fmt.Errorf("region: create bucket %s: %w", want.Bucket, err)
+	}
+	return nil
+}
+
+// resetSource, for a mirror about to be made whose source is a consumer
+// the hub keeps (src.Consumer), asks the hub through js's connection (the
+// region's server and the leafnode) to deliver that consumer from the
+// stream's first message again: a mirror made anew (a region that lost
+// its store, or a bucket deleted in the region) would otherwise resume
+// where the last one was acknowledged by flow control, and miss every
+// entry and object before (TestHubAccountsRegionWiped). Nothing to do
+// for a mirror that makes its own consumers. A mirror already running
+// that meets a reset gets what it has again and skips it.
+func resetSource(ctx context.Context, js jetstream.JetStream, src *jetstream.StreamSource) error {
+	if src == nil || src.Consumer == nil || src.External == nil {
+		return nil
+	}
+	subject := src.External.APIPrefix + ".CONSUMER.RESET." + src.Name + "." + src.Consumer.Name
+	m, err := js.Conn().RequestWithContext(ctx, subject, []byte(`{"seq":1}`))
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("%w: the hub did not answer the reset of its consumer %s of %s, which the region's new mirror needs first (is the leafnode up, and has spangle region-consumers made it?): %v",
+				ErrHub, src.Consumer.Name, src.Name, err)
+		}
+		return fmt.Errorf("region: reset the hub's consumer %s of %s: %w", src.Consumer.Name, src.Name, err)
+	}
+	var r struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return fmt.Errorf("region: reset the hub's consumer %s of %s: %w", src.Consumer.Name, src.Name, err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("%w: reset the hub's consumer %s of %s: %d %s", ErrHub, src.Consumer.Name, src.Name, r.Error.Code, r.Error.Description)
 	}
 	return nil
 }

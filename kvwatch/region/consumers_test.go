@@ -69,11 +69,16 @@ func TestMirrorSourceSwitch(t *testing.T) {
 	if err := durable.EnsureObjectMirror(ctx, js, "data", 1); !errors.Is(err, ErrNotMirror) {
 		t.Errorf("a plain mirror taken with hub_consumers: %v", err)
 	}
-	if _, err := EnsureVersionsMirror(ctx, js, durable.VersionsMirror("spangle_c_versions", "", 1), "hub"); err != nil {
+	// No hub here: a new mirror through the hub's consumer is not made
+	// before the hub resets that consumer (resetSource).
+	if _, err := EnsureVersionsMirror(ctx, js, durable.VersionsMirror("spangle_c_versions", "", 1), "hub"); !errors.Is(err, ErrHub) {
+		t.Errorf("a mirror through the hub's consumer made without the hub: %v", err)
+	}
+	if _, err := js.CreateKeyValue(ctx, durable.VersionsMirror("spangle_c_versions", "", 1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := EnsureVersionsMirror(ctx, js, durable.VersionsMirror("spangle_c_versions", "", 1), "hub"); err != nil {
-		t.Errorf("the same again: %v", err)
+		t.Errorf("the same, there: %v", err)
 	}
 	if _, err := EnsureVersionsMirror(ctx, js, plain.VersionsMirror("spangle_c_versions", "", 1), "hub"); !errors.Is(err, ErrNotMirror) {
 		t.Errorf("a mirror through the hub's consumer taken without hub_consumers: %v", err)

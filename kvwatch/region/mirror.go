@@ -105,7 +105,10 @@ func isMirror(cfg jetstream.StreamConfig, want *jetstream.StreamSource) bool {
 // bucket, or checks the one there: idempotent, and safe when several
 // nodes of a region do it at once (the one that loses the race finds the
 // winner's). It needs only the region's own JetStream (js): a mirror is
-// created while the hub is unreachable, and fills when it is back.
+// created while the hub is unreachable, and fills when it is back —
+// except through the hub's consumer (Config.HubConsumers), which a new
+// mirror first resets at the hub to the first message (resetSource), so
+// that such a mirror is made only once the hub answers.
 func EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, bucket, hubDomain string, replicas int) error {
 	return Config{HubDomain: hubDomain}.EnsureObjectMirror(ctx, js, bucket, replicas)
 }
@@ -119,6 +122,9 @@ func (c Config) EnsureObjectMirror(ctx context.Context, js jetstream.JetStream, 
 				ErrNotMirror, want.Name, want.Name, c.HubDomain, through(want.Mirror), want.Name)
 		},
 		func() (bool, error) {
+			if err := resetSource(ctx, js, want.Mirror); err != nil {
+				return false, err
+			}
 			_, err := js.CreateStream(ctx, want)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				return true, nil
@@ -149,6 +155,9 @@ func EnsureVersionsMirror(ctx context.Context, js jetstream.JetStream, want jets
 				ErrNotMirror, want.Bucket, hubDomain, through(want.Mirror), want.Bucket)
 		},
 		func() (bool, error) {
+			if err := resetSource(ctx, js, want.Mirror); err != nil {
+				return false, err
+			}
 			created, err := js.CreateKeyValue(ctx, want)
 			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				return true, nil
