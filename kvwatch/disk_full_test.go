@@ -1,32 +1,39 @@
 package kvwatch
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/spangledb/spangle/kvwatch/names"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // fill writes zeros to a file in dir until the disk is full.
 func fill(t *testing.T, dir string) string {
 	t.Helper()
-	p := filepath.Join(dir, "filler")
+	p := filepath.Join(dir, fmt.Sprintf("filler-%d", time.Now().UnixNano()))
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// Down to the last byte: 64 KiB writes, then 4 KiB, then single bytes.
 	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			return p
+	for _, n := range []int{64 << 10, 4 << 10, 1} {
+		for {
+			if _, err := f.Write(buf[:n]); err != nil {
+				break
+			}
 		}
 	}
+	return p
 }
 
 // TestEmbeddedDiskFull: the embedded server's store fills its disk, so
@@ -68,4 +75,49 @@ func TestEmbeddedDiskFull(t *testing.T) {
 	// new one reaches the snapshot.
 	waitFor(t, 3*time.Second, "entry written after", hasValue(k, Versions, "after", "x"))
 	waitFor(t, 3*time.Second, "entry written before", hasValue(k, Versions, "before", "kept"))
+}
+
+// TestNoBucketCreatedOnFullDisk: a bucket whose stream is gone while the
+// embedded server's disk is full is not created again until space is
+// back. Without storeRoom the node asks the server to create it on the
+// full disk, which fails ("error creating store for stream") or, when the
+// write fails at another point, panics nats-server and the process.
+func TestNoBucketCreatedOnFullDisk(t *testing.T) {
+	disk := nodetest.SmallDisk(t, "16m")
+	c := testConfig(t)
+	c.EmbeddedStoreDir = filepath.Join(disk, "js")
+	c.EmbeddedMinFree = 1 << 20
+	k := startKV(t, c)
+	var w watched
+	for _, b := range k.buckets {
+		if b.b == Versions {
+			w = b
+		}
+	}
+	js := k.ln.js
+	filler := fill(t, disk)
+	if err := js.DeleteStream(ctxT(t), names.KVStream(w.name)); err != nil {
+		t.Fatal(err)
+	}
+	filler2 := fill(t, disk) // what the stream's files freed
+	_, err := k.ensureBucket(ctxT(t), js, w, c.OpTimeout)
+	if err == nil || !strings.Contains(err.Error(), "under embedded min free") {
+		t.Fatalf("ensureBucket on a full disk: %v; want the min free refusal", err)
+	}
+	if !k.emb.srv.Load().Running() {
+		t.Fatal("embedded server stopped")
+	}
+	for _, f := range []string{filler, filler2} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the bucket created again once space is back", func() error {
+		_, err := k.ensureBucket(context.Background(), js, w, c.OpTimeout)
+		return err
+	})
+	waitFor(t, 10*time.Second, "a write after space came back", func() error {
+		_, err := k.Put(context.Background(), Versions, "after", []byte("x"))
+		return err
+	})
 }

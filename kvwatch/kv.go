@@ -303,6 +303,9 @@ func (k *KV) ensureBucket(ctx context.Context, js jetstream.JetStream, w watched
 			return kv, nil
 		}
 	}
+	if err := k.storeRoom(); err != nil {
+		return nil, err
+	}
 	// Creating or updating the bucket leaves its stream's consumers
 	// unbounded: a second update bounds them.
 	kv, err := js.CreateOrUpdateKeyValue(ctx, want)

@@ -2,6 +2,7 @@ package kvwatch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spangledb/spangle/internal/diskspace"
@@ -79,5 +80,27 @@ func (k *KV) restartEmbedded(ctx context.Context) error {
 		return err
 	}
 	k.emb.srv.Store(s)
+	return nil
+}
+
+// storeRoom returns an error when the embedded server's store has less
+// than EmbeddedMinFree bytes free (or cannot be read), so that this KV
+// does not ask it to create a stream then. A create on a full disk fails
+// at best; at worst nats-server 2.15 panics and takes the process with it
+// (seen in this suite: newFileStoreWithCreatedAndMode returns a nil store
+// on some failed writes and its deferred unlock dereferences it). An
+// external server's disk is its own.
+func (k *KV) storeRoom() error {
+	if !k.cfg.Embedded() {
+		return nil
+	}
+	free, err := diskspace.Free(k.cfg.EmbeddedStoreDir)
+	if err != nil {
+		return fmt.Errorf("kvwatch: embedded store %s: %w", k.cfg.EmbeddedStoreDir, err)
+	}
+	if free < k.cfg.EmbeddedMinFree {
+		return fmt.Errorf("kvwatch: embedded store %s has %d bytes free, under embedded min free %d: no bucket is created until space is back",
+			k.cfg.EmbeddedStoreDir, free, k.cfg.EmbeddedMinFree)
+	}
 	return nil
 }
