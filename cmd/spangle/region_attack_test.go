@@ -132,10 +132,12 @@ func (p *natsProc) as(user string) string {
 	return strings.Replace(p.url, "nats://", "nats://"+user+":"+user+"-pw@", 1)
 }
 
-// connect connects to url, waiting for the server to come up.
+// connectWait connects to url, waiting for the server to come up. The
+// refusals the attacks meet are read from LastError, not printed.
 func connectWait(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	var nc *nats.Conn
+	opts = append([]nats.Option{nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}, opts...)
 	waitFor(t, "connect to "+url, func() (err error) {
 		nc, err = nats.Connect(url, opts...)
 		return err

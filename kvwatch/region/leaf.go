@@ -68,6 +68,13 @@ func Remote(c Config) (*server.RemoteLeafOpts, error) {
 	return r, nil
 }
 
+// HubLeafPublish and HubLeafSubscribe are the lists of a hub whose
+// logins share one account, which cannot hold a region to them (a reply
+// subject of its choosing is published to from inside the server, and
+// the mirrors' subjects are shared: docs/SECURITY.md): a hub with
+// accounts (kvwatch.HubAccountsConfig, [region] hub_consumers) puts each
+// region in an account of its own instead.
+//
 // HubLeafPublish is what region may send into the hub, as the publish
 // allow-list of its leafnode user at the hub (leafnodes { authorization
 // { users: [ { user: <region>, permissions: { publish: { allow: [...] } } } ] } }):
