@@ -108,3 +108,27 @@ func TestConfigDBInput(t *testing.T) {
 		t.Fatalf("Validate = %v, want it to refuse dbs.other's format", err)
 	}
 }
+
+// TestConfigRegionHubConsumers: [region] hub_consumers reaches the
+// region's configuration (off by default).
+func TestConfigRegionHubConsumers(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{"[region]\nname = \"eu\"\n", false},
+		{"[region]\nname = \"eu\"\nhub_consumers = true\n", true},
+	} {
+		p := filepath.Join(t.TempDir(), "spangle.toml")
+		if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := spangle.DefaultConfig()
+		if err := spangle.LoadConfig(p, &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.NATS.Region.HubConsumers; got != tc.want || c.NATS.Region.Name != "eu" {
+			t.Errorf("%q: hub_consumers %v (region %q), want %v", tc.body, got, c.NATS.Region.Name, tc.want)
+		}
+	}
+}
