@@ -91,7 +91,7 @@ type batchResult struct {
 	err        error // ErrClosed when the loop stopped first
 }
 
-// ownRequest is a call to the loop: one op on a key (key set), or a
+// ownRequest is a call to the loop: one op on key id (op set), or a
 // batch over the registered entries (batch set).
 type ownRequest struct {
 	id    ownKey
