@@ -99,7 +99,11 @@ func (d *db) checkVersion(name string, bv *blocks.Version) (refused string, err 
 		}
 	}
 	if d.wantChangedKeys() && c.prev != nil {
-		c.diffOnce()
+		// A delta that changed more keys than are kept is purged whole:
+		// its counts say so without a diff.
+		if x, ok := c.deltaDiff(); !ok || x.added+x.removed+x.changed <= int64(d.node.cfg.ChangedKeys) {
+			c.diffOnce()
+		}
 	}
 	if c.diffErr != nil {
 		c.diff = nil
@@ -116,6 +120,7 @@ func (d *db) checkVersion(name string, bv *blocks.Version) (refused string, err 
 func (c *checkRun) diffOnce() (*versionDiff, error) {
 	if !c.diffed {
 		c.diffed = true
+		c.d.diffs.Add(1)
 		c.diff, c.diffErr = diffVersions(c.prev.name, c.prev.data, c.data, c.d.node.cfg.ChangedKeys)
 	}
 	return c.diff, c.diffErr

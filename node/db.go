@@ -63,8 +63,10 @@ type db struct {
 	pinResolved string
 	pinErr      string
 	// changes is the changed keys of the newest version checked
-	// (changes.go); nil if none are kept.
+	// (changes.go); nil if none are kept. diffs counts the merge diffs
+	// the checks made (guards_diff.go).
 	changes *changes
+	diffs   atomic.Int64
 	// pinTarget is the version the pin resolved to at the last update;
 	// "" without a pin. The loop's only.
 	pinTarget string

@@ -46,9 +46,12 @@ func checkMaxChange(c *checkRun) error {
 	if max <= 0 || c.prev == nil {
 		return nil
 	}
-	x, err := c.diffOnce()
-	if err != nil {
-		return fmt.Errorf("node: max_change: compare with version %s: %w", c.prev.name, err)
+	x, ok := c.deltaDiff()
+	if !ok {
+		var err error
+		if x, err = c.diffOnce(); err != nil {
+			return fmt.Errorf("node: max_change: compare with version %s: %w", c.prev.name, err)
+		}
 	}
 	if x.compared == 0 {
 		return nil // no partition held by both here: other holders compare
@@ -162,4 +165,16 @@ func (d *db) refuseClusterRecords(p *version, info VersionInfo) bool {
 	d.node.metrics.refusals.WithLabelValues(d.name, "min_records").Inc()
 	d.refuse(p.state, fmt.Sprintf("min_records: %d records, fewer than min_records %d", total, min))
 	return true
+}
+
+// deltaDiff is the counts of a delta version built over prev here, from
+// its manifest (blocks.DeltaInfo: what the delta's merge counted), so
+// that max_change costs no diff; false for any other version.
+func (c *checkRun) deltaDiff() (*versionDiff, bool) {
+	m, pm := c.data.Manifest(), c.prev.data.Manifest()
+	if m.Delta == nil || m.Delta.Base != c.prev.name || !slices.Equal(m.Partitions, pm.Partitions) {
+		return nil, false
+	}
+	return &versionDiff{from: c.prev.name, compared: len(m.Partitions), base: pm.Records,
+		added: m.Delta.Added, removed: m.Delta.Deleted, changed: m.Delta.Changed}, true
 }

@@ -231,3 +231,33 @@ func TestGuardRefusedRestart(t *testing.T) {
 	n = startTestNode(t, cfg)
 	waitFor(t, "v3 active once its guard is relaxed", func() bool { return n.activeVersion("d") == "v3" })
 }
+
+// TestGuardMaxChangeDelta: a delta version over the active one is
+// checked against max_change from the counts its build made (added,
+// changed, deleted), without a diff of the two versions; a delta that
+// changed more keys than ChangedKeys keeps none, also without a diff.
+func TestGuardMaxChangeDelta(t *testing.T) {
+	root := t.TempDir()
+	s := newDeltaSource(t, root, "d", 2)
+	s.full("v1", 100)
+	n := newTestNode(t, root, func(c *Config) {
+		c.DBs = map[string]DBConfig{"d": {MaxChange: 0.05}}
+		c.ChangedKeys = 3
+	})
+	waitFor(t, "v1 active", func() bool { return n.activeVersion("d") == "v1" })
+	d := (*n.dbs.Load())["d"]
+
+	// 3 changed, 1 new, 1 deleted: 5 %, more than 3 kept keys.
+	s.delta("v2", "v1", map[string]string{"key-1": "x", "key-2": "x", "key-3": "x", "new-1": "x"}, []string{"key-9"}, true)
+	n.Refresh()
+	waitFor(t, "v2 active", func() bool { return n.activeVersion("d") == "v2" })
+	// 2 changed, 2 new, 2 deleted (and one upsert of the same value): 6 %.
+	s.delta("v3", "v2", map[string]string{"key-4": "x", "key-5": "x", "new-2": "x", "new-3": "x", "key-6": "v1:6"}, []string{"key-7", "key-8"}, true)
+	n.Refresh()
+	if why := n.refusedFor(t, "d", "v3"); !strings.Contains(why, "0.06 of the keys changed against version v2 (2 added, 2 removed, 2 changed of 100)") {
+		t.Errorf("v3 refused because %q", why)
+	}
+	if got := d.diffs.Load(); got != 0 {
+		t.Errorf("%d diffs made of delta versions", got)
+	}
+}
