@@ -19,11 +19,55 @@ import (
 // Without it, each node reads the whole source (hash partitioning: every
 // partition draws records from every file).
 
-// startOnceCluster writes d/v1 and starts 3 nodes with replication 2,
-// healing off, build once as told; it returns them and the source's size.
+// startOnceCluster starts 3 nodes with replication 2, healing off,
+// build once as told, on an empty source; once every node sees the three
+// and has converged, it writes d/v1 and has them look for it (so that
+// they agree on the builder however slowly each started), and waits
+// until each serves it. It returns them and the source's size.
 func startOnceCluster(t *testing.T, buildOnce bool) ([]*healNode, float64) {
 	t.Helper()
+	opts := healOpts{replication: 2, disable: true, noBuildOnce: !buildOnce}
 	root := t.TempDir()
+	nodes := startNodesOn(t, func(int) string { return root }, []string{"1", "2", "3"}, func(int) healOpts { return opts })
+	size := writeOnceVersion(t, root)
+	var cns []*clusterNode
+	for _, n := range nodes {
+		n.Refresh()
+		cns = append(cns, n.clusterNode)
+	}
+	waitActive(t, cns, "d", "v1")
+	return nodes, size
+}
+
+// startNodesOn starts a node per shard, the i-th on the source root(i)
+// with opts(i), and waits until each has processed its first listing and
+// sees every node live.
+func startNodesOn(t *testing.T, root func(i int) string, shards []string, opts func(i int) healOpts) []*healNode {
+	t.Helper()
+	kvs, views := startClusterNATS(t, len(shards))
+	var nodes []*healNode
+	for i, sh := range shards {
+		hn := &healNode{clusterNode: &clusterNode{shard: sh, view: views[i]}, root: root(i), data: t.TempDir(), kv: kvs[i], opts: opts(i)}
+		hn.start(t)
+		nodes = append(nodes, hn)
+	}
+	for _, n := range nodes {
+		edgetest.WaitLoaded(t, n.Node)
+		edgetest.WaitFor(t, n.ID()+" sees every node", func() error {
+			s, _ := n.view.Cluster()
+			if s == nil || len(s.Live()) != len(shards) {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+	return nodes
+}
+
+// writeOnceVersion writes d/v1 (copyKeys keys, healParts files) under
+// root and returns its files' total size.
+func writeOnceVersion(t *testing.T, root string) float64 {
+	t.Helper()
 	recs := make([]nodetest.Record, copyKeys)
 	for i := range recs {
 		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte(copyValue(i))}
@@ -39,11 +83,7 @@ func startOnceCluster(t *testing.T, buildOnce bool) ([]*healNode, float64) {
 			size += fi.Size()
 		}
 	}
-	opts := make([]healOpts, 3)
-	for i := range opts {
-		opts[i] = healOpts{replication: 2, disable: true, noBuildOnce: !buildOnce}
-	}
-	return startHealClusterOn(t, root, opts), float64(size)
+	return float64(size)
 }
 
 // sourceReads sums spangle_source_read_bytes_total over nodes.
@@ -126,12 +166,6 @@ func TestBuildOnceOff(t *testing.T) {
 // without end, or build before it had its chance (the outcome would not
 // be fallback).
 func TestBuildOnceBuilderAbsent(t *testing.T) {
-	root := t.TempDir()
-	recs := make([]nodetest.Record, copyKeys)
-	for i := range recs {
-		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte(copyValue(i))}
-	}
-	edgetest.WriteVersion(t, root, "d", "v1", healParts, recs)
 	shards := []string{"1", "2", "3"}
 	for i := 10; ; i++ { // a fourth node that would build d/v1
 		if id := fmt.Sprint(i); cluster.Builder([]string{"node1", "node2", "node3", "node" + id}, "d", "v1") == "node"+id {
@@ -139,22 +173,21 @@ func TestBuildOnceBuilderAbsent(t *testing.T) {
 			break
 		}
 	}
-	kvs, views := startClusterNATS(t, len(shards))
-	opts := healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = time.Second }}
-	var nodes []*healNode
-	var cns []*clusterNode
-	for i, sh := range shards {
-		hn := &healNode{clusterNode: &clusterNode{shard: sh, view: views[i]}, root: root, data: t.TempDir(), kv: kvs[i], opts: opts}
+	root, empty := t.TempDir(), t.TempDir() // the fourth node's has no dbs
+	nodes := startNodesOn(t, func(i int) string {
 		if i == 3 {
-			hn.root = t.TempDir() // no dbs
+			return empty
 		}
-		hn.start(t)
-		if i < 3 {
-			nodes, cns = append(nodes, hn), append(cns, hn.clusterNode)
-		}
-	}
-	for _, n := range cns {
-		edgetest.WaitLoaded(t, n.Node)
+		return root
+	}, shards, func(int) healOpts {
+		return healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = time.Second }}
+	})
+	nodes = nodes[:3]
+	writeOnceVersion(t, root)
+	var cns []*clusterNode
+	for _, n := range nodes {
+		n.Refresh()
+		cns = append(cns, n.clusterNode)
 	}
 	waitActive(t, cns, "d", "v1")
 	if got := outcomes(t, nodes); got["fallback"] != 3 || got["built"] != 0 || got["copied"] != 0 {
