@@ -674,11 +674,32 @@ func TestAccessLogHTTP2TLS(t *testing.T) {
 		resp.Body.Close()
 		c.CloseIdleConnections()
 	}
+	// HTTP/1.1 on a connection the fast path handed to net/http (a
+	// request for /livez first): net/http sees it above TLS, and the
+	// line says TLS still.
+	c := h2Client(ca, false)
+	for _, p := range []string{"/livez", "/baby-names/1881"} {
+		resp, err := c.Get("https://" + ts.addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	c.CloseIdleConnections()
 	flush(t, l)
 	lines := decodeJSONLines(t, path)
-	if len(lines) != 2 || lines[0].Proto != "HTTP/2.0" || lines[1].Proto != "HTTP/1.1" || !lines[0].TLS || !lines[1].TLS ||
-		lines[0].Bytes != int64(len("value of 1881")) || lines[0].Path != "/baby-names/1881" {
+	if len(lines) != 4 || lines[0].Proto != "HTTP/2.0" || lines[1].Proto != "HTTP/1.1" ||
+		lines[0].Bytes != int64(len("value of 1881")) || lines[0].Path != "/baby-names/1881" || lines[3].Path != "/baby-names/1881" {
 		t.Fatalf("%+v", lines)
+	}
+	for i, line := range lines {
+		if !line.TLS {
+			t.Errorf("line %d (%s %s): tls false", i, line.Proto, line.Path)
+		}
+	}
+	if n := counterOf(t, ts.registry, "spangle_http_handovers_total"); n != 1 {
+		t.Errorf("%v connections handed over, want 1", n)
 	}
 }
 
