@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -67,7 +69,6 @@ func (k fastSink) set(name string, v []string) {
 
 func (k fastSink) writeHeader(status int) {
 	k.c.Response.SetStatusCode(status)
-	k.c.Response.Header.SetCanonical(strDate, dateOf(k.began))
 	if k.rec != nil {
 		k.rec.status = status
 	}
@@ -97,6 +98,7 @@ func (s *Server) serveFast(c *fasthttp.RequestCtx) {
 		return
 	}
 	k.base, k.began = &pc.gone, time.Now()
+	setDate(c, k.began)
 	defer pc.gone.release()
 	if s.alog != nil {
 		rec := &accessRecord{start: k.began}
@@ -155,41 +157,34 @@ func (s *Server) fastRoute(c *fasthttp.RequestCtx) (k fastSink, db, key string, 
 	return k, db, key, true
 }
 
-// strDate is the Date field's name. fasthttp's own Date is off
-// (fastConfig): it is kept up to date by a goroutine that never ends.
-var strDate = []byte("Date")
-
-// dateLine is the Date field's value for one second.
-type dateLine struct {
+// fasthttp writes its own Date from a clock kept by a goroutine of its
+// own that never ends (fastConfig turns it off), and drops a Date set
+// like any other field; one it parsed it keeps. So the Date of a second
+// is parsed once into a header that holds only it (and the server's
+// settings: no default Date, Server or Content-Type), copied into each
+// response before anything else is set.
+type dateHeader struct {
 	sec int64
-	val []byte
+	h   fasthttp.ResponseHeader
 }
 
-var lastDate atomic.Pointer[dateLine]
+var dateHeaders atomic.Pointer[dateHeader]
 
-// dateOf returns the Date field's value for t, formatted once a second.
-func dateOf(t time.Time) []byte {
-	sec := t.Unix()
-	if d := lastDate.Load(); d != nil && d.sec == sec {
-		return d.val
+// setDate starts c's response with the Date field of now.
+func setDate(c *fasthttp.RequestCtx, now time.Time) {
+	sec := now.Unix()
+	d := dateHeaders.Load()
+	if d == nil || d.sec != sec {
+		d = &dateHeader{sec: sec}
+		c.Response.Header.CopyTo(&d.h) // fresh: the server's settings, nothing set
+		text := "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nDate: " + now.UTC().Format(http.TimeFormat) + "\r\n\r\n"
+		if err := d.h.Read(bufio.NewReader(strings.NewReader(text))); err != nil {
+			return // cannot be: the text is fixed
+		}
+		d.h.Del(fasthttp.HeaderContentLength) // given only to read the text
+		dateHeaders.Store(d)
 	}
-	d := &dateLine{sec: sec, val: t.UTC().AppendFormat(nil, http.TimeFormat)}
-	lastDate.Store(d)
-	return d.val
-}
-
-// resetFast drops what c's response holds. Not Response.Reset: it would
-// turn fasthttp's own Date back on.
-func resetFast(c *fasthttp.RequestCtx) {
-	h := &c.Response.Header
-	var keys [][]byte
-	for k := range h.All() {
-		keys = append(keys, bytes.Clone(k))
-	}
-	for _, k := range keys {
-		h.DelBytes(k)
-	}
-	c.Response.ResetBody()
+	d.h.CopyTo(&c.Response.Header)
 }
 
 // recoverFast is deferred by serveFast: a panic answers 500, as
@@ -203,8 +198,11 @@ func (s *Server) recoverFast(c *fasthttp.RequestCtx) {
 	s.log.LogAttrs(s.fastCtx, slog.LevelError, "edge: HTTP handler panicked; answered 500",
 		slog.String("method", string(c.Method())), slog.String("path", string(c.Request.Header.RequestURI())),
 		slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-	resetFast(c)
-	writeTextOn(fastSink{c: c, began: time.Now()}, http.StatusInternalServerError, "internal error\n")
+	now := time.Now()
+	setDate(c, now) // made from this fresh header if none was yet
+	c.Response.Reset()
+	setDate(c, now)
+	writeTextOn(fastSink{c: c, began: now}, http.StatusInternalServerError, "internal error\n")
 }
 
 // refuseFast answers 400 to a request whose framing RFC 9112 refuses
@@ -212,9 +210,9 @@ func (s *Server) recoverFast(c *fasthttp.RequestCtx) {
 // a smuggled request.
 func (s *Server) refuseFast(c *fasthttp.RequestCtx, msg string) {
 	s.fastRefused.Inc()
-	resetFast(c)
+	setDate(c, time.Now()) // the response is fresh: nothing to reset
 	c.SetConnectionClose()
-	writeTextOn(fastSink{c: c, began: time.Now()}, http.StatusBadRequest, "400 Bad Request: "+msg)
+	writeTextOn(fastSink{c: c}, http.StatusBadRequest, "400 Bad Request: "+msg)
 }
 
 // badFraming returns why raw, a request's field section as received

@@ -30,7 +30,7 @@ import (
 // request it does not serve (fast.go, handOver). The fast path serves
 // each of its connections on the goroutine that dispatched it
 // (fasthttp's ServeConn: no worker pool, whose cleaner would outlive
-// Shutdown). The TLS handshake and the first read are made on that
+// Shutdown); nor fasthttp's Date (setDate, fast.go). The TLS handshake and the first read are made on that
 // goroutine too, under the handshake and header timeouts, never on the
 // accepting one, so that a slow client holds only itself.
 
@@ -61,7 +61,7 @@ func (s *Server) fastConfig(cfg Config) *fasthttp.Server {
 		// without one.
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		NoDefaultDate:         true, // fast.go sets it
+		NoDefaultDate:         true, // setDate (fast.go) writes it
 		// The ways fasthttp departs from net/http that a client could
 		// see are turned off: request bodies are kept as sent (no form
 		// parsing), and a hijacked connection is net/http's to close.
@@ -95,9 +95,9 @@ func (s *Server) fastError(c *fasthttp.RequestCtx, err error) {
 	case isTimeout(err):
 		status, text = 408, "408 Request Timeout"
 	}
-	resetFast(c)
+	setDate(c, time.Now()) // the response is fresh: nothing to reset
 	c.SetConnectionClose()
-	writeTextOn(fastSink{c: c, began: time.Now()}, status, text)
+	writeTextOn(fastSink{c: c}, status, text)
 }
 
 func isTimeout(err error) bool {
