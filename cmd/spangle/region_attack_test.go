@@ -227,9 +227,9 @@ func regionState(ctx context.Context, js jetstream.JetStream) (string, error) {
 // leafnode login in an account of its own, the hub's operators and
 // publisher in theirs), the hub's consumers for the regions made by
 // spangle region-consumers and each region's mirrors of the hub using
-// them ([region] hub_consumers). Then, from ra's login (at the hub, and
-// through ra's own server and the leafnode), from the publisher's and
-// from ra's operator's, it replays the attacks of issue 32 (items 1, 2,
+// them ([region] hub_consumers). Then, from ra's login on rb (at the hub,
+// and through ra's own server and the leafnode), from the publisher's and
+// from ra's operator's, and from rb's login on ra, it replays the attacks of issue 32 (items 1, 2,
 // 3 and 6): requests it may make with replies naming a stream's
 // deletion, a stream's creation, a pin, rb's entry, rb's consumer's
 // deletion; direct gets (copies) onto the same; consumer creation,
@@ -375,30 +375,6 @@ func TestRegionAttacks(t *testing.T) {
 			}
 		})
 	}
-	before, err := hubState(ctx, hjs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	regionsBefore := map[string]string{}
-	for r, js := range rjs {
-		if regionsBefore[r], err = regionState(ctx, js); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// What the attacks aim at, as reply subjects, direct get copies'
-	// destinations and deliver subjects.
-	targets := []string{
-		"$JS.API.STREAM.DELETE.OBJ_data",
-		"$JS.API.STREAM.DELETE." + names.KVStream(versions),
-		"$JS.API.STREAM.CREATE.EVIL",
-		names.KVSubject(versions, "d.pin"),
-		names.KVSubject(versions, "d.pin.rb"),
-		names.KVSubject(names.KVBucket("spangle", names.Regions), "rb"),
-	}
-	for _, c := range rbConsumers {
-		targets = append(targets, "$JS.API.CONSUMER.DELETE."+c)
-	}
 	// A stream configuration, as the payload of a copy onto
 	// STREAM.CREATE: one capturing rb's deliveries.
 	evil := []byte(`{"name":"EVIL","subjects":["spangle_mirror.>","$JSC.>"]}`)
@@ -406,10 +382,6 @@ func TestRegionAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	hkv.Delete(ctx, "evil") //nolint:errcheck // only its message is wanted
-	if before, err = hubState(ctx, hjs); err != nil {
-		t.Fatal(err)
-	}
-
 	// refusedLogged checks that nc's publish of subject is refused: the
 	// client gets the violation, and the hub logs it.
 	refusedLogged := func(who string, nc *nats.Conn, subject, reply string, body []byte) {
@@ -430,7 +402,7 @@ func TestRegionAttacks(t *testing.T) {
 			logged := subject
 			if rest, ok := strings.CutPrefix(subject, "$JS.hub.API.$KV."); ok {
 				logged = "$KV." + rest
-			} else if rest, ok := strings.CutPrefix(subject, "$JS.hub.API."); ok && who == "ra" {
+			} else if rest, ok := strings.CutPrefix(subject, "$JS.hub.API."); ok && (who == "ra" || who == "rb") {
 				logged = "$JS.API." + rest
 			}
 			b, _ := os.ReadFile(s.hub.logPath)
@@ -440,146 +412,194 @@ func TestRegionAttacks(t *testing.T) {
 			return nil
 		})
 	}
-	// Item 1 and 6: what ra's login may send, with every crafted
-	// reply; the rest refused.
-	hub := names.APIPrefix("hub")
-	allowed := []string{hub + ".INFO", hub + ".STREAM.INFO.KV_spangle_spangle_regions",
-		hub + "." + names.KVSubject(names.KVBucket("spangle", names.Regions), "ra")}
-	if !legacy {
-		for _, st := range region.MirroredStreams("spangle", []string{"data"}) {
-			allowed = append(allowed, hub+".CONSUMER.RESET."+st+"."+region.ConsumerName("ra"))
-		}
-	} else {
-		allowed = append(allowed, hub+".DIRECT.GET."+names.KVStream(versions)+"."+names.KVSubject(versions, "d"))
-	}
-	for _, sub := range allowed {
-		for _, reply := range targets {
-			body := []byte("ra")
-			if strings.HasSuffix(reply, "EVIL") {
-				body = evil
-			}
-			if err := raLogin.PublishRequest(sub, reply, body); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if legacy {
-		for _, c := range rbConsumers {
-			raLogin.Request(hub+".CONSUMER.DELETE."+c, nil, time.Second) //nolint:errcheck // legacy: allowed
-		}
-	}
-	if !legacy {
-		for _, c := range rbConsumers {
-			refusedLogged("ra", raLogin, hub+".CONSUMER.DELETE."+c, raLogin.NewRespInbox(), nil)
-			st, name, _ := strings.Cut(c, ".")
-			refusedLogged("ra", raLogin, hub+".CONSUMER.RESET."+st+"."+name, raLogin.NewRespInbox(), nil)
-			refusedLogged("ra", raLogin, hub+".CONSUMER.INFO."+c, raLogin.NewRespInbox(), nil)
-		}
-		refusedLogged("ra", raLogin, hub+".CONSUMER.CREATE.OBJ_data.x", raLogin.NewRespInbox(),
-			[]byte(`{"stream_name":"OBJ_data","config":{"name":"x","deliver_subject":"$KV.spangle_spangle_versions.d.pin"}}`))
-		refusedLogged("ra", raLogin, hub+".DIRECT.GET."+names.KVStream(versions), names.KVSubject(versions, "d.pin"),
-			[]byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`))
-		refusedLogged("ra", raLogin, hub+".STREAM.DELETE.OBJ_data", raLogin.NewRespInbox(), nil)
-		refusedLogged("ra", raLogin, hub+"."+names.KVSubject(names.KVBucket("spangle", names.Regions), "rb"), raLogin.NewRespInbox(), []byte("rb"))
-		refusedLogged("ra", raLogin, "$JS.rb.API.STREAM.DELETE."+names.KVStream(versions), raLogin.NewRespInbox(), nil)
-		refusedLogged("ra", raLogin, "spangle_mirror.rb.OBJ_data", "", []byte("forged"))
-	}
-
-	// The same through ra's own server and the leafnode: a client of
-	// the region asks the hub for copies and deletions.
-	raClient := connectWait(t, s.ra.url)
-	for _, sub := range allowed {
-		for _, reply := range targets {
-			body := []byte("ra")
-			if strings.HasSuffix(reply, "EVIL") {
-				body = evil
-			}
-			raClient.PublishRequest(sub, reply, body) //nolint:errcheck // what the hub does with it is checked below
-		}
-	}
-	for _, sub := range []string{hub + ".DIRECT.GET." + names.KVStream(versions), hub + ".STREAM.DELETE.OBJ_data",
-		hub + ".CONSUMER.DELETE." + rbConsumers[0], "$JS.rb.API.STREAM.DELETE." + names.KVStream(versions)} {
-		raClient.PublishRequest(sub, names.KVSubject(versions, "d.pin"), []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`)) //nolint:errcheck // refused at the hub
-	}
-	// A barrier: the hub answers a request that followed the attacks on
-	// the same path only once it has taken them (JetStream's API answers
-	// in order), so that what they do is done before the hub is read.
-	barrier := func(who string, nc *nats.Conn, subject string) {
-		t.Helper()
-		if _, err := nc.Request(subject, nil, testTimeout); err != nil && !legacy {
-			t.Errorf("%s: the barrier request %s: %v", who, subject, err)
-		}
-	}
-	barrier("ra's server", raClient, hub+".INFO")
-	if !legacy { // legacy: ra's login may not subscribe to its own inboxes' form
-		barrier("ra", raLogin, hub+".INFO")
-	}
-
-	// Item 2: the hub's publisher and ra's operator, each through what
-	// its account imports, with the same crafted replies.
-	if !legacy {
-		etl := connectWait(t, s.hub.as("etl"))
-		opsRA := connectWait(t, s.hub.as("ops-ra"))
-		ops := connectWait(t, s.hub.as("ops"))
-		imported := names.ImportedAPI
-		for _, reply := range targets {
-			etl.PublishRequest(imported+".DIRECT.GET."+names.KVStream(versions)+"."+names.KVSubject(versions, "d"), reply, nil)                                //nolint:errcheck
-			etl.PublishRequest(imported+".INFO", reply, nil)                                                                                                   //nolint:errcheck
-			opsRA.PublishRequest(imported+".DIRECT.GET."+names.KVStream(versions)+".>", reply, []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`)) //nolint:errcheck
-			opsRA.PublishRequest("$JS.ra.API.DIRECT.GET."+names.KVStream(versions), reply, []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.d"}`))        //nolint:errcheck
-			ops.PublishRequest("$JS.rb.API.STREAM.INFO."+names.KVStream(versions), reply, nil)                                                                 //nolint:errcheck
-		}
-		refusedLogged("etl", etl, names.KVSubject(versions, "d.pin"), "", []byte(`{"version":"v0"}`))
-		refusedLogged("etl", etl, imported+"."+names.KVSubject(versions, "d.pin"), etl.NewRespInbox(), []byte(`{"version":"v0"}`))
-		refusedLogged("etl", etl, imported+".CONSUMER.CREATE.OBJ_data", etl.NewRespInbox(), nil)
-		refusedLogged("etl", etl, "$JS.rb.API.STREAM.INFO."+names.KVStream(versions), etl.NewRespInbox(), nil)
-		refusedLogged("ops-ra", opsRA, imported+"."+names.KVSubject(versions, "d.pin.rb"), opsRA.NewRespInbox(), []byte(`{"version":"v0"}`))
-		refusedLogged("ops-ra", opsRA, imported+"."+names.KVSubject(versions, "d.pin"), opsRA.NewRespInbox(), []byte(`{"version":"v0"}`))
-		refusedLogged("ops-ra", opsRA, "$JS.rb.API.STREAM.INFO."+names.KVStream(versions), opsRA.NewRespInbox(), nil)
-		refusedLogged("ops-ra", opsRA, imported+".CONSUMER.DELETE."+rbConsumers[0], opsRA.NewRespInbox(), nil)
-		for who, nc := range map[string]*nats.Conn{"etl": etl, "ops-ra": opsRA, "ops": ops} {
-			barrier(who, nc, imported+".INFO")
-		}
-	}
-
-	// rb's mirror keeps following the hub, as does ra's.
-	if _, err := hkv.Put(ctx, "d", []byte("v2")); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []string{"rb", "ra"} {
-		waitMirror(t, r+"'s mirror follows the hub after the attacks", mirrored(r, "v2"))
-	}
-	// Nothing else changed, at the hub or in a region: the put of v2 (the
-	// versions stream's counts, d's entry) and ra's own entry in the
-	// bucket of regions (ra may write it) aside.
-	after, err := hubState(ctx, hjs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := unchanged(after, versions), unchanged(before, versions); got != want {
-		t.Errorf("the hub changed:\nbefore\n%s\nafter\n%s", before, after)
-	}
-	for r, js := range rjs {
-		got, err := regionState(ctx, js)
+	// attack replays the attacks from region a's leafnode login (aLogin,
+	// whose subscriptions deliver to heard) on region v, whose consumers
+	// at the hub are vConsumers, and checks what they did.
+	procs := map[string]*natsProc{"ra": s.ra, "rb": s.rb}
+	attack := func(a, v string, aLogin *nats.Conn, heard chan *nats.Msg, vConsumers []string) {
+		t.Logf("%s's login attacks %s", a, v)
+		before, err := hubState(ctx, hjs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != regionsBefore[r] {
-			t.Errorf("region %s changed: %s, was %s", r, got, regionsBefore[r])
+		regionsBefore := map[string]string{}
+		for r, js := range rjs {
+			if regionsBefore[r], err = regionState(ctx, js); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// What the attacks aim at, as reply subjects, direct get copies'
+		// destinations and deliver subjects.
+		targets := []string{
+			"$JS.API.STREAM.DELETE.OBJ_data",
+			"$JS.API.STREAM.DELETE." + names.KVStream(versions),
+			"$JS.API.STREAM.CREATE.EVIL",
+			names.KVSubject(versions, "d.pin"),
+			names.KVSubject(versions, "d.pin."+v),
+			names.KVSubject(names.KVBucket("spangle", names.Regions), v),
+		}
+		for _, c := range vConsumers {
+			targets = append(targets, "$JS.API.CONSUMER.DELETE."+c)
+		}
+		// Item 1 and 6: what ra's login may send, with every crafted
+		// reply; the rest refused.
+		hub := names.APIPrefix("hub")
+		allowed := []string{hub + ".INFO", hub + ".STREAM.INFO.KV_spangle_spangle_regions",
+			hub + "." + names.KVSubject(names.KVBucket("spangle", names.Regions), a)}
+		if !legacy {
+			for _, st := range region.MirroredStreams("spangle", []string{"data"}) {
+				allowed = append(allowed, hub+".CONSUMER.RESET."+st+"."+region.ConsumerName(a))
+			}
+		} else {
+			allowed = append(allowed, hub+".DIRECT.GET."+names.KVStream(versions)+"."+names.KVSubject(versions, "d"))
+		}
+		for _, sub := range allowed {
+			for _, reply := range targets {
+				body := []byte("ra")
+				if strings.HasSuffix(reply, "EVIL") {
+					body = evil
+				}
+				if err := aLogin.PublishRequest(sub, reply, body); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if legacy {
+			for _, c := range vConsumers {
+				aLogin.Request(hub+".CONSUMER.DELETE."+c, nil, time.Second) //nolint:errcheck // legacy: allowed
+			}
+		}
+		if !legacy {
+			for _, c := range vConsumers {
+				refusedLogged(a, aLogin, hub+".CONSUMER.DELETE."+c, aLogin.NewRespInbox(), nil)
+				st, name, _ := strings.Cut(c, ".")
+				refusedLogged(a, aLogin, hub+".CONSUMER.RESET."+st+"."+name, aLogin.NewRespInbox(), nil)
+				refusedLogged(a, aLogin, hub+".CONSUMER.INFO."+c, aLogin.NewRespInbox(), nil)
+			}
+			refusedLogged(a, aLogin, hub+".CONSUMER.CREATE.OBJ_data.x", aLogin.NewRespInbox(),
+				[]byte(`{"stream_name":"OBJ_data","config":{"name":"x","deliver_subject":"$KV.spangle_spangle_versions.d.pin"}}`))
+			refusedLogged(a, aLogin, hub+".DIRECT.GET."+names.KVStream(versions), names.KVSubject(versions, "d.pin"),
+				[]byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`))
+			refusedLogged(a, aLogin, hub+".STREAM.DELETE.OBJ_data", aLogin.NewRespInbox(), nil)
+			refusedLogged(a, aLogin, hub+"."+names.KVSubject(names.KVBucket("spangle", names.Regions), v), aLogin.NewRespInbox(), []byte("rb"))
+			refusedLogged(a, aLogin, "$JS."+v+".API.STREAM.DELETE."+names.KVStream(versions), aLogin.NewRespInbox(), nil)
+			refusedLogged(a, aLogin, "spangle_mirror."+v+".OBJ_data", "", []byte("forged"))
+		}
+
+		// The same through ra's own server and the leafnode: a client of
+		// the region asks the hub for copies and deletions.
+		raClient := connectWait(t, procs[a].url)
+		for _, sub := range allowed {
+			for _, reply := range targets {
+				body := []byte("ra")
+				if strings.HasSuffix(reply, "EVIL") {
+					body = evil
+				}
+				raClient.PublishRequest(sub, reply, body) //nolint:errcheck // what the hub does with it is checked below
+			}
+		}
+		for _, sub := range []string{hub + ".DIRECT.GET." + names.KVStream(versions), hub + ".STREAM.DELETE.OBJ_data",
+			hub + ".CONSUMER.DELETE." + vConsumers[0], "$JS." + v + ".API.STREAM.DELETE." + names.KVStream(versions)} {
+			raClient.PublishRequest(sub, names.KVSubject(versions, "d.pin"), []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`)) //nolint:errcheck // refused at the hub
+		}
+		// A barrier: the hub answers a request that followed the attacks on
+		// the same path only once it has taken them (JetStream's API answers
+		// in order), so that what they do is done before the hub is read.
+		barrier := func(who string, nc *nats.Conn, subject string) {
+			t.Helper()
+			if _, err := nc.Request(subject, nil, testTimeout); err != nil && !legacy {
+				t.Errorf("%s: the barrier request %s: %v", who, subject, err)
+			}
+		}
+		barrier(a+"'s server", raClient, hub+".INFO")
+		if !legacy { // legacy: ra's login may not subscribe to its own inboxes' form
+			barrier(a, aLogin, hub+".INFO")
+		}
+
+		// Item 2: the hub's publisher and ra's operator, each through what
+		// its account imports, with the same crafted replies.
+		if !legacy && a == "ra" {
+			etl := connectWait(t, s.hub.as("etl"))
+			opsRA := connectWait(t, s.hub.as("ops-ra"))
+			ops := connectWait(t, s.hub.as("ops"))
+			imported := names.ImportedAPI
+			for _, reply := range targets {
+				etl.PublishRequest(imported+".DIRECT.GET."+names.KVStream(versions)+"."+names.KVSubject(versions, "d"), reply, nil)                                //nolint:errcheck
+				etl.PublishRequest(imported+".INFO", reply, nil)                                                                                                   //nolint:errcheck
+				opsRA.PublishRequest(imported+".DIRECT.GET."+names.KVStream(versions)+".>", reply, []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.evil"}`)) //nolint:errcheck
+				opsRA.PublishRequest("$JS.ra.API.DIRECT.GET."+names.KVStream(versions), reply, []byte(`{"last_by_subj":"$KV.spangle_spangle_versions.d"}`))        //nolint:errcheck
+				ops.PublishRequest("$JS."+v+".API.STREAM.INFO."+names.KVStream(versions), reply, nil)                                                              //nolint:errcheck
+			}
+			refusedLogged("etl", etl, names.KVSubject(versions, "d.pin"), "", []byte(`{"version":"v0"}`))
+			refusedLogged("etl", etl, imported+"."+names.KVSubject(versions, "d.pin"), etl.NewRespInbox(), []byte(`{"version":"v0"}`))
+			refusedLogged("etl", etl, imported+".CONSUMER.CREATE.OBJ_data", etl.NewRespInbox(), nil)
+			refusedLogged("etl", etl, "$JS."+v+".API.STREAM.INFO."+names.KVStream(versions), etl.NewRespInbox(), nil)
+			refusedLogged("ops-ra", opsRA, imported+"."+names.KVSubject(versions, "d.pin."+v), opsRA.NewRespInbox(), []byte(`{"version":"v0"}`))
+			refusedLogged("ops-ra", opsRA, imported+"."+names.KVSubject(versions, "d.pin"), opsRA.NewRespInbox(), []byte(`{"version":"v0"}`))
+			refusedLogged("ops-ra", opsRA, "$JS."+v+".API.STREAM.INFO."+names.KVStream(versions), opsRA.NewRespInbox(), nil)
+			refusedLogged("ops-ra", opsRA, imported+".CONSUMER.DELETE."+vConsumers[0], opsRA.NewRespInbox(), nil)
+			for who, nc := range map[string]*nats.Conn{"etl": etl, "ops-ra": opsRA, "ops": ops} {
+				barrier(who, nc, imported+".INFO")
+			}
+		}
+
+		// rb's mirror keeps following the hub, as does ra's.
+		if _, err := hkv.Put(ctx, "d", []byte("v2-"+a)); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []string{v, a} {
+			waitMirror(t, r+"'s mirror follows the hub after "+a+"'s attacks", mirrored(r, "v2-"+a))
+		}
+		// Nothing else changed, at the hub or in a region: the put of v2 (the
+		// versions stream's counts, d's entry) and ra's own entry in the
+		// bucket of regions (ra may write it) aside.
+		after, err := hubState(ctx, hjs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := unchanged(after, versions, a), unchanged(before, versions, a); got != want {
+			t.Errorf("the hub changed by %s's attacks:\nbefore\n%s\nafter\n%s", a, before, after)
+		}
+		for r, js := range rjs {
+			got, err := regionState(ctx, js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != regionsBefore[r] {
+				t.Errorf("region %s changed by %s's attacks: %s, was %s", r, a, got, regionsBefore[r])
+			}
+		}
+		// ra heard nothing of rb's.
+		for {
+			select {
+			case m := <-heard:
+				if strings.Contains(m.Subject, "."+v+".") || strings.Contains(m.Subject, "region_"+v) || strings.Contains(m.Reply, "region_"+v) ||
+					strings.Contains(m.Subject, "$JS.M.") || strings.HasPrefix(m.Subject, "$JS."+v+".") {
+					t.Errorf("%s heard %s's %s (reply %s)", a, v, m.Subject, m.Reply)
+				}
+				continue
+			default:
+			}
+			break
 		}
 	}
-	// ra heard nothing of rb's.
-	for {
-		select {
-		case m := <-heard:
-			if strings.Contains(m.Subject, ".rb.") || strings.Contains(m.Subject, "region_rb") || strings.Contains(m.Reply, "region_rb") ||
-				strings.Contains(m.Subject, "$JS.M.") || strings.HasPrefix(m.Subject, "$JS.rb.") {
-				t.Errorf("ra heard rb's %s (reply %s)", m.Subject, m.Reply)
+	attack("ra", "rb", raLogin, heard, rbConsumers)
+	if !legacy {
+		// And the other way round.
+		rbLogin := connectWait(t, s.hub.as("rb"))
+		rbHeard := make(chan *nats.Msg, 4096)
+		for _, sub := range []string{"_INBOX.>", "$JSC.R.>", "spangle_mirror.>", "$JS.M.>", "$JS.ra.API.>", "_R_.>"} {
+			if _, err := rbLogin.ChanSubscribe(sub, rbHeard); err != nil {
+				t.Fatal(err)
 			}
-			continue
-		default:
 		}
-		break
+		rbLogin.Flush() //nolint:errcheck // the subscriptions are refused or not: rbHeard says
+		var raConsumers []string
+		for _, st := range region.MirroredStreams("spangle", []string{"data"}) {
+			raConsumers = append(raConsumers, st+"."+region.ConsumerName("ra"))
+		}
+		attack("rb", "ra", rbLogin, rbHeard, raConsumers)
 	}
 	b, _ := os.ReadFile(s.hub.logPath)
 	if n := strings.Count(string(b), "Violation"); n == 0 {
@@ -589,12 +609,12 @@ func TestRegionAttacks(t *testing.T) {
 
 // unchanged is a hubState without what TestRegionAttacks changes itself:
 // the counts of the versions and regions streams, the versions bucket's
-// entry d, and region ra's entry.
-func unchanged(state, versions string) string {
+// entry d, and the attacking region a's entry (a may write it).
+func unchanged(state, versions, a string) string {
 	var out []string
 	for _, line := range strings.Split(state, "\n") {
 		if strings.HasPrefix(line, "stream KV_"+versions+" ") || strings.HasPrefix(line, "stream KV_spangle_spangle_regions ") ||
-			strings.HasPrefix(line, versions+" d rev=") || strings.HasPrefix(line, "spangle_spangle_regions ra rev=") {
+			strings.HasPrefix(line, versions+" d rev=") || strings.HasPrefix(line, "spangle_spangle_regions "+a+" rev=") {
 			continue
 		}
 		out = append(out, line)
