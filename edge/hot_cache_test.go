@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -137,8 +138,8 @@ func TestHotCacheSwitches(t *testing.T) {
 
 // TestHotCacheAnswers checks that a hit answers exactly as the miss
 // before it: status, body and every header but Date, for a value, a
-// missing key, a conditional GET, HEAD and gzip; and that raw lookups
-// and peers' ?proxy= lookups are kept apart.
+// missing key, a conditional GET, HEAD and gzip, a raw lookup and a
+// peer's ?proxy= lookup; and that the status (JSON) reports the cache.
 func TestHotCacheAnswers(t *testing.T) {
 	n, _, reg := hotNode(t, 10, 1<<20)
 	ts := startServer(t, n, func(c *edge.Config) { c.GzipMinBytes = 4 })
@@ -186,6 +187,13 @@ func TestHotCacheAnswers(t *testing.T) {
 				t.Errorf("%v hits, want %v", got, want)
 			}
 		})
+	}
+	var st node.Status
+	if err := json.Unmarshal([]byte(ts.do(t, "GET", "/", "Accept", "application/json").body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if c := st.HotCache; c == nil || c.Budget != 1<<20 || c.Entries == 0 || c.Bytes <= 0 || c.MaxBytes <= 0 {
+		t.Errorf("status's hot_cache: %+v", c)
 	}
 }
 

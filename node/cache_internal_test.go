@@ -126,3 +126,16 @@ func TestCacheDropRace(t *testing.T) {
 		t.Fatal("an answer stored without a drop was not kept")
 	}
 }
+
+// TestEntryBound: the entries of a cache are bounded by its budget over
+// the collector's headroom, all of it with the collector off.
+func TestEntryBound(t *testing.T) {
+	for _, tt := range []struct {
+		gogc int
+		want int64
+	}{{200, 4 << 20}, {100, 6 << 20}, {-1, 15 << 20}, {0, 12 << 20}} {
+		if got := entryBound(15<<20, tt.gogc); got != tt.want {
+			t.Errorf("entryBound(15 MiB, %d) = %d, want %d", tt.gogc, got, tt.want)
+		}
+	}
+}

@@ -143,11 +143,15 @@ type Config struct {
 	// here continues it instead of seeking and decoding again); the
 	// least recently kept are dropped first. 0 keeps none. Default 8 MiB.
 	ListPositionBytes int64
-	// HotCacheBytes bounds the answer cache ([storage] hot_cache,
-	// cache.go): answers of keys asked more than once, local and
-	// proxied, decoded as answered, with their ETags, for every door.
-	// Counted as keys, values and a measured per-entry overhead. 0 turns
-	// it off. Default 1 MiB (docs/PERFORMANCE.md: chosen by memory).
+	// HotCacheBytes is the memory the answer cache ([storage] hot_cache,
+	// cache.go) may add to the process: answers of keys asked more than
+	// once, local and proxied, decoded as answered, with their ETags, for
+	// every door. Its entries (keys, values and a measured per-entry
+	// overhead) are bounded by HotCacheBytes over the garbage collector's
+	// headroom, (1 + GOGC/100) × 5/4 with GOGC as it is when New runs
+	// (3.75 at spangle's gc_percent of 200), so that its share of the RSS
+	// is about HotCacheBytes. 0 turns it off. Default 4 MiB (docs/PERFORMANCE.md:
+	// chosen by memory).
 	HotCacheBytes int64
 
 	// ChangedKeys is the most changed keys a version's switch keeps for
@@ -246,7 +250,7 @@ func DefaultConfig() Config {
 		NegativeCacheControl: "public, max-age=10",
 		AdvertiseRetry:       time.Second,
 		ListPositionBytes:    8 << 20,
-		HotCacheBytes:        1 << 20,
+		HotCacheBytes:        4 << 20,
 		Plugins:              defaultPlugins(),
 	}
 }

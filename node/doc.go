@@ -18,7 +18,10 @@
 // never waits on a build, on the source or on NATS. A version retired
 // while a lookup holds it answers blocks.ErrClosed, and the lookup retries
 // on its successor, so that no lookup fails and none sees an older version
-// than one it could have seen before.
+// than one it could have seen before. Answers of keys asked again come
+// from the answer cache (cache.go, Config.HotCacheBytes), one for every
+// door and for local and proxied answers alike, whose entries are named
+// by the version that answered and dropped with it.
 //
 // In cluster mode (Config.Cluster, implemented by package node/cluster) a
 // node builds only the partitions the Cluster assigns it, switches once
