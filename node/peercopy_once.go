@@ -163,7 +163,8 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 			return nil, nil
 		}
 		if self {
-			if err := d.checkSpace(total, n, n); err != nil {
+			// Every partition staged, and its own copied from there.
+			if err := d.checkSpace(total, n+len(assigned), n); err != nil {
 				return fallback("every partition does not fit here", "err", err)
 			}
 			bv, err := d.buildStaged(ctx, spec, vi, assigned, bo.PeerWait())
