@@ -39,6 +39,9 @@ func natsPermissions(args []string, stdout, stderr io.Writer) error {
 	var err error
 	switch {
 	case *accounts && fs.NArg() == 0 && *hubDomain != "":
+		if *regions == "" {
+			return usagef("--accounts --hub-domain prints the hub's accounts: name its regions with --regions R,…")
+		}
 		block, err = kvwatch.HubAccountsConfig(scope, spangle.SplitList(*regions))
 	case *regions != "":
 		return usagef("--regions is for the hub's accounts block: --accounts --hub-domain D --regions R,… and no role")
