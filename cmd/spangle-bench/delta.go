@@ -18,9 +18,10 @@ import (
 // version, then one next dataset, which changes 1 % of the keys (half
 // updated, half new) and deletes 0.1 %, published twice in one run:
 //
-//   - as a delta over the first (spangle publish --base): the publisher
-//     builds both datasets, uploads the changes, nodes merge them into the
-//     partitions they hold;
+//   - as a delta over the first (spangle publish --base --cache): the
+//     publisher reads the first from its cache (kept by the first's
+//     publish), builds the next, uploads the changes; nodes merge them
+//     into the partitions they hold;
 //   - in full, under the next version name: every file uploaded, every
 //     node builds its partitions from the source.
 //
@@ -202,8 +203,12 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			"publish_to_serving_s", fmt.Sprintf("%.2f", run.ServeSecs), "node_cpu_s", fmt.Sprintf("%.2f", run.NodeCPUSecs))
 		return nil
 	}
+	// The first version is published with its digest, its build kept in
+	// the publisher's cache: the delta's --base reads it there, as a
+	// publisher of one version a day would.
+	cache := filepath.Join(tmp, "publish-cache")
 	first := deltaRun{Version: p.Version}
-	if err := publish(&first, baseDir); err != nil {
+	if err := publish(&first, baseDir, "--digest", "--cache", cache); err != nil {
 		return res, err
 	}
 	// The nodes' CPU while idle (heartbeats, the cluster's watchers),
@@ -225,7 +230,7 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	idle = (c1 - c0).Seconds() / time.Since(t0).Seconds()
 	dr.IdleCPU = idle
 	dr.Delta.Version, dr.Full.Version = p.Version+"-delta", p.Version+"-full"
-	if err := publish(&dr.Delta, next, "--base", p.Version); err != nil {
+	if err := publish(&dr.Delta, next, "--base", p.Version, "--cache", cache); err != nil {
 		return res, err
 	}
 	if err := dr.verify(nodes[0].addr, p); err != nil {

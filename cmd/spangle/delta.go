@@ -48,11 +48,14 @@ func addDatasetFlags(fs interface {
 type localStore struct {
 	*blocks.Store
 	dir  string
+	keep bool // a cache: versions stay
 	part plugins.Partitioner
 	df   datasetFlags
 }
 
-func openLocalStore(ctx context.Context, df datasetFlags) (*localStore, error) {
+// openLocalStore opens the store in cache (kept: publish --cache), or in
+// a temporary directory removed by close when cache is "".
+func openLocalStore(ctx context.Context, df datasetFlags, cache string) (*localStore, error) {
 	part, err := plugins.Open(ctx, *df.partitioner, plugins.DefaultConfig())
 	if err != nil {
 		return nil, fmt.Errorf("--partitioner: %w", err)
@@ -60,21 +63,60 @@ func openLocalStore(ctx context.Context, df datasetFlags) (*localStore, error) {
 	if _, err := blocks.ParseFormat(*df.format); err != nil {
 		return nil, fmt.Errorf("--format: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "spangle-delta-")
+	dir, keep := cache, cache != ""
+	if keep {
+		err = os.MkdirAll(dir, 0o755)
+	} else {
+		dir, err = os.MkdirTemp("", "spangle-delta-")
+	}
 	if err != nil {
 		return nil, err
 	}
 	st, err := blocks.OpenStore(dir, blocks.Options{})
 	if err != nil {
-		os.RemoveAll(dir)
+		if !keep {
+			os.RemoveAll(dir)
+		}
 		return nil, err
 	}
-	return &localStore{Store: st, dir: dir, part: part, df: df}, nil
+	return &localStore{Store: st, dir: dir, keep: keep, part: part, df: df}, nil
+}
+
+// cached returns version of db kept in the cache, built as the dataset
+// flags say; nil if there is none such.
+func (ls *localStore) cached(db, version string) *blocks.Version {
+	if !ls.keep {
+		return nil
+	}
+	v, err := ls.Open(db, version)
+	if err != nil {
+		return nil
+	}
+	if m := v.Manifest(); m.Partitioner != ls.part.Identity() || m.Presharded != *ls.df.presharded || len(m.Partitions) != m.NumPartitions {
+		v.Close()
+		return nil
+	}
+	return v
+}
+
+// keepOnly removes from the cache every version of db but version.
+func (ls *localStore) keepOnly(db, version string) {
+	ms, err := ls.Versions()
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		if m.DB == db && m.Version != version {
+			ls.Remove(db, m.Version) //nolint:errcheck // the cache only
+		}
+	}
 }
 
 func (ls *localStore) close() {
 	ls.Store.Close()
-	os.RemoveAll(ls.dir)
+	if !ls.keep {
+		os.RemoveAll(ls.dir)
+	}
 	if c, ok := ls.part.(interface{ Close(context.Context) error }); ok {
 		c.Close(context.Background()) //nolint:errcheck // nothing left to do
 	}
@@ -110,11 +152,17 @@ func dirFiles(dir string) (files []blocks.SourceFile, total int64, err error) {
 	return files, total, nil
 }
 
-// buildDir builds the dataset in dir, every partition.
+// buildDir builds the dataset in dir, every partition (again, if the
+// cache holds a version of that name).
 func (ls *localStore) buildDir(ctx context.Context, db, version, dir string) (*blocks.Version, int64, error) {
 	files, total, err := dirFiles(dir)
 	if err != nil {
 		return nil, 0, err
+	}
+	if ls.keep {
+		if err := ls.Remove(db, version); err != nil {
+			return nil, 0, err
+		}
 	}
 	v, err := ls.Build(ctx, ls.spec(db, version, files))
 	return v, total, err
@@ -122,8 +170,8 @@ func (ls *localStore) buildDir(ctx context.Context, db, version, dir string) (*b
 
 // digestDir writes dir's _DIGEST: the digest of its records as the db's
 // nodes build them.
-func digestDir(ctx context.Context, ls *localStore, dir string) (*blocks.VersionDigest, error) {
-	v, _, err := ls.buildDir(ctx, "digest", "dataset", dir)
+func digestDir(ctx context.Context, ls *localStore, db, version, dir string) (*blocks.VersionDigest, error) {
+	v, _, err := ls.buildDir(ctx, db, version, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -351,21 +399,22 @@ func writeDelta(ctx context.Context, out string, version, base *blocks.Version) 
 
 // prepareDelta writes dir's _DIGEST (base ""), or the delta of dir over
 // base into a temporary directory, and returns the directory to publish.
-func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base string, df datasetFlags) (string, func(), error) {
+func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base, cache string, df datasetFlags) (string, func(), error) {
 	cleanup := func() {}
 	if base != "" && (!source.ValidName(base) || base >= version) {
 		return "", cleanup, usagef("--base %q: want the name of an older version", base)
 	}
-	ls, err := openLocalStore(ctx, df)
+	ls, err := openLocalStore(ctx, df, cache)
 	if err != nil {
 		return "", cleanup, err
 	}
 	defer ls.close()
 	if base == "" {
-		vd, err := digestDir(ctx, ls, dir)
+		vd, err := digestDir(ctx, ls, db, version, dir)
 		if err != nil {
 			return "", cleanup, err
 		}
+		ls.keepOnly(db, version)
 		return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
 	}
 	// The base is refused at once if it is not in the bucket; then both
@@ -382,12 +431,16 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 		full  int64
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		if bv, err = ls.buildBucket(gctx, bucket, base, 0); err != nil {
-			err = fmt.Errorf("base %s refused: %w", base, err)
-		}
-		return err
-	})
+	if bv = ls.cached(db, base); bv != nil {
+		fmt.Fprintf(stderr, "base %s/%s read from the cache %s\n", db, base, cache)
+	} else {
+		g.Go(func() (err error) {
+			if bv, err = ls.buildBucket(gctx, bucket, base, 0); err != nil {
+				err = fmt.Errorf("base %s refused: %w", base, err)
+			}
+			return err
+		})
+	}
 	g.Go(func() (err error) {
 		v, full, err = ls.buildDir(gctx, db, version, dir)
 		return err
@@ -410,6 +463,7 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 	if err != nil {
 		return "", cleanup, err
 	}
+	ls.keepOnly(db, version) // the next --base
 	fmt.Fprintf(stderr, "delta of %s/%s over %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%)\n",
 		db, version, base, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)))
 	return out, cleanup, nil
@@ -432,12 +486,12 @@ func digestCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	dir := fs.Arg(0)
 	ctx := context.Background()
-	ls, err := openLocalStore(ctx, df)
+	ls, err := openLocalStore(ctx, df, "")
 	if err != nil {
 		return err
 	}
 	defer ls.close()
-	vd, err := digestDir(ctx, ls, dir)
+	vd, err := digestDir(ctx, ls, "digest", "dataset", dir)
 	if err != nil {
 		return err
 	}
@@ -467,7 +521,7 @@ func deltaCmd(args []string, stderr io.Writer) error {
 		return usagef("delta takes NEW and OLD, --base-name and --out (spangle delta -h)")
 	}
 	ctx := context.Background()
-	ls, err := openLocalStore(ctx, df)
+	ls, err := openLocalStore(ctx, df, "")
 	if err != nil {
 		return err
 	}

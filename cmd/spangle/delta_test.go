@@ -69,15 +69,18 @@ func TestPublishDelta(t *testing.T) {
 		})
 	}
 
-	if code, out := publish("v1", "--digest"); code != 0 {
+	// v1 and v2 keep their build in a cache, where v2 finds its base;
+	// v3 builds its base, v2, from the bucket (v1, then the delta).
+	cache := t.TempDir()
+	if code, out := publish("v1", "--digest", "--cache", cache); code != 0 {
 		t.Fatalf("publish v1: %d\n%s", code, out)
 	}
 	waitValue("key-7", "v1:7")
 
 	set[7], set[2000] = "v2:7", "v2:new"
 	delete(set, 8)
-	code, out := publish("v2", "--base", "v1")
-	if code != 0 {
+	code, out := publish("v2", "--base", "v1", "--cache", cache)
+	if code != 0 || !strings.Contains(out, "base d/v1 read from the cache") {
 		t.Fatalf("publish v2: %d\n%s", code, out)
 	}
 	m := regexp.MustCompile(`delta of d/v2 over v1: 2 records added or changed, 1 deleted: (\d+) bytes, against (\d+) bytes full`).FindStringSubmatch(out)
@@ -91,6 +94,9 @@ func TestPublishDelta(t *testing.T) {
 	}
 	if !strings.Contains(out, "published d/v2") || !strings.Contains(out, "publishing d/v2: 4 files") { // part-00000, _BASE, _DELETES, _DIGEST
 		t.Errorf("publish v2 says:\n%s", out)
+	}
+	if vs, err := os.ReadDir(filepath.Join(cache, "dbs", "d")); err != nil || len(vs) != 1 || vs[0].Name() != "v2" {
+		t.Errorf("the cache holds %v (%v), want v2 alone", vs, err)
 	}
 	waitValue("key-2000", "v2:new")
 	waitValue("key-7", "v2:7")

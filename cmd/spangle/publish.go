@@ -61,6 +61,7 @@ func publish(args []string, stderr io.Writer) error {
 	connectTimeout := fs.Duration("connect-timeout", 10*time.Second, "give up when NATS cannot be reached (and its buckets bound) within this long")
 	base := fs.String("base", "", "publish V as a delta over version B of the bucket: only the records added, changed and deleted (with _BASE, _DELETES, _DIGEST)")
 	digest := fs.Bool("digest", false, "write DIR/_DIGEST (the digest nodes check before activating V) and publish it; always done with --base")
+	cache := fs.String("cache", "", "a directory keeping the version built for --base or --digest (one per db), as the next --base: read there, not from the bucket")
 	df := addDatasetFlags(fs)
 	if err := parseFlags(fs, reorder(fs, args)); err != nil {
 		return err
@@ -145,7 +146,7 @@ func publish(args []string, stderr io.Writer) error {
 	}
 
 	if *base != "" || *digest {
-		out, cleanup, err := prepareDelta(ctx, stderr, obs, dir, *db, *ver, *base, df)
+		out, cleanup, err := prepareDelta(ctx, stderr, obs, dir, *db, *ver, *base, *cache, df)
 		defer cleanup()
 		if err != nil {
 			return err
