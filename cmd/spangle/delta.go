@@ -204,6 +204,31 @@ func (bv bucketVersion) read(ctx context.Context, version, file string) ([]byte,
 	return b, err == nil, err
 }
 
+// deltasOver lists the versions of the db in the bucket whose _BASE
+// names version.
+func (bv bucketVersion) deltasOver(ctx context.Context, version string) ([]string, error) {
+	infos, err := bv.obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, err
+	}
+	var out []string
+	for _, info := range infos {
+		rest, ok := strings.CutPrefix(info.Name, bv.db+"/")
+		v, file, ok2 := strings.Cut(rest, "/")
+		if !ok || !ok2 || file != blocks.BaseFileName || v == version || info.Size > 1024 {
+			continue
+		}
+		b, ok, err := bv.read(ctx, v, blocks.BaseFileName)
+		if err != nil {
+			return nil, err
+		}
+		if ok && strings.TrimSpace(string(b)) == version {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
 // files lists a version's data files in the bucket, and whether it is
 // complete (_SUCCESS).
 func (bv bucketVersion) files(ctx context.Context, version string) ([]blocks.SourceFile, bool, error) {

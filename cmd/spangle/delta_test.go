@@ -117,6 +117,11 @@ func TestPublishDelta(t *testing.T) {
 	if code, out := publish("v4", "--base", "v0"); code == 0 || !strings.Contains(out, "base v0 refused") {
 		t.Errorf("a missing base: exit %d\n%s", code, out)
 	}
+	// v1 is the base of v2: deleting it would leave a hole in the chain.
+	if code, _, stderr := runCLI(t, bin, "publish", "--delete", "--to", "nats-object://spangle-data", "--nats", s.nats, "d", "v1"); code == 0 ||
+		!strings.Contains(stderr, "d/v1 is the base of v2") {
+		t.Errorf("delete a base: exit %d: %s", code, stderr)
+	}
 	metrics := getBody(t, http.DefaultClient, s.http+"/metrics")
 	if ok := metricValue(metrics, `spangle_digest_checks_total{db="d",result="ok"}`); ok != 3 {
 		t.Errorf("digest checks ok: %v, want 3\n%s", ok, grepLines(metrics, "spangle_digest"))

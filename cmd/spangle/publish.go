@@ -61,6 +61,7 @@ func publish(args []string, stderr io.Writer) error {
 	connectTimeout := fs.Duration("connect-timeout", 10*time.Second, "give up when NATS cannot be reached (and its buckets bound) within this long")
 	base := fs.String("base", "", "publish V as a delta over version B of the bucket: only the records added, changed and deleted (with _BASE, _DELETES, _DIGEST)")
 	digest := fs.Bool("digest", false, "write DIR/_DIGEST (the digest nodes check before activating V) and publish it; always done with --base")
+	force := fs.Bool("force", false, "with --delete: delete the version even if a delta names it as its base")
 	cache := fs.String("cache", "", "a directory keeping the version built for --base or --digest (one per db), as the next --base: read there, not from the bucket")
 	df := addDatasetFlags(fs)
 	if err := parseFlags(fs, reorder(fs, args)); err != nil {
@@ -137,6 +138,14 @@ func publish(args []string, stderr io.Writer) error {
 	}
 
 	if *del {
+		if !*force {
+			if deltas, err := (bucketVersion{obs: obs, db: *db}).deltasOver(ctx, *ver); err != nil {
+				return err
+			} else if len(deltas) > 0 {
+				return fmt.Errorf("%s/%s is the base of %s: a node building them would find a chain with a hole; delete it once no delta names it (or --force)",
+					*db, *ver, strings.Join(deltas, ", "))
+			}
+		}
 		n, err := objstore.DeleteVersion(ctx, js, obs, *db, *ver)
 		fmt.Fprintf(stderr, "deleted %d objects of %s/%s\n", n, *db, *ver)
 		if err != nil {
