@@ -235,6 +235,7 @@ func (r *report) print(w io.Writer) {
 	r.printCluster(w)
 	r.printPublish(w)
 	r.printPeerCopy(w)
+	r.printDelta(w)
 	if busy {
 		fmt.Fprintf(w, "note: other processes used over %d%% of the CPUs during some loads (other cpu); compare those rows with care.\n", busyThreshold)
 	}
