@@ -323,11 +323,9 @@ func (p *Proxy) shuffle(peers []string) {
 	p.randMu.Unlock()
 }
 
-// flightKey identifies a lookup for coalescing and caching: db, version,
-// raw and key, length-prefixed so that no two lookups share a key.
-func flightKey(req Request) string { return string(appendFlightKey(nil, req)) }
-
-// appendFlightKey appends req's flight key to b.
+// appendFlightKey appends req's flight key to b: what identifies a lookup
+// for coalescing (db, version, raw and key), length-prefixed so that no
+// two lookups share a key.
 func appendFlightKey(b []byte, req Request) []byte {
 	b = binary.AppendUvarint(b, uint64(len(req.DB)))
 	b = append(b, req.DB...)
