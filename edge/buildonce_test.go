@@ -197,3 +197,50 @@ func TestBuildOnceBuilderAbsent(t *testing.T) {
 		checkCopyKeys(t, n)
 	}
 }
+
+// TestBuildOnceBuilderLeaves: the version's builder is a live node
+// without the db (as in TestBuildOnceBuilderAbsent) that stops while the
+// three others wait for it (build_once_wait 10m): at the view's change
+// they agree on the next builder, which builds every partition, and the
+// two others copy from it, long before build_once_wait.
+func TestBuildOnceBuilderLeaves(t *testing.T) {
+	shards := []string{"1", "2", "3"}
+	for i := 10; ; i++ {
+		if id := fmt.Sprint(i); cluster.Builder([]string{"node1", "node2", "node3", "node" + id}, "d", "v1") == "node"+id {
+			shards = append(shards, id)
+			break
+		}
+	}
+	root, empty := t.TempDir(), t.TempDir()
+	all := startNodesOn(t, func(i int) string {
+		if i == 3 {
+			return empty
+		}
+		return root
+	}, shards, func(int) healOpts {
+		return healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = 10 * time.Minute }}
+	})
+	nodes, ghost := all[:3], all[3]
+	writeOnceVersion(t, root)
+	var cns []*clusterNode
+	for _, n := range nodes {
+		n.Refresh()
+		cns = append(cns, n.clusterNode)
+	}
+	for _, n := range nodes {
+		edgetest.WaitFor(t, n.ID()+" builds d/v1 (waits for the builder)", func() error {
+			if _, ok := n.Status().DBs["d"].Versions["v1"]; !ok {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+	ghost.Node.Stop(t)
+	waitActive(t, cns, "d", "v1")
+	if got := outcomes(t, nodes); got["built"] != 1 || got["copied"] != 2 || got["fallback"] != 0 {
+		t.Errorf("build once outcomes %v: want 1 built, 2 copied", got)
+	}
+	for _, n := range nodes {
+		checkCopyKeys(t, n)
+	}
+}
