@@ -106,24 +106,29 @@ func writeBenchSparkey(tb testing.TB, dir string, records int) []string {
 	for p, recs := range parts {
 		slices.SortFunc(recs, func(a, b record) int { return bytes.Compare(a.k, b.k) })
 		base := fmt.Sprintf("part-%05d", p)
-		id := uint32(p + 1)
-		writeSparkeyLog(tb, filepath.Join(dir, base+".spl"), id, recs, 4096)
-		var hdr [16]byte
-		binary.LittleEndian.PutUint32(hdr[0:], sparkey.HashMagic)
-		binary.LittleEndian.PutUint32(hdr[4:], 1)
-		binary.LittleEndian.PutUint32(hdr[8:], 1)
-		binary.LittleEndian.PutUint32(hdr[12:], id)
-		var buf bytes.Buffer
-		sw := snappy.NewBufferedWriter(&buf)
-		sw.Write(hdr[:])
-		sw.Close()
-		if err := os.WriteFile(filepath.Join(dir, base+".spi.sz"), buf.Bytes(), 0o644); err != nil {
-			tb.Fatal(err)
-		}
+		writeSparkeyPair(tb, filepath.Join(dir, base), uint32(p+1), recs)
 		names = append(names, base+".spi.sz", base+".spl")
 	}
 	slices.Sort(names)
 	return names
+}
+
+// writeSparkeyPair writes recs, sorted, as base.spl, a snappy log of 4 KiB
+// blocks, and base.spi.sz, an index holding only the header a build reads.
+func writeSparkeyPair(tb testing.TB, base string, id uint32, recs []record) {
+	writeSparkeyLog(tb, base+".spl", id, recs, 4096)
+	var hdr [16]byte
+	binary.LittleEndian.PutUint32(hdr[0:], sparkey.HashMagic)
+	binary.LittleEndian.PutUint32(hdr[4:], 1)
+	binary.LittleEndian.PutUint32(hdr[8:], 1)
+	binary.LittleEndian.PutUint32(hdr[12:], id)
+	var buf bytes.Buffer
+	sw := snappy.NewBufferedWriter(&buf)
+	sw.Write(hdr[:])
+	sw.Close()
+	if err := os.WriteFile(base+".spi.sz", buf.Bytes(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // writeSparkeyLog writes a snappy-compressed Sparkey log of puts, blocks

@@ -110,7 +110,7 @@ func TestBigRecordsBounded(t *testing.T) {
 	const files, value = 4, bigRecordBudget/2 - 1<<20
 	dir := t.TempDir()
 	bigRecordFiles(t, dir, files, value)
-	peak := childPeakRSS(t, dir)
+	peak := childPeakRSS(t, "TestBigRecordsBounded", bigChildEnv, dir, bigRecordBudget/2)
 	// The child runs with GOGC off and GOMEMLIMIT half the budget, so
 	// that its RSS follows what it keeps live rather than the GC's slack:
 	// one value decompressing, the loads' shares, the chunks and the
@@ -124,15 +124,15 @@ func TestBigRecordsBounded(t *testing.T) {
 	}
 }
 
-// childPeakRSS runs this test in a child that builds the files of dir
-// (none: it builds nothing) and returns the child's peak RSS (VmHWM, its
-// own: the rusage of a child counts its parent's RSS at the fork), with
-// the GC driven by GOMEMLIMIT, half the budget.
-func childPeakRSS(t *testing.T, dir string) int64 {
+// childPeakRSS runs test in a child whose env has key=dir ("-" if
+// dir is empty: it builds nothing) and returns the child's peak RSS
+// (VmHWM, its own: the rusage of a child counts its parent's RSS at the
+// fork), with the GC driven by GOMEMLIMIT limit alone (GOGC off), so that
+// its RSS follows what it keeps live rather than the GC's slack.
+func childPeakRSS(t *testing.T, test, key, dir string, limit int64) int64 {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBigRecordsBounded$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), bigChildEnv+"="+cmp.Or(dir, "-"), "GOGC=off",
-		fmt.Sprintf("GOMEMLIMIT=%d", bigRecordBudget/2))
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), key+"="+cmp.Or(dir, "-"), "GOGC=off", fmt.Sprintf("GOMEMLIMIT=%d", limit))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -145,20 +145,23 @@ func childPeakRSS(t *testing.T, dir string) int64 {
 	return kib << 10
 }
 
+// printPeakRSS prints the process's peak RSS (VmHWM) for childPeakRSS.
+func printPeakRSS(t *testing.T) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Print(strings.TrimSuffix(line, "kB\n"), "\n")
+		}
+	}
+}
+
 // buildBigRecords, in the child, builds the files of dir ("-": none)
 // and prints its peak RSS.
 func buildBigRecords(t *testing.T, dir string) {
-	defer func() {
-		status, err := os.ReadFile("/proc/self/status")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(string(status)) {
-			if strings.HasPrefix(line, "VmHWM:") {
-				fmt.Print(strings.TrimSuffix(line, "kB\n"), "\n")
-			}
-		}
-	}()
+	defer printPeakRSS(t)
 	if dir == "-" {
 		return
 	}

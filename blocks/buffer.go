@@ -2,6 +2,7 @@ package blocks
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 )
 
@@ -23,9 +24,10 @@ type chunk struct {
 type partBuf struct {
 	p int
 
-	mu     sync.Mutex // guards chunks, bytes
+	mu     sync.Mutex // guards chunks, bytes, recs
 	chunks []*chunk   // sealed chunks in memory
 	bytes  int64      // sum of cap(chunks[i].buf): what the memory budget counts
+	recs   int64      // records in chunks: what sorting them indexes
 
 	// Touched only by the spiller (one at a time) while loading, then by the
 	// partition's writer.
@@ -38,35 +40,76 @@ func (pb *partBuf) add(c *chunk) {
 	pb.mu.Lock()
 	pb.chunks = append(pb.chunks, c)
 	pb.bytes += int64(cap(c.buf))
+	pb.recs += int64(c.n)
 	pb.mu.Unlock()
 }
 
-// take removes and returns the sealed chunks and their size.
-func (pb *partBuf) take() ([]*chunk, int64) {
+// take removes and returns the sealed chunks, their size and records.
+func (pb *partBuf) take() ([]*chunk, int64, int64) {
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
-	c, n := pb.chunks, pb.bytes
-	pb.chunks, pb.bytes = nil, 0
-	return c, n
+	c, n, r := pb.chunks, pb.bytes, pb.recs
+	pb.chunks, pb.bytes, pb.recs = nil, 0, 0
+	return c, n, r
 }
+
+func (pb *partBuf) records() int64 {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	return pb.recs
+}
+
+// indexBytes is what sorting records costs beside them: an entry each,
+// and as much again for the radix pass's output (sortedRecs.sort).
+const indexBytes = 2 * 24
 
 // memory accounts for chunk memory against the budget and decides when to
 // spill. Only sealed chunks can be spilled; chunks being filled cannot.
+// The budget holds the chunks and the sort index of the sealed records
+// sorted at once: one partition's while loading (a spill sorts one at a
+// time), the writers' largest partitions before writing (fit).
 type memory struct {
 	budget int64
-	spill  func() (int64, error) // spills every sealed chunk, returns the bytes freed
+	spill  func() (int64, int64, error) // spills every sealed chunk, returns the bytes and records freed
+	parts  []*partBuf
 
-	mu       sync.Mutex // guards used, sealed, spilling
+	mu       sync.Mutex // guards used, sealed, recs, sorting, spilling
 	cond     sync.Cond  // signalled when a spill ends
 	used     int64      // bytes of chunks allocated and not freed
 	sealed   int64      // of which sealed
+	recs     int64      // records in sealed chunks
+	sorting  int        // partitions sorted at once
 	spilling bool
 }
 
-func newMemory(budget int64, spill func() (int64, error)) *memory {
-	m := &memory{budget: budget, spill: spill}
+func newMemory(budget int64, parts []*partBuf, spill func() (int64, int64, error)) *memory {
+	m := &memory{budget: budget, parts: parts, spill: spill, sorting: 1}
 	m.cond.L = &m.mu
 	return m
+}
+
+// over reports whether n more bytes pass the budget with the sort index
+// the records in memory need. With m.mu held.
+func (m *memory) over(n int64) bool {
+	if m.used+n+indexBytes*m.recs <= m.budget { // the index of every record fits
+		return false
+	}
+	if m.used+n > m.budget {
+		return true
+	}
+	// The m.sorting largest partitions' records.
+	top := make([]int64, m.sorting+1)
+	for _, pb := range m.parts {
+		top[0] = pb.records()
+		for i := 1; i < len(top) && top[i-1] > top[i]; i++ {
+			top[i-1], top[i] = top[i], top[i-1]
+		}
+	}
+	idx := int64(0)
+	for _, r := range top[1:] {
+		idx += indexBytes * r
+	}
+	return m.used+n+idx > m.budget
 }
 
 // reserve accounts for n more bytes. Over budget, the first caller spills
@@ -74,18 +117,19 @@ func newMemory(budget int64, spill func() (int64, error)) *memory {
 func (m *memory) reserve(n int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for m.used+n > m.budget && m.spilling {
+	for m.spilling && m.over(n) {
 		m.cond.Wait()
 	}
-	if m.used+n > m.budget && m.sealed > 0 {
+	if m.sealed > 0 && m.over(n) {
 		m.spilling = true
 		m.mu.Unlock()
-		freed, err := m.spill()
+		freed, recs, err := m.spill()
 		m.mu.Lock()
 		m.spilling = false
 		m.cond.Broadcast()
 		m.used -= freed
 		m.sealed -= freed
+		m.recs -= recs
 		if err != nil {
 			return err
 		}
@@ -94,20 +138,36 @@ func (m *memory) reserve(n int64) error {
 	return nil
 }
 
-// sealedAdd moves n bytes from being filled to sealed.
-func (m *memory) sealedAdd(n int64) {
+// fit, once loading is done, spills if the chunks and the sort index of
+// the writers' largest partitions, sorted at once, would not fit.
+func (m *memory) fit(writers int) error {
+	m.mu.Lock()
+	m.sorting = max(writers, 1)
+	m.mu.Unlock()
+	return m.reserve(0)
+}
+
+// sealedAdd moves n bytes of recs records from being filled to sealed.
+func (m *memory) sealedAdd(n, recs int64) {
 	m.mu.Lock()
 	m.sealed += n
+	m.recs += recs
 	m.mu.Unlock()
 }
 
-// release frees n bytes; sealed says whether they were sealed.
-func (m *memory) release(n int64, sealed bool) {
+// release frees n bytes of sealed chunks holding recs records.
+func (m *memory) release(n, recs int64) {
 	m.mu.Lock()
 	m.used -= n
-	if sealed {
-		m.sealed -= n
-	}
+	m.sealed -= n
+	m.recs -= recs
+	m.mu.Unlock()
+}
+
+// unreserve frees n bytes never sealed.
+func (m *memory) unreserve(n int64) {
+	m.mu.Lock()
+	m.used -= n
 	m.mu.Unlock()
 }
 
@@ -165,11 +225,16 @@ func (l *loader) add(slot int, rec uint64, key, val []byte) error {
 func (l *loader) seal(slot int, c *chunk) {
 	l.open[slot] = nil
 	if c.n == 0 {
-		l.mem.release(int64(cap(c.buf)), false)
+		l.mem.unreserve(int64(cap(c.buf)))
 		return
 	}
+	if len(c.buf) < cap(c.buf)/2 { // the last records of a load: keep what they take
+		free := cap(c.buf) - len(c.buf)
+		c.buf = slices.Clone(c.buf)
+		l.mem.unreserve(int64(free))
+	}
 	l.parts[slot].add(c)
-	l.mem.sealedAdd(int64(cap(c.buf)))
+	l.mem.sealedAdd(int64(cap(c.buf)), int64(c.n))
 }
 
 // minRest is the smallest rest of a chunk worth filling with the next file.
@@ -190,11 +255,11 @@ func (l *loader) endFile() {
 		c.buf = c.buf[:len(c.buf):len(c.buf)]
 		l.open[slot] = nil
 		l.parts[slot].add(c)
-		l.mem.sealedAdd(int64(cap(c.buf)))
+		l.mem.sealedAdd(int64(cap(c.buf)), int64(c.n))
 		if cap(rest) >= minRest {
 			l.open[slot] = &chunk{buf: rest[:0]}
 		} else {
-			l.mem.release(int64(cap(rest)), false)
+			l.mem.unreserve(int64(cap(rest)))
 		}
 	}
 }

@@ -300,7 +300,7 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 		b.slot[p] = int32(i)
 		b.parts[i] = &partBuf{p: p}
 	}
-	b.mem = newMemory(s.opts.MemoryBudget, b.spill)
+	b.mem = newMemory(s.opts.MemoryBudget, b.parts, b.spill)
 	// Chunks being filled (loaders × partitions) take at most a quarter of
 	// the budget, within [4 KiB, 1 MiB].
 	loads := max(min(s.opts.MaxParallelLoads, n), 1)
@@ -331,6 +331,9 @@ func (b *builder) run(ctx context.Context) (*Manifest, error) {
 		err = b.loadPresharded(ctx)
 	default:
 		err = b.load(ctx)
+	}
+	if err == nil {
+		err = b.mem.fit(b.opts.MaxParallelWrites)
 	}
 	if err != nil {
 		return nil, err

@@ -25,12 +25,25 @@ func (b *builder) openParquet(ctx context.Context, rc io.ReadCloser, br *bufio.R
 	if err != nil {
 		return nil, closer, err
 	}
-	pr, err := parquetin.Open(ra, size, name, parquetin.Options{Key: b.spec.KeyField, Value: b.spec.ValueField})
+	pr, err := parquetin.Open(ra, size, name, parquetin.Options{Key: b.spec.KeyField, Value: b.spec.ValueField, MaxPage: b.parquetMaxPage()})
 	if err != nil {
 		return nil, closer, err
 	}
 	return parquetReader{pr}, closerFunc(func() error { _ = pr.Close(); return closer.Close() }), nil
 }
+
+// parquetMaxPage bounds the pages of the Parquet files loaded: a load
+// holds a page of each column, compressed and decoded, and the
+// dictionaries of both; a quarter of its share of half the budget (as a
+// SequenceFile load's, see seqfileOptions) keeps them within that share,
+// but no less than parquetMinPage. The default budget admits pages of
+// 8 MiB (writers' default is 1 MiB).
+func (b *builder) parquetMaxPage() int64 {
+	return max(b.opts.MemoryBudget/2/int64(max(b.opts.MaxParallelLoads, 1))/4, parquetMinPage)
+}
+
+// parquetMinPage is the page size always admitted, whatever the budget.
+const parquetMinPage = 1 << 20
 
 // parquetReader gives a parquetin.Reader the recordReader's Offset: the
 // row.

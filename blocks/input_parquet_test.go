@@ -248,3 +248,39 @@ func TestPreshardedParquet(t *testing.T) {
 		t.Fatalf("%d keys checked, want 150", checked)
 	}
 }
+
+// TestParquetPagesBounded: a file whose value pages take 2 MiB (two values
+// of 1 MiB, snappy, 4 KB on disk) is refused, naming the file, the page
+// and the budget, by a build whose budget gives each of its four loads
+// pages of 1 MiB, and built under the default budget (pages of 8 MiB).
+// Without the bound the library decoded such pages whatever the budget
+// (up to parquetin.MaxPageSize, 256 MiB).
+func TestParquetPagesBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("v"), 1<<20)
+	f, err := os.Create(filepath.Join(dir, "part-00000.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parquet.NewGenericWriter[kvRow](f, parquet.Compression(&parquet.Snappy), parquet.PageBufferSize(4<<20))
+	if _, err := w.Write([]kvRow{{[]byte("a"), big}, {[]byte("b"), big}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := sourceFiles(t, dir, []string{"part-00000.parquet"})
+	small := openTestStore(t, t.TempDir(), Options{MemoryBudget: 16 << 20, MaxParallelLoads: 4})
+	_, err = small.Build(context.Background(), BuildSpec{DB: "db", Version: "v1", Files: files, Partitioner: sequinsPartitioner{}})
+	if !errors.Is(err, parquetin.ErrFormat) || !strings.Contains(err.Error(), "part-00000.parquet") ||
+		!strings.Contains(err.Error(), "memory budget") {
+		t.Fatalf("build under a 16 MiB budget: %v; want parquetin.ErrFormat naming the file and the memory budget", err)
+	}
+	v := build(t, openTestStore(t, t.TempDir(), Options{}), BuildSpec{DB: "db", Version: "v1", Files: files, Partitioner: sequinsPartitioner{}})
+	if got, err := v.Get(0, []byte("b")); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("Get(b): %d bytes, %v", len(got), err)
+	}
+}

@@ -24,26 +24,26 @@ type run struct {
 const spillBufferSize = 1 << 20
 
 // spill writes every sealed chunk as sorted runs to a new spill file and
-// returns the bytes of chunk memory freed. Called by memory.reserve, one at
-// a time.
-func (b *builder) spill() (freed int64, err error) {
+// returns the bytes of chunk memory and the records freed. Called by
+// memory.reserve, one at a time.
+func (b *builder) spill() (freed, recs int64, err error) {
 	name := filepath.Join(b.dir, fmt.Sprintf("spill-%04d%s", len(b.spills), tmpSuffix))
 	f, err := os.Create(name)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	b.spills = append(b.spills, f) // closed and removed by the build
 	w := bufio.NewWriterSize(f, spillBufferSize)
 	var off int64
 	var hdr [3 * binary.MaxVarintLen64]byte
 	for _, pb := range b.parts {
-		chunks, size := pb.take()
+		chunks, size, n := pb.take()
 		if len(chunks) == 0 {
 			continue
 		}
 		s := sortChunks(chunks, b.delFrom)
 		if s.conflict != nil {
-			return freed, conflictError(s.conflict)
+			return freed, recs, conflictError(s.conflict)
 		}
 		b.sample(pb, s)
 		start := off
@@ -60,12 +60,13 @@ func (b *builder) spill() (freed int64, err error) {
 		}
 		pb.runs = append(pb.runs, run{f: f, off: start, size: off - start})
 		freed += size
+		recs += n
 	}
 	if err := w.Flush(); err != nil {
-		return freed, fmt.Errorf("spill: %w", err)
+		return freed, recs, fmt.Errorf("spill: %w", err)
 	}
 	b.log.Debug("blocks: spilled", "db", b.spec.DB, "version", b.spec.Version, "file", filepath.Base(name), "bytes", off, "freed", freed)
-	return freed, nil
+	return freed, recs, nil
 }
 
 // runIter reads a run back.

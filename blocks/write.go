@@ -166,12 +166,12 @@ func pageSizeFor(c Compression, expect int64) int {
 
 func (b *builder) writePartition(ctx context.Context, slot int) (w partWriter, info PartitionInfo, err error) {
 	pb := b.parts[slot]
-	chunks, memBytes := pb.take()
+	chunks, memBytes, memRecs := pb.take()
 	mem := sortChunks(chunks, b.delFrom)
 	defer func() {
 		// Free the chunks as soon as the partition is written.
 		mem.chunks, mem.entries = nil, nil
-		b.mem.release(memBytes, true)
+		b.mem.release(memBytes, memRecs)
 	}()
 	if mem.conflict != nil {
 		return nil, PartitionInfo{Partition: pb.p}, conflictError(mem.conflict)

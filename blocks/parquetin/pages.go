@@ -19,13 +19,14 @@ import (
 const MaxPageSize = 256 << 20
 
 // checkChunk walks the page headers of a column chunk before the library
-// reads it, and refuses pages larger than MaxPageSize or whose compressed
-// data would not decompress to the size the header declares: the library
+// reads it, and refuses pages larger than maxPage (Options.MaxPage) or
+// whose compressed data would not decompress to the size the header
+// declares: the library
 // allocates what headers claim and, for LZ4_RAW, doubles its buffer for
 // as long as the data does not decode. Snappy pages are checked by their
 // declared length; LZ4_RAW, GZIP and ZSTD pages are decompressed here,
 // bounded.
-func checkChunk(r io.ReaderAt, md *format.ColumnMetaData, start int64) error {
+func checkChunk(r io.ReaderAt, md *format.ColumnMetaData, start, maxPage int64) error {
 	codec := md.Codec
 	verify := codec == format.Lz4Raw || codec == format.Gzip || codec == format.Zstd
 	cr := &countReader{r: io.NewSectionReader(r, start, md.TotalCompressedSize)}
@@ -39,8 +40,12 @@ func checkChunk(r io.ReaderAt, md *format.ColumnMetaData, start int64) error {
 			return fmt.Errorf("page header at offset %d: %w", start+pos, err)
 		}
 		c, u := int64(h.CompressedPageSize), int64(h.UncompressedPageSize)
-		if c < 0 || u < 0 || c > MaxPageSize || u > MaxPageSize {
-			return fmt.Errorf("page at offset %d: %d bytes compressed, %d uncompressed: at most %d", start+pos, c, u, MaxPageSize)
+		if c < 0 || u < 0 || c > maxPage || u > maxPage {
+			why := ""
+			if maxPage < MaxPageSize {
+				why = " (the reader's share of the memory budget)"
+			}
+			return fmt.Errorf("page at offset %d: %d bytes compressed, %d uncompressed: at most %d%s", start+pos, c, u, maxPage, why)
 		}
 		levels, compressed := int64(0), codec != format.Uncompressed
 		if v2 := h.DataPageHeaderV2; v2.Valid {

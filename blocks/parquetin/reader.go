@@ -27,6 +27,11 @@ const (
 // dots ("a.b"). "" means the default.
 type Options struct {
 	Key, Value string
+	// MaxPage bounds the size of each page of the key and value columns,
+	// compressed and not: a file with a larger one is refused (Open), so
+	// that a reader's pages decoded at once stay within a caller's memory
+	// budget. 0 or more than MaxPageSize means MaxPageSize.
+	MaxPage int64
 }
 
 // ErrFormat is wrapped by every error about a file's content.
@@ -97,7 +102,11 @@ func Open(r io.ReaderAt, size int64, name string, opts Options) (rd *Reader, err
 	if rd.value, err = lookup(f, "value", opts.Value); err != nil {
 		return fail(err)
 	}
-	if err := checkChunks(f, size, rd.key.index, rd.value.index, r); err != nil {
+	maxPage := int64(MaxPageSize)
+	if opts.MaxPage > 0 {
+		maxPage = min(opts.MaxPage, maxPage)
+	}
+	if err := checkChunks(f, size, rd.key.index, rd.value.index, r, maxPage); err != nil {
 		return fail(err)
 	}
 	return rd, nil
@@ -136,7 +145,7 @@ func columnNames(f *parquet.File) string {
 
 // checkChunks refuses column chunks outside the file, and pages of the
 // key and value columns that checkChunk refuses, before any is read.
-func checkChunks(f *parquet.File, size int64, key, value int, r io.ReaderAt) error {
+func checkChunks(f *parquet.File, size int64, key, value int, r io.ReaderAt, maxPage int64) error {
 	rows := int64(0)
 	for i, rg := range f.Metadata().RowGroups {
 		if rg.NumRows < 0 || rg.NumRows > math.MaxInt64-rows {
@@ -157,7 +166,7 @@ func checkChunks(f *parquet.File, size int64, key, value int, r io.ReaderAt) err
 				if md.NumValues != rg.NumRows {
 					return fmt.Errorf("row group %d, column %q: %d values in %d rows", i, strings.Join(md.PathInSchema, "."), md.NumValues, rg.NumRows)
 				}
-				if err := checkChunk(r, &md, start); err != nil {
+				if err := checkChunk(r, &md, start, maxPage); err != nil {
 					return fmt.Errorf("row group %d, column %q: %w", i, strings.Join(md.PathInSchema, "."), err)
 				}
 			}
