@@ -12,19 +12,23 @@ type Options struct {
 	// Logger receives build and clean-up events. Default (nil): discard.
 	Logger *slog.Logger
 
-	// MemoryBudget is how many bytes of records (keys, values and a few
-	// bytes of framing each) a build keeps in memory before it spills
-	// sorted runs to temporary files in the version directory and merges
-	// them at the end. Default 256 MiB. Memory in use can exceed it by the
-	// chunks being filled (at most a quarter of it with the default chunk
-	// sizing) and by the sort index of the partitions being written (48
-	// bytes per record: the index and a radix buffer). It also bounds
-	// the bytes SequenceFile loads decompress (or read as one long
+	// MemoryBudget is how many bytes a build keeps in memory for records
+	// (keys, values and a few bytes of framing each, in chunks, those
+	// being filled included) and for sorting them (48 bytes a record of
+	// the partitions sorted at once: one while spilling, MaxParallelWrites
+	// when writing) before it spills sorted runs to temporary files in the
+	// version directory and merges them at the end. Default 256 MiB.
+	// Beyond it a build takes a few MiB of buffers (readers, writers,
+	// spills), and the process the GC's slack: its heap follows the
+	// budget under a runtime memory limit (GOMEMLIMIT) above it. It also
+	// bounds the bytes SequenceFile loads decompress (or read as one long
 	// record) at once, over all builds:
 	// each load up to its share of half of it (half over
 	// MaxParallelLoads), one load at a time up to the other half; a
 	// record (or block buffer) that decompresses to more fails the build
-	// with seqfile.ErrTooLarge, naming its file.
+	// with seqfile.ErrTooLarge, naming its file. A Parquet file's pages
+	// may take a quarter of a load's share each (at least 1 MiB: 8 MiB
+	// with the defaults); a larger one fails the build, naming the file.
 	MemoryBudget int64
 
 	// MaxParallelLoads is how many source files are read at once, over all
