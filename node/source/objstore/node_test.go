@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +150,8 @@ func TestNodeAnnouncementListsOnce(t *testing.T) {
 // bucket "data", as a client of the server sees them.
 type apiCounts struct {
 	nc              *nats.Conn
-	listings, infos atomic.Int64
+	msgs            chan *nats.Msg
+	listings, infos int64
 }
 
 // countAPI counts, from now, the listings of the bucket "data" (each
@@ -163,23 +164,18 @@ func countAPI(t *testing.T, url string) *apiCounts {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c := &apiCounts{nc: nc}
-	// A listing's consumer reads the metadata subjects; a download's
-	// reads an object's chunks.
-	listing := func(m *nats.Msg) {
-		var req struct {
-			Config jetstream.ConsumerConfig `json:"config"`
-		}
-		if json.Unmarshal(m.Data, &req) == nil && req.Config.FilterSubject == "$O.data.M.>" {
-			c.listings.Add(1)
-		}
-	}
-	for subj, f := range map[string]nats.MsgHandler{
-		"$JS.API.CONSUMER.CREATE.OBJ_data":   listing,
-		"$JS.API.CONSUMER.CREATE.OBJ_data.>": listing,
-		"$JS.API.STREAM.INFO.OBJ_data":       func(*nats.Msg) { c.infos.Add(1) },
+	// Channel subscriptions: the connection's reader puts each message
+	// in msgs before it reads the PONG of a later Flush, so counts sees
+	// every request routed before it. (A callback runs on a goroutine of
+	// its own, maybe after Flush returned: a count read then missed a
+	// listing under load.)
+	c := &apiCounts{nc: nc, msgs: make(chan *nats.Msg, 4096)}
+	for _, subj := range []string{
+		"$JS.API.CONSUMER.CREATE.OBJ_data",
+		"$JS.API.CONSUMER.CREATE.OBJ_data.>",
+		"$JS.API.STREAM.INFO.OBJ_data",
 	} {
-		if _, err := nc.Subscribe(subj, f); err != nil {
+		if _, err := nc.ChanSubscribe(subj, c.msgs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,5 +192,30 @@ func (c *apiCounts) counts(t *testing.T) (listings, infos int64) {
 	if err := c.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return c.listings.Load(), c.infos.Load()
+	if err := c.nc.LastError(); err != nil {
+		t.Fatal(err) // a slow consumer: requests lost
+	}
+	for {
+		select {
+		case m := <-c.msgs:
+			c.count(m)
+		default:
+			return c.listings, c.infos
+		}
+	}
+}
+
+// count counts m: a listing's consumer reads the metadata subjects; a
+// download's reads an object's chunks.
+func (c *apiCounts) count(m *nats.Msg) {
+	if strings.HasPrefix(m.Subject, "$JS.API.STREAM.INFO.") {
+		c.infos++
+		return
+	}
+	var req struct {
+		Config jetstream.ConsumerConfig `json:"config"`
+	}
+	if json.Unmarshal(m.Data, &req) == nil && req.Config.FilterSubject == "$O.data.M.>" {
+		c.listings++
+	}
 }
