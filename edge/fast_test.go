@@ -396,3 +396,21 @@ func startTLSTestServer(t *testing.T, b edge.Backend, opts ...func(*edge.Config)
 	t.Cleanup(ts.client.CloseIdleConnections)
 	return ts, ca.Pool
 }
+
+// TestFastPathHeaderLimit: a header section over MaxHeaderBytes is 431
+// on the fast path as on net/http (a connection handed over first), and
+// one within it is served by both.
+func TestFastPathHeaderLimit(t *testing.T) {
+	ts := startServer(t, wireBackend(), func(c *edge.Config) { c.MaxHeaderBytes = 1 << 10 })
+	for _, tc := range []struct {
+		pad  int
+		want int
+	}{{512, 200}, {16 << 10, 431}} {
+		req := "GET /k/u HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", tc.pad) + "\r\n\r\n"
+		fast := exchange(t, ts.addr, nil, req)
+		slow := exchange(t, ts.addr, nil, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"+req)
+		if len(fast) != 1 || fast[0].status != tc.want || len(slow) != 2 || slow[1].status != tc.want {
+			t.Errorf("%d bytes of header: fast path %v, net/http %v, want %d", tc.pad, fast, slow, tc.want)
+		}
+	}
+}
