@@ -357,3 +357,60 @@ func BenchmarkGzip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandover measures what the fast path's hand-over to net/http
+// costs a connection whose first request the fast path does not answer
+// (a status page, a batch): each iteration dials, asks for /livez and
+// reads the answer, from the Server on its own listener ("handover":
+// fasthttp reads the request, hands the connection to net/http, which
+// reads it again) and from the handler on net/http alone ("net/http").
+func BenchmarkHandover(b *testing.B) {
+	for _, name := range []string{"net/http", "handover"} {
+		b.Run(name, func(b *testing.B) {
+			srv := newBenchServer(b)
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			served := make(chan error, 1)
+			var stop func()
+			if name == "handover" {
+				go func() { served <- srv.Serve(l) }()
+				stop = func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if err := srv.Shutdown(ctx); err != nil {
+						b.Error(err)
+					}
+				}
+			} else {
+				hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
+				go func() { served <- hs.Serve(l) }()
+				stop = func() { hs.Close() }
+			}
+			req := []byte("GET /livez HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+			buf := make([]byte, 4096)
+			b.ResetTimer()
+			for b.Loop() {
+				c, err := net.Dial("tcp", l.Addr().String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Write(req); err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := c.Read(buf); err != nil {
+						break
+					}
+				}
+				c.Close()
+			}
+			b.StopTimer()
+			stop()
+			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				b.Error(err)
+			}
+		})
+	}
+}
