@@ -26,7 +26,9 @@ import (
 // the version it picked, so a hit is an answer of that version, never of
 // another (a copy of a version, made as it becomes active, is another
 // pointer: its entries are its own). Entries of the versions a db lets
-// go are dropped where that happens (db.set, closeVersions); a miss that
+// go are dropped where that happens (db.set, closeVersions), and a
+// version's answers from peers when it heals their partitions here
+// (runHeal: they are read locally from then on); a miss that
 // raced with a drop and stored an entry of a dropped version removes it
 // again (epoch), so a dropped version's entries do not linger, holding
 // memory, until evicted.
@@ -261,6 +263,25 @@ func (h *answerCache) drop(gone ...*version) {
 	}
 }
 
+// dropProxied removes the answers of v read from peers: v now holds
+// partitions it did not (a heal, heal.go), and answers their keys itself.
+// A lookup that proxied before the partitions were added and stores its
+// answer after this drop removes it again (put's epoch). Not-found
+// answers name no peer and stay: the same version answers the same.
+func (h *answerCache) dropProxied(v *version) {
+	if h == nil {
+		return
+	}
+	h.epoch.Add(1)
+	for k, e := range h.c.All() {
+		if k.v == v && e.proxiedTo != "" {
+			if _, ok := h.c.Invalidate(k); ok {
+				h.dropped.Add(1)
+			}
+		}
+	}
+}
+
 // CacheStatus is the answer cache's state in the status.
 type CacheStatus struct {
 	// Bytes are the entries' own: keys, values and the per-entry
@@ -301,7 +322,7 @@ func (h *answerCache) collectors() []prometheus.Collector {
 			func() float64 { return float64(h.counter.Snapshot().Misses) }),
 		counter("spangle_hot_cache_evictions_total", "Entries evicted from the hot cache for room.",
 			func() float64 { return float64(h.evictions.Load()) }),
-		counter("spangle_hot_cache_dropped_total", "Entries dropped from the hot cache with their version (switched away from, discarded or closed).",
+		counter("spangle_hot_cache_dropped_total", "Entries dropped from the hot cache with their version (switched away from, discarded or closed), and answers from peers of partitions healed here.",
 			func() float64 { return float64(h.dropped.Load()) }),
 		gauge("spangle_hot_cache_bytes", "Estimated bytes held by the hot cache's entries (keys, values and per-entry overhead).",
 			func() float64 { return float64(h.c.WeightedSize()) }),

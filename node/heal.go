@@ -141,6 +141,10 @@ func (d *db) runHeal(ctx context.Context, job *healJob) error {
 
 	switch {
 	case err == nil:
+		// The answers cached from peers for these partitions would go on
+		// being served as proxied (and cost a peer's round trip each time
+		// they are missed again): they are read here from now on.
+		n.cache.dropProxied(v)
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		log.Info("heal cancelled", "err", err)
 		return err
