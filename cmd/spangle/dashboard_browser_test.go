@@ -55,7 +55,10 @@ func headless(t *testing.T, browser, url string, flags ...string) []byte {
 // version is corrupt: the page shows every node, both dbs, the ACTIVE,
 // BUILDING and ERROR states, the build's progress bar and the error. It
 // takes a screenshot; SPANGLE_UPDATE_SCREENSHOT=1 writes it to
-// docs/dashboard.png.
+// docs/dashboard.png. Build once is off: every node builds its own
+// partitions, so node 1's page shows its own build and its own failure
+// (with build once one node builds v2 and another may wait for the
+// corrupt version's builder, and no page need show both).
 func TestDashboardBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three binaries and a browser")
@@ -93,6 +96,8 @@ cluster_name = "dash"
 enabled = true
 replication = 2
 time_to_converge = "1s"
+[cluster]
+build_once = false
 `, id, nats)
 		if err := os.WriteFile(p.cfgPath, []byte(config), 0o644); err != nil {
 			t.Fatal(err)
