@@ -86,7 +86,15 @@ func (k fastSink) write(p []byte) {
 // serveFast is the fast path's handler: key GETs and HEADs it answers;
 // every other request it hands to net/http with the connection.
 func (s *Server) serveFast(c *fasthttp.RequestCtx) {
-	defer s.recoverFast(c)
+	var rec *accessRecord // set for a logged lookup
+	defer func() {
+		if p := recover(); p != nil {
+			s.panicked(c, rec, p)
+		}
+		if rec != nil {
+			s.alog.logFast(c, rec) // after the recovery: a panic's line says 500
+		}
+	}()
 	if msg := badFraming(c.Request.Header.RawHeaders()); msg != "" {
 		s.refuseFast(c, msg)
 		return
@@ -101,9 +109,8 @@ func (s *Server) serveFast(c *fasthttp.RequestCtx) {
 	setDate(c, k.began)
 	defer pc.gone.release()
 	if s.alog != nil {
-		rec := &accessRecord{start: k.began}
+		rec = &accessRecord{start: k.began}
 		k.rec = rec
-		defer s.alog.logFast(c, rec)
 	}
 	serveKeyOn(s, k, db, key)
 	if s.closingDoors() {
@@ -187,13 +194,9 @@ func setDate(c *fasthttp.RequestCtx, now time.Time) {
 	d.h.CopyTo(&c.Response.Header)
 }
 
-// recoverFast is deferred by serveFast: a panic answers 500, as
-// recoverHTTP does for net/http.
-func (s *Server) recoverFast(c *fasthttp.RequestCtx) {
-	p := recover()
-	if p == nil {
-		return
-	}
+// panicked answers 500 to c, whose handler panicked with p (noted in
+// rec, if logged), as recoverHTTP does for net/http.
+func (s *Server) panicked(c *fasthttp.RequestCtx, rec *accessRecord, p any) {
 	s.panics.Inc()
 	s.log.LogAttrs(s.fastCtx, slog.LevelError, "edge: HTTP handler panicked; answered 500",
 		slog.String("method", string(c.Method())), slog.String("path", string(c.Request.Header.RequestURI())),
@@ -202,7 +205,10 @@ func (s *Server) recoverFast(c *fasthttp.RequestCtx) {
 	setDate(c, now) // made from this fresh header if none was yet
 	c.Response.Reset()
 	setDate(c, now)
-	writeTextOn(fastSink{c: c, began: now}, http.StatusInternalServerError, "internal error\n")
+	if rec != nil {
+		rec.bytes = 0
+	}
+	writeTextOn(fastSink{c: c, began: now, rec: rec}, http.StatusInternalServerError, "internal error\n")
 }
 
 // refuseFast answers 400 to a request whose framing RFC 9112 refuses

@@ -414,3 +414,20 @@ func TestFastPathHeaderLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPathPanicLogged: a lookup whose handler panics on the fast
+// path is answered 500, and its access log line says 500 (the line was
+// written before the recovery, saying 200).
+func TestFastPathPanicLogged(t *testing.T) {
+	l, path := startAccessLog(t, nil, func(c *edge.AccessLogConfig) { c.Format = edge.AccessLogJSON })
+	ts := startServer(t, panicky{newFake()}, func(c *edge.Config) { c.AccessLog = l })
+	got := exchange(t, ts.addr, nil, "GET /d/boom HTTP/1.1\r\nHost: x\r\n\r\n")
+	if len(got) != 1 || got[0].status != http.StatusInternalServerError {
+		t.Fatalf("answers %v, want one 500", got)
+	}
+	flush(t, l)
+	lines := decodeJSONLines(t, path)
+	if len(lines) != 1 || lines[0].Status != http.StatusInternalServerError || lines[0].Bytes != int64(len("internal error\n")) {
+		t.Fatalf("log %+v, want one line of a 500", lines)
+	}
+}
