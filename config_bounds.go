@@ -96,6 +96,8 @@ var bounds = []bound{
 	sizeBound("http.max_batch_bytes", kib, gib, func(c *Config) int64 { return int64(c.HTTP.MaxBatchBytes) }),
 	sizeBound("http.max_batch_reply_bytes", kib, gib, func(c *Config) int64 { return int64(c.HTTP.MaxBatchReplyBytes) }),
 	sizeBound("cluster.peer_copy_bandwidth", 64*kib, tib, func(c *Config) int64 { return c.HTTP.PeerCopyBandwidth }),
+	sizeBound("cluster.build_once_min_size", kib, 1<<50, func(c *Config) int64 { return c.Cluster.BuildOnceMinBytes }).
+		withZero("every version is built once"),
 	sizeBound("http.batch_bytes_in_flight", 3*kib, tib, func(c *Config) int64 { return c.HTTP.BatchBytesInFlight }),
 	durBound("http.batch_wait", 0, time.Minute, func(c *Config) time.Duration { return c.HTTP.BatchWait }),
 	durBound("http.h2_reset_window", time.Second, time.Hour, func(c *Config) time.Duration { return c.HTTP.H2ResetWindow }),

@@ -15,6 +15,8 @@ type clusterFile struct {
 	// BuildOnceWait bounds the wait for the builder, or a busy peer,
 	// before building from the source.
 	BuildOnceWait duration `toml:"build_once_wait"`
+	// BuildOnceMinSize: smaller versions are built by every node.
+	BuildOnceMinSize size `toml:"build_once_min_size"`
 }
 
 func (f clusterFile) apply(cfg *Config) error {
@@ -23,5 +25,6 @@ func (f clusterFile) apply(cfg *Config) error {
 	if f.BuildOnce != nil {
 		cfg.Cluster.DisableBuildOnce = !*f.BuildOnce
 	}
-	return parseSizes(sizeKey{"cluster.peer_copy_bandwidth", f.PeerCopyBandwidth, &cfg.HTTP.PeerCopyBandwidth})
+	return parseSizes(sizeKey{"cluster.peer_copy_bandwidth", f.PeerCopyBandwidth, &cfg.HTTP.PeerCopyBandwidth},
+		sizeKey{"cluster.build_once_min_size", f.BuildOnceMinSize, &cfg.Cluster.BuildOnceMinBytes})
 }

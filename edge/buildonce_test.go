@@ -244,3 +244,25 @@ func TestBuildOnceBuilderLeaves(t *testing.T) {
 		checkCopyKeys(t, n)
 	}
 }
+
+// TestBuildOnceSmall: a version smaller than build_once_min_size is built
+// by every node, as without build once.
+func TestBuildOnceSmall(t *testing.T) {
+	root := t.TempDir()
+	nodes := startNodesOn(t, func(int) string { return root }, []string{"1", "2", "3"}, func(int) healOpts {
+		return healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceMinBytes = 1 << 30 }}
+	})
+	size := writeOnceVersion(t, root)
+	var cns []*clusterNode
+	for _, n := range nodes {
+		n.Refresh()
+		cns = append(cns, n.clusterNode)
+	}
+	waitActive(t, cns, "d", "v1")
+	if got := sourceReads(t, nodes); got < 3*size {
+		t.Errorf("the cluster read %v bytes of the source (%v bytes): want 3 times", got, size)
+	}
+	if got := outcomes(t, nodes); len(got) != 0 {
+		t.Errorf("build once outcomes %v for a version under build_once_min_size", got)
+	}
+}

@@ -106,6 +106,7 @@ func (hn *healNode) start(t *testing.T) {
 			}
 			c.DisableHeal = hn.opts.disable
 			c.DisableBuildOnce = hn.opts.noBuildOnce
+			c.BuildOnceMinBytes = 0 // versions of a few hundred KB
 			if hn.opts.cluster != nil {
 				hn.opts.cluster(c)
 			}

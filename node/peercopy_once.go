@@ -28,6 +28,9 @@ type BuildOnce interface {
 	// and how long the builder keeps the partitions it is not assigned
 	// for its peers to copy, at most.
 	PeerWait() time.Duration
+	// BuildOnceMinBytes is the smallest version (source bytes) built
+	// once; smaller ones are built by every node.
+	BuildOnceMinBytes() int64
 }
 
 // Outcomes of spangle_build_once_total.
@@ -137,14 +140,14 @@ func (d *db) fromPeers(ctx context.Context, spec blocks.BuildSpec, name string, 
 // own from there (buildStaged); otherwise it waits for the builder's
 // partitions entry and copies its partitions from the builder. It
 // returns nil, nil (the caller builds assigned from the source) when
-// build once is off, the builder has not published within PeerWait, or a
-// step failed. A builder that leaves the view is replaced by the next, at
+// build once is off, the version is smaller than BuildOnceMinBytes, the
+// builder has not published within PeerWait, or a step failed. A builder that leaves the view is replaced by the next, at
 // the next change of the view.
 func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, n int, assigned []int, total int64) (*blocks.Version, error) {
 	nd := d.node
 	bo, ok := nd.cfg.Cluster.(BuildOnce)
 	pf, ok2 := nd.cfg.Cluster.(PeerFiles)
-	if !ok || !ok2 || !nd.clustered() || len(assigned) == 0 {
+	if !ok || !ok2 || !nd.clustered() || len(assigned) == 0 || total < bo.BuildOnceMinBytes() {
 		return nil, nil
 	}
 	vi := VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()}

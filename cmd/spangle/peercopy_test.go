@@ -210,7 +210,7 @@ func TestPeerCopyProcesses(t *testing.T) {
 		t.Skip("builds and runs nats-server and four binaries")
 	}
 	const entryTTL = 3 * time.Second
-	const sharding = "heal_after = \"1s\"\n[cluster]\npeer_copy_bandwidth = \"128KiB\"\n"
+	const sharding = "heal_after = \"1s\"\n[cluster]\npeer_copy_bandwidth = \"128KiB\"\nbuild_once_min_size = \"0\"\n"
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "d"), 0o755); err != nil {
 		t.Fatal(err)
@@ -397,7 +397,7 @@ func TestPeerCopyTLSProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sharding := fmt.Sprintf("peer_token = \"s3cret\"\n[http]\ntls_cert = %q\ntls_key = %q\ntls_peer_ca = %q\ntls_client_ca = %q\n",
+	sharding := fmt.Sprintf("peer_token = \"s3cret\"\n[cluster]\nbuild_once_min_size = \"0\"\n[http]\ntls_cert = %q\ntls_key = %q\ntls_peer_ca = %q\ntls_client_ca = %q\n",
 		filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.pem"))
 	clientCert, err := tls.X509KeyPair(cert, key)
 	if err != nil {
@@ -470,7 +470,7 @@ func TestRegionBuildOnce(t *testing.T) {
 	publish := publisher(t, bin, src, "nats-object://"+bucket, hub.url)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
-		config := strings.Replace(regionBNode(id, server.url), "replication = 1", "replication = 2", 1)
+		config := strings.Replace(regionBNode(id, server.url), "replication = 1", "replication = 2", 1) + "[cluster]\nbuild_once_min_size = \"0\"\n"
 		nodes = append(nodes, startRegionNode(t, bin, id, bucket, config))
 	}
 	waitConverged(t, nodes, 3)

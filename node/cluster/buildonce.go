@@ -28,6 +28,9 @@ func (c *Cluster) VersionBuilder(v node.VersionInfo) (builder string, self, ok b
 	return addr, id == c.n.ID(), id != ""
 }
 
+// BuildOnceMinBytes is the configured BuildOnceMinBytes.
+func (c *Cluster) BuildOnceMinBytes() int64 { return c.cfg.BuildOnceMinBytes }
+
 // PeerWait is BuildOnceWait.
 func (c *Cluster) PeerWait() time.Duration { return c.cfg.BuildOnceWait }
 

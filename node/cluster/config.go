@@ -80,6 +80,12 @@ type Config struct {
 	// file, before it builds from the source itself: set it above the
 	// longest build. Default 10m.
 	BuildOnceWait time.Duration
+	// BuildOnceMinBytes is the smallest version (its source files' total
+	// size) built once; smaller ones are built by every node, as without
+	// build once: reading them is cheap, and building in parallel switches
+	// sooner than a build followed by copies. Default 64 MiB; 0: every
+	// version.
+	BuildOnceMinBytes int64
 	// PeerToken is the cluster's shared secret: sent with this node's
 	// proxied requests, and required of peers' by the HTTP front door
 	// when set (edge.Config.PeerToken). Default "": peers are not told
@@ -116,6 +122,7 @@ func DefaultConfig() Config {
 		HealAfter:            time.Minute,
 		HealMaxParallel:      1,
 		BuildOnceWait:        10 * time.Minute,
+		BuildOnceMinBytes:    64 << 20,
 	}
 }
 
@@ -153,6 +160,8 @@ func (c Config) Validate() error {
 		return bad("heal_max_parallel %d: want at least 1", c.HealMaxParallel)
 	case c.BuildOnceWait <= 0:
 		return fmt.Errorf("%w: cluster.build_once_wait %v: want a positive duration", node.ErrConfig, c.BuildOnceWait)
+	case c.BuildOnceMinBytes < 0:
+		return fmt.Errorf("%w: cluster.build_once_min_size %d is negative", node.ErrConfig, c.BuildOnceMinBytes)
 	}
 	if _, err := assign.ByName(c.Assignment); err != nil {
 		return fmt.Errorf("%w: sharding.assignment: %v", node.ErrConfig, err)
