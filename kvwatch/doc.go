@@ -133,8 +133,11 @@
 //
 // A bucket deleted, purged or re-created under a running KV loses its
 // entries, and a purge sends watchers nothing. Each Heartbeat the KV looks
-// at every bucket (one STREAM.INFO each): when one it holds entries in is
-// gone (it is created again), was created again, or no longer holds the
+// at every bucket (one STREAM.INFO each). A bucket found gone at two
+// looks in a row is created again (not at once: a nats-server that has
+// just forgotten a deleted stream may still be moving its files, and a
+// stream created then recovers them as they vanish). When one it holds
+// entries in was gone, was created again, or no longer holds the
 // revision of one of its writes, it writes all its entries in that bucket
 // again at once, reloads the bucket whole, logs it and counts
 // it (spangle_kvwatch_bucket_repairs_total). Versions entries come back

@@ -32,6 +32,15 @@ import (
 // bucketSeen is what the heartbeat last saw of a bucket's stream.
 type bucketSeen struct {
 	created time.Time
+	// gone is set when the stream was found missing and not created
+	// again yet: a bucket is created again only when found missing at two
+	// checks in a row, a Heartbeat apart. A single nats-server (2.15.2)
+	// forgets a deleted stream before it moves the stream's files away: a
+	// stream created in that moment recovers the old files while they go
+	// (the server logs "TTL state is outdated" and "message block data
+	// missing", then panicked or kept a broken stream, and JetStream
+	// stopped answering). A Heartbeat later the files are gone.
+	gone bool
 }
 
 // ownRevisions returns the revisions of this KV's writes in bucket b that
@@ -71,22 +80,25 @@ func (k *KV) checkBuckets(ctx context.Context, seen *[numBuckets]bucketSeen) {
 
 // bucketReset returns why bucket w lost this KV's writes ("deleted",
 // "recreated", "purged"), or "" when it did not. A deleted bucket is
-// created again here when this KV has entries in it (else the watch loop
-// does).
+// created again here (the watch loop waits for it), a check after it was
+// found missing (see bucketSeen).
 func (k *KV) bucketReset(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, w watched, revs []uint64, seen *bucketSeen) (string, error) {
 	octx, cancel := context.WithTimeout(ctx, k.cfg.OpTimeout)
 	st, err := kv.Status(octx)
 	cancel()
-	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
-		if len(revs) == 0 {
+	if bucketMissing(err) {
+		if !seen.gone {
+			seen.gone = true // created again at the next check (see bucketSeen)
 			return "", err
 		}
 		if _, err := k.ensureBucket(ctx, js, w, k.cfg.OpTimeout); err != nil {
 			return "", fmt.Errorf("re-create: %w", err)
 		}
-		seen.created = time.Time{}
+		seen.created, seen.gone = time.Time{}, false
+		k.log.Warn("bucket missing; created it again", "bucket", w.b.String())
 		return "deleted", nil
 	}
+	seen.gone = false
 	if err != nil {
 		return "", err
 	}
@@ -106,6 +118,13 @@ func (k *KV) bucketReset(ctx context.Context, js jetstream.JetStream, kv jetstre
 		}
 	}
 	return "", nil
+}
+
+// bucketMissing reports whether err says that a bucket's stream is
+// missing.
+func bucketMissing(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound)
 }
 
 // repairBucket writes every entry of this KV in bucket b again, logs it,

@@ -3,14 +3,12 @@ package kvwatch
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/internal/backoff"
@@ -415,15 +413,13 @@ func (l *watchLoop) start(bw *bucketWatch) error {
 	return nil
 }
 
-// bucketGone re-creates bucket w when err says its stream is missing (the
-// server lost its store), and returns err.
+// bucketGone returns err, and logs once that bucket w is missing when err
+// says so: the heartbeat creates it again (bucketReset), not the watch
+// loop, which would create it the moment the server forgets it, while
+// the server still moves its files away (see bucketSeen).
 func (l *watchLoop) bucketGone(w watched, err error) error {
-	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound) ||
-		errors.Is(err, jetstream.ErrBucketNotFound) {
-		l.k.log.Warn("bucket missing; re-creating it", "bucket", w.b)
-		if _, cerr := l.k.ensureBucket(l.ctx, l.ln.js, w, l.k.cfg.OpTimeout); cerr != nil {
-			return errors.Join(err, cerr)
-		}
+	if bucketMissing(err) {
+		l.k.log.Debug("bucket missing; waiting for the heartbeat to create it again", "bucket", w.b)
 	}
 	return err
 }
