@@ -228,8 +228,7 @@ func (l *loader) seal(slot int, c *chunk) {
 		l.mem.unreserve(int64(cap(c.buf)))
 		return
 	}
-	if len(c.buf) < cap(c.buf)/2 { // the last records of a load: keep what they take
-		free := cap(c.buf) - len(c.buf)
+	if free := cap(c.buf) - len(c.buf); free >= minRest { // the last records of a load: keep what they take
 		c.buf = slices.Clone(c.buf)
 		l.mem.unreserve(int64(free))
 	}
