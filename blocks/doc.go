@@ -25,9 +25,12 @@
 //     held partitions are copied into chunks, slabs of memory owned by one
 //     reading goroutine, one partition and one file, so that loading
 //     allocates nothing per record and takes no lock per record.
-//  2. Spill. When the chunks reach Options.MemoryBudget, every full chunk is
-//     sorted and written as one sorted run per partition to a temporary
-//     spill file in the version directory.
+//  2. Spill. When the chunks, with the sort index of the largest
+//     partition's records (48 bytes a record), reach Options.MemoryBudget,
+//     every full chunk is sorted and written as one sorted run per
+//     partition to a temporary spill file in the version directory. Once
+//     loaded, the records spill again if they and the index of the
+//     MaxParallelWrites largest partitions do not fit.
 //  3. Sort and write. MaxParallelWrites partitions at a time, largest
 //     first: the in-memory records are indexed, sorted (one radix pass on
 //     the key's first bits, then pdqsort) and merged with the partition's
@@ -159,10 +162,18 @@
 //   - The direct page writer depends on bbolt's on-disk format (version 2,
 //     unchanged since 2014). Tests check its files with bbolt's Tx.Check and
 //     modify them with bbolt; Options.TxWrites avoids it altogether.
-//   - Memory: MemoryBudget counts the chunks; a build also uses the chunks
-//     being filled (at most about a quarter of the budget), and 48 bytes per
-//     record of each partition being sorted (index and radix buffer).
-//     Building 2M records of ~120 bytes peaks at about 330 MB RSS.
+//   - Memory: MemoryBudget holds the chunks (those being filled counted
+//     whole) and the sort index of the partitions sorted at once; a build
+//     takes a few MiB more of buffers (2–8 MiB with four loads, Parquet's
+//     the most: TestBuildWithinBudget), and the process the GC's slack
+//     unless a memory limit (GOMEMLIMIT; spangle's [runtime] memory_limit)
+//     keeps its heap near the live bytes. 2M records of ~120 bytes (90 % of
+//     the default budget) peak at 263–275 MiB of heap in use under
+//     GOMEMLIMIT=288MiB with GOGC off, 300–440 MiB under the default GC
+//     (docs/PERFORMANCE.md).
+//   - Records whose sort index just passes the budget spill all of them
+//     once: a build's cost jumps (about +20 % CPU
+//     on the bench's 2M records) as its input grows past the budget.
 //   - Runs are merged in one pass: a tiny budget over a huge input makes
 //     many runs (one open spill file per spill).
 //   - Keys must be 1 to 32768 bytes (bbolt's limits): an empty or longer key
