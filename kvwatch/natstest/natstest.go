@@ -32,6 +32,12 @@ import (
 // before the retry it depends on.
 const MirrorWait = 60 * time.Second
 
+// ConnectTimeout bounds a test's connect to a test server, dial and
+// handshake: the time RunServer gives a server to become ready. nats.go's
+// default of 2 s ran out once under load (an i/o timeout in
+// TestLeafPermissions, on a machine running the whole suite under -race).
+const ConnectTimeout = 10 * time.Second
+
 // RunServer starts a stand-alone JetStream server with o (nil: no
 // settings), which it does not modify, and waits until it accepts
 // connections. The server listens on the loopback at o.Port (a random
@@ -62,17 +68,18 @@ func RunServer(t testing.TB, o *server.Options) *server.Server {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(ConnectTimeout) {
 		t.Fatal("test server not ready")
 	}
 	return s
 }
 
-// JetStream connects to url with opts and returns a JetStream handle on
-// the connection, which is closed at cleanup.
+// JetStream connects to url with opts (after nats.Timeout(ConnectTimeout),
+// which they may replace) and returns a JetStream handle on the
+// connection, which is closed at cleanup.
 func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(ConnectTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,7 @@ func TestLeafPermissions(t *testing.T) {
 	// addressed to ra reach it. Messages cross ra's leafnode link in
 	// order, so a sentinel sent after the request to rb tells that it was
 	// not delivered.
-	spy, err := nats.Connect(ra.ClientURL())
+	spy, err := nats.Connect(ra.ClientURL(), nats.Timeout(natstest.ConnectTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestLeafPermissions(t *testing.T) {
 	}
 	// Nor does rb hear what is meant for ra or for the hub's clients
 	// (issue 32): replies to ra's nodes and to the hub's own clients.
-	bspy, err := nats.Connect(rb.ClientURL())
+	bspy, err := nats.Connect(rb.ClientURL(), nats.Timeout(natstest.ConnectTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
