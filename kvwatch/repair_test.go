@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/spangledb/spangle/kvwatch/names"
@@ -118,6 +119,37 @@ func TestRepairBucket(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestRepairWaitsACheck: a bucket found deleted is created again only
+// at the next check, not at once: nats-server
+// forgets a deleted stream before it moves the stream's files away, and
+// a stream created in that moment recovers them as they vanish. The
+// heartbeat is made long: the test makes the checks.
+func TestRepairWaitsACheck(t *testing.T) {
+	c := testConfig(t)
+	c.EntryTTL, c.Heartbeat = time.Hour, 30*time.Minute
+	k := startKV(t, c)
+	ctx := ctxT(t)
+	if _, err := k.Put(ctx, Versions, "db", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	js := natstest.JetStream(t, k.ClientURL())
+	stream := "KV_" + bucketName("test", Versions)
+	var seen [numBuckets]bucketSeen
+	k.checkBuckets(ctx, &seen)
+	if err := js.DeleteStream(ctx, stream); err != nil {
+		t.Fatal(err)
+	}
+	k.checkBuckets(ctx, &seen)
+	if _, err := js.Stream(ctx, stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the bucket was created again before a second check: %v", err)
+	}
+	k.checkBuckets(ctx, &seen)
+	raw := rawKV(t, k.ClientURL(), Versions)
+	if e, err := rawGet(raw, "db"); err != nil || string(e.Value()) != "v1" {
+		t.Fatalf("after the second check: db = %v, %v; want v1", e, err)
 	}
 }
 
