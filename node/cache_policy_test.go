@@ -146,3 +146,94 @@ func BenchmarkCachePolicy(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCacheSwitch measures what dropping the answer cache's entries
+// at a switch costs against carrying those of unchanged keys over to the
+// new version (re-keyed), when the switch changes 1 % of the keys: a
+// cache of the default size warmed by 1M Zipf (0.99) lookups on v1 over
+// 50,000 or 1M keys, then v1 switched to v2 either way and the next 1M
+// lookups asked of v2. It reports the hits of the first 10k, 100k and 1M
+// lookups after the switch each way (hit-%), and what carrying took
+// (carry-µs, over the entries carried).
+func BenchmarkCacheSwitch(b *testing.B) {
+	old := debug.SetGCPercent(200)
+	b.Cleanup(func() { debug.SetGCPercent(old) })
+	for _, records := range []int{50_000, 1_000_000} {
+		b.Run(fmt.Sprint(records), func(b *testing.B) {
+			stream := policyStream(records, 2_000_000, true)
+			warm, after := stream[:1_000_000], stream[1_000_000:]
+			changed := map[string]bool{}
+			r := rand.New(rand.NewPCG(3, 4))
+			for len(changed) < records/100 {
+				changed[fmt.Sprintf("key-%012d", r.IntN(records))] = true
+			}
+			marks := []int{10_000, 100_000, 1_000_000}
+			hits := map[string][]int64{"drop": make([]int64, len(marks)), "carry": make([]int64, len(marks))}
+			var carried int64
+			var carryTook time.Duration
+			value := make([]byte, 100)
+			lookup := func(h *answerCache, v *version, k []byte) bool {
+				if _, ok := h.get(v, k, false); ok {
+					return true
+				}
+				res := Result{Found: true, Value: value}
+				h.put(v, k, false, &res, h.epochNow())
+				return false
+			}
+			for range b.N {
+				for _, way := range []string{"drop", "carry"} {
+					h, err := newAnswerCache(DefaultConfig().HotCacheBytes)
+					if err != nil {
+						b.Fatal(err)
+					}
+					v1, v2 := &version{name: "1"}, &version{name: "2"}
+					for _, k := range warm {
+						lookup(h, v1, k)
+					}
+					h.c.CleanUp()
+					if way == "carry" {
+						t0 := time.Now()
+						type kv struct {
+							k cacheKey
+							e *cacheEntry
+						}
+						var keep []kv
+						for k, e := range h.c.All() {
+							if k.v == v1 && !changed[k.key] {
+								keep = append(keep, kv{cacheKey{v: v2, key: k.key, raw: k.raw}, e})
+							}
+						}
+						// v1's entries go first: otter would refuse the new
+						// keys (never seen) for room held by v1's hot ones.
+						h.drop(v1)
+						for _, x := range keep {
+							h.c.Set(x.k, x.e)
+						}
+						carryTook += time.Since(t0)
+						carried += int64(len(keep))
+					} else {
+						h.drop(v1)
+					}
+					var n int64
+					m := 0
+					for i, k := range after {
+						if lookup(h, v2, k) {
+							n++
+						}
+						if i+1 == marks[m] {
+							hits[way][m] += n
+							m++
+						}
+					}
+				}
+			}
+			for _, way := range []string{"drop", "carry"} {
+				for m, mark := range marks {
+					b.ReportMetric(100*float64(hits[way][m])/float64(b.N*mark), fmt.Sprintf("%s-hit-%%-%dk", way, mark/1000))
+				}
+			}
+			b.ReportMetric(float64(carried)/float64(b.N), "carried")
+			b.ReportMetric(float64(carryTook.Microseconds())/float64(b.N), "carry-µs")
+		})
+	}
+}
