@@ -80,14 +80,18 @@ func mustMetric(t *testing.T, client *http.Client, n *clusterProc, name string) 
 	return v
 }
 
-// waitConverged waits until each of nodes has logged that it converged
-// with want nodes.
-func waitConverged(t *testing.T, nodes []*clusterProc, want int) {
+// waitConverged waits until each of nodes has converged (its start-up
+// wait for a stable membership). A node writes its entry before it
+// converges, so once the last one has, every view holds every node (the
+// watch delivers within milliseconds): a version published then is
+// assigned, and its builder chosen, over the same nodes everywhere. How
+// many a node converged with depends on how fast the others started, so
+// it is not checked.
+func waitConverged(t *testing.T, nodes []*clusterProc) {
 	t.Helper()
-	line := fmt.Sprintf(`"msg":"cluster membership converged","nodes":%d`, want)
 	for _, n := range nodes {
-		waitFor(t, fmt.Sprintf("node %d converged with %d nodes", n.id, want), func() error {
-			if !strings.Contains(n.log(), line) {
+		waitFor(t, fmt.Sprintf("node %d converged", n.id), func() error {
+			if !strings.Contains(n.log(), `"msg":"cluster membership converged"`) {
 				return fmt.Errorf("not yet")
 			}
 			return nil
@@ -230,7 +234,7 @@ func TestPeerCopyProcesses(t *testing.T) {
 			}
 		}
 	})
-	waitConverged(t, nodes, 3)
+	waitConverged(t, nodes)
 	metric := func(n *clusterProc, name string) float64 {
 		t.Helper()
 		return mustMetric(t, client, n, name)
@@ -415,7 +419,7 @@ func TestPeerCopyTLSProcesses(t *testing.T) {
 		https(n)
 		nodes = append(nodes, n)
 	}
-	waitConverged(t, nodes, 3)
+	waitConverged(t, nodes)
 	size := writeCopyVersion(t, root, "v1")
 	for _, n := range nodes {
 		if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -473,7 +477,7 @@ func TestRegionBuildOnce(t *testing.T) {
 		config := strings.Replace(regionBNode(id, server.url), "replication = 1", "replication = 2", 1) + "[cluster]\nbuild_once_min_size = \"0\"\n"
 		nodes = append(nodes, startRegionNode(t, bin, id, bucket, config))
 	}
-	waitConverged(t, nodes, 3)
+	waitConverged(t, nodes)
 	before, err := leafBytes(hub.monitor)
 	if err != nil {
 		t.Fatal(err)
