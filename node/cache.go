@@ -73,6 +73,7 @@ type answerCache struct {
 	epoch     atomic.Uint64
 	dropped   atomic.Uint64 // entries dropped with their version
 	evictions atomic.Uint64 // entries evicted for room
+	carried   atomic.Uint64 // entries carried over to a switch's version
 
 	// door is the doorkeeper: a two-hash Bloom filter of the keys missed
 	// since its last reset. A miss is cached only when its key is in it
@@ -287,6 +288,50 @@ func (h *answerCache) dropProxied(v *version) {
 	}
 }
 
+// dropCarrying drops the entries of gone as drop does, first keeping
+// those of from whose keys are not in changed and storing them again as
+// to's (from is in gone: its entries make room for to's, which otter,
+// never having seen their keys, would refuse against from's hot ones).
+// Only answers read here are carried; a nil from carries none. The
+// answers of keys to did not change are to's, ETags included (an ETag
+// is the value's).
+func (h *answerCache) dropCarrying(gone []*version, from, to *version, changed [][]byte) {
+	if h == nil {
+		return
+	}
+	if from == nil || to == nil {
+		h.drop(gone...)
+		return
+	}
+	skip := make(map[string]bool, len(changed))
+	for _, k := range changed {
+		skip[string(k)] = true
+	}
+	type carriedEntry struct {
+		k cacheKey
+		e *cacheEntry
+	}
+	var keep []carriedEntry
+	for k, e := range h.c.All() {
+		if k.v == from && e.proxiedTo == "" && !skip[k.key] {
+			keep = append(keep, carriedEntry{cacheKey{v: to, key: k.key, raw: k.raw}, e})
+		}
+	}
+	h.drop(gone...)
+	epoch := h.epoch.Load()
+	for _, c := range keep {
+		h.c.Set(c.k, c.e)
+	}
+	h.carried.Add(uint64(len(keep)))
+	if h.epoch.Load() != epoch {
+		// A drop ran meanwhile and may have missed these: to may be a
+		// version it dropped.
+		for _, c := range keep {
+			h.c.Invalidate(c.k)
+		}
+	}
+}
+
 // CacheStatus is the answer cache's state in the status.
 type CacheStatus struct {
 	// Bytes are the entries' own: keys, values and the per-entry
@@ -329,6 +374,8 @@ func (h *answerCache) collectors() []prometheus.Collector {
 			func() float64 { return float64(h.evictions.Load()) }),
 		counter("spangle_hot_cache_dropped_total", "Entries dropped from the hot cache with their version (switched away from, discarded or closed), and answers from peers of partitions healed here.",
 			func() float64 { return float64(h.dropped.Load()) }),
+		counter("spangle_hot_cache_carried_total", "Entries of unchanged keys carried over to the version a switch made active (the switch's changed keys known: [purge] max_keys, one node).",
+			func() float64 { return float64(h.carried.Load()) }),
 		gauge("spangle_hot_cache_bytes", "Estimated bytes held by the hot cache's entries (keys, values and per-entry overhead).",
 			func() float64 { return float64(h.c.WeightedSize()) }),
 		gauge("spangle_hot_cache_entries", "Entries in the hot cache.",

@@ -69,8 +69,31 @@ func (d *db) set(next versions) {
 	d.pending.Store(next.pending)
 	retired := next.retired
 	d.retired.Store(&retired)
-	d.node.cache.drop(prev.leaving(next)...)
+	from, to, changed := d.carried(prev, next)
+	d.node.cache.dropCarrying(prev.leaving(next), from, to, changed)
 	d.node.heldChanged() // the NATS front door and the advertiser follow (held.go)
+}
+
+// carried returns the switch from prev's active version to next's whose
+// cached answers of unchanged keys are carried over (cache.go,
+// dropCarrying) and the keys it changed: when the db kept them
+// (Config.ChangedKeys, a switch changing at most that many) against the
+// version it replaces, and the node is not in a cluster (a proxied
+// answer's partition is not in this node's diff, nor a partition it
+// held in one version and not the other). Otherwise nil: the answers are
+// dropped. After a switch changing 1 % of the keys, carrying kept 72.8 %
+// of the next 10k Zipf lookups hits against 48.5 % (BenchmarkCacheSwitch).
+func (d *db) carried(prev, next versions) (from, to *version, changed [][]byte) {
+	if d.node.clustered() || prev.active == nil || next.active == nil || prev.active == next.active {
+		return nil, nil, nil
+	}
+	d.mu.Lock()
+	c := d.changes
+	d.mu.Unlock()
+	if c == nil || c.name != next.active.name || c.From != prev.active.name {
+		return nil, nil, nil
+	}
+	return prev.active, next.active, c.Keys
 }
 
 // leaving returns the versions of vs whose cached answers (cache.go) go
