@@ -19,9 +19,10 @@ import (
 // updated, half new) and deletes 0.1 %, published twice in one run:
 //
 //   - as a delta over the first (spangle publish --base --cache): the
-//     publisher reads the first from its cache (kept by the first's
-//     publish), builds the next, uploads the changes; nodes merge them
-//     into the partitions they hold;
+//     publisher reads the first's index from its cache (kept by the
+//     first's publish), reads the next once against it (no build),
+//     uploads the changes; nodes merge them into the partitions they
+//     hold;
 //   - in full, under the next version name: every file uploaded, every
 //     node builds its partitions from the source.
 //

@@ -408,18 +408,7 @@ func writeDelta(ctx context.Context, out string, version, base *blocks.Version) 
 	if err != nil {
 		return rep, err
 	}
-	if err := os.WriteFile(filepath.Join(out, blocks.DigestFileName), vd.Marshal(), 0o644); err != nil {
-		return rep, err
-	}
-	if err := os.WriteFile(filepath.Join(out, blocks.BaseFileName), []byte(bm.Version+"\n"), 0o644); err != nil {
-		return rep, err
-	}
-	for _, f := range []string{"part-00000", blocks.DeletesFileName, blocks.DigestFileName, blocks.BaseFileName} {
-		if fi, err := os.Stat(filepath.Join(out, f)); err == nil {
-			rep.Bytes += fi.Size()
-		}
-	}
-	return rep, nil
+	return rep, finishDelta(out, bm.Version, vd, &rep)
 }
 
 // prepareDelta writes dir's _DIGEST (base ""), or the delta of dir over
@@ -435,11 +424,28 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 	}
 	defer ls.close()
 	if base == "" {
-		vd, err := digestDir(ctx, ls, db, version, dir)
+		if ls.keep {
+			vd, x, _, _, err := ls.scanDir(ctx, db, version, dir)
+			if err == nil {
+				if err := ls.keepIndex(db, version, x); err != nil {
+					return "", cleanup, err
+				}
+				return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
+			}
+			if !errors.Is(err, errSlowPath) {
+				return "", cleanup, err
+			}
+		}
+		v, _, err := ls.buildDir(ctx, db, version, dir)
 		if err != nil {
 			return "", cleanup, err
 		}
-		ls.keepOnly(db, version)
+		defer v.Close()
+		vd, err := blocks.DigestOf(v.Manifest())
+		if err != nil {
+			return "", cleanup, err
+		}
+		ls.keepSlow(db, version, v)
 		return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
 	}
 	// The base is refused at once if it is not in the bucket; then both
@@ -450,6 +456,18 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 			err = fmt.Errorf("%s/%s is not in the bucket (no _SUCCESS)", db, base)
 		}
 		return "", cleanup, fmt.Errorf("base %s refused: %w", base, err)
+	}
+	out, err := os.MkdirTemp("", "spangle-delta-out-")
+	if err != nil {
+		return "", cleanup, err
+	}
+	cleanup = func() { os.RemoveAll(out) }
+	if rep, full, err := ls.fastDelta(ctx, out, db, version, base, dir); !errors.Is(err, errSlowPath) {
+		if err == nil {
+			fmt.Fprintf(stderr, "base %s/%s read from the cache %s (its index: the dataset read once, not built)\n", db, base, cache)
+			printDelta(stderr, db, version, base, rep, full)
+		}
+		return out, cleanup, err
 	}
 	var (
 		bv, v *blocks.Version
@@ -479,19 +497,31 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 	if err != nil {
 		return "", cleanup, err
 	}
-	out, err := os.MkdirTemp("", "spangle-delta-out-")
-	if err != nil {
-		return "", cleanup, err
-	}
-	cleanup = func() { os.RemoveAll(out) }
 	rep, err := writeDelta(ctx, out, v, bv)
 	if err != nil {
 		return "", cleanup, err
 	}
-	ls.keepOnly(db, version) // the next --base
-	fmt.Fprintf(stderr, "delta of %s/%s over %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%)\n",
-		db, version, base, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)))
+	ls.keepSlow(db, version, v) // the next --base
+	printDelta(stderr, db, version, base, rep, full)
 	return out, cleanup, nil
+}
+
+func printDelta(w io.Writer, db, version, base string, rep deltaReport, full int64) {
+	fmt.Fprintf(w, "delta of %s/%s over %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%)\n",
+		db, version, base, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)))
+}
+
+// keepSlow keeps in the cache version v of db, built, and its index
+// (when it has one: no key hash shared), as the next --base.
+func (ls *localStore) keepSlow(db, version string, v *blocks.Version) {
+	ls.keepOnly(db, version)
+	if !ls.keep {
+		return
+	}
+	os.Remove(deltaIndexPath(ls.dir, db)) //nolint:errcheck // replaced below, or the bbolt version serves
+	if x, ok, err := indexOf(v); err == nil && ok {
+		x.write(deltaIndexPath(ls.dir, db)) //nolint:errcheck // the cache only: the next publish builds
+	}
 }
 
 const digestUsage = `usage: spangle digest [flags] DIR`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,8 +70,9 @@ func TestPublishDelta(t *testing.T) {
 		})
 	}
 
-	// v1 and v2 keep their build in a cache, where v2 finds its base;
-	// v3 builds its base, v2, from the bucket (v1, then the delta).
+	// v1 and v2 keep their index in a cache, where v2 finds its base
+	// (and reads its dataset once, without building it); v3 builds its
+	// base, v2, from the bucket (v1, then the delta).
 	cache := t.TempDir()
 	if code, out := publish("v1", "--digest", "--cache", cache); code != 0 {
 		t.Fatalf("publish v1: %d\n%s", code, out)
@@ -95,8 +97,14 @@ func TestPublishDelta(t *testing.T) {
 	if !strings.Contains(out, "published d/v2") || !strings.Contains(out, "publishing d/v2: 4 files") { // part-00000, _BASE, _DELETES, _DIGEST
 		t.Errorf("publish v2 says:\n%s", out)
 	}
-	if vs, err := os.ReadDir(filepath.Join(cache, "dbs", "d")); err != nil || len(vs) != 1 || vs[0].Name() != "v2" {
-		t.Errorf("the cache holds %v (%v), want v2 alone", vs, err)
+	if !strings.Contains(out, "(its index: the dataset read once, not built)") {
+		t.Errorf("publish v2 built its dataset:\n%s", out)
+	}
+	if vs, _ := os.ReadDir(filepath.Join(cache, "dbs", "d")); len(vs) != 0 {
+		t.Errorf("the cache holds built versions %v, want none (the index alone)", vs)
+	}
+	if b, err := os.ReadFile(deltaIndexPath(cache, "d")); err != nil || !bytes.Contains(b, []byte(`"version":"v2"`)) {
+		t.Errorf("the cache's index of d: %.100q (%v), want v2's", b, err)
 	}
 	waitValue("key-2000", "v2:new")
 	waitValue("key-7", "v2:7")

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/blocks/seqfile"
+)
+
+// errSlowPath: the fast path cannot compute this delta or digest (input
+// it does not read, a duplicate key, a key hash shared by two keys, no
+// index of the base); the caller builds instead.
+var errSlowPath = errors.New("fast path not taken")
+
+// scanDir reads DIR's records without building them: their digest per
+// partition and the index of the new version (deltaIndex), and, per
+// file, how many records it holds. It reads only SequenceFiles, not
+// presharded, under a built-in partitioner: anything else is
+// errSlowPath, as is a duplicate key (the build decides which wins) or a
+// record the build would refuse (it says why). Files are read by
+// GOMAXPROCS workers at once.
+func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*blocks.VersionDigest, *deltaIndex, []int, int64, error) {
+	if *ls.df.presharded || strings.HasPrefix(ls.part.Identity(), "wasm:") ||
+		(*ls.df.format != "auto" && *ls.df.format != string(blocks.FormatSequenceFile)) {
+		return nil, nil, nil, 0, errSlowPath
+	}
+	files, total, err := dirFiles(dir)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	n := len(files)
+	type fileScan struct {
+		digests []blocks.Digester
+		ib      indexBuilder
+	}
+	scans := make([]fileScan, n)
+	err = eachFileRecord(ctx, files, func(fi int) func(k, v []byte) error {
+		fs := &scans[fi]
+		fs.digests = make([]blocks.Digester, n)
+		return func(k, v []byte) error {
+			if len(k) == 0 || len(k) > 32768 {
+				return errSlowPath // the build says why
+			}
+			p, _, err := ls.part.Partition(k, n)
+			if err != nil || p < 0 || p >= n {
+				return errSlowPath
+			}
+			fs.digests[p].Add(k, v)
+			fs.ib.add(k, v)
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	var ib indexBuilder
+	parts := make([]blocks.Digest, n)
+	counts := make([]int, n)
+	for i := range scans {
+		counts[i] = len(scans[i].ib.kh)
+		ib.merge(&scans[i].ib)
+		scans[i].ib = indexBuilder{}
+		for p := range parts {
+			parts[p] = parts[p].Add(scans[i].digests[p].Digest)
+		}
+	}
+	x, ok := ib.finish(deltaIndexHeader{DB: db, Version: version, Partitioner: ls.part.Identity(), NumPartitions: n})
+	if !ok {
+		return nil, nil, nil, 0, errSlowPath // a duplicate key, or a shared hash
+	}
+	return blocks.NewVersionDigest(ls.part.Identity(), parts), x, counts, total, nil
+}
+
+// eachFileRecord reads every SequenceFile of files, GOMAXPROCS at once:
+// open(i) returns the function given file i's records in order.
+// A file of another format is errSlowPath.
+func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i int) func(k, v []byte) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for fi, f := range files {
+		g.Go(func() error {
+			fn := open(fi)
+			rc, err := f.Open(gctx)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			br := bufio.NewReaderSize(rc, 256<<10)
+			head, _ := br.Peek(4)
+			if blocks.DetectFormat(head) != blocks.FormatSequenceFile {
+				return errSlowPath
+			}
+			sr, err := seqfile.NewReader(br, f.Name)
+			if err != nil {
+				return err
+			}
+			for rec := 0; sr.Next(); rec++ {
+				if rec%4096 == 0 {
+					if err := gctx.Err(); err != nil {
+						return err
+					}
+				}
+				if err := fn(sr.Key(), sr.Value()); err != nil {
+					return err
+				}
+			}
+			return sr.Err()
+		})
+	}
+	return g.Wait()
+}
+
+// fastDelta writes into out the delta of DIR over the base whose index
+// the cache holds (see deltaIndex), and keeps DIR's index as the next
+// base's. It reads DIR once for its digest and index, walks the two
+// indexes in key hash order (a key in both is confirmed on its bytes)
+// and reads DIR again for the records added or changed only.
+// errSlowPath if it cannot.
+func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName, dir string) (deltaReport, int64, error) {
+	var rep deltaReport
+	if !ls.keep {
+		return rep, 0, errSlowPath
+	}
+	base, err := readDeltaIndex(deltaIndexPath(ls.dir, db), db, baseName, ls.part.Identity())
+	if err != nil {
+		return rep, 0, errSlowPath
+	}
+	vd, x, counts, full, err := ls.scanDir(ctx, db, version, dir)
+	if err != nil {
+		return rep, 0, err
+	}
+	if base.NumPartitions != len(counts) {
+		return rep, 0, fmt.Errorf("the dataset has %d partitions (files), the base %s %d: a delta keeps its base's partitions", len(counts), baseName, base.NumPartitions)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return rep, 0, err
+	}
+	df, err := os.Create(filepath.Join(out, blocks.DeletesFileName))
+	if err != nil {
+		return rep, 0, err
+	}
+	defer df.Close()
+	dw := blocks.NewDeletesWriter(df)
+	// The walk: upsert marks the records to write, by their place in the
+	// order read.
+	upsert := make([]bool, len(x.kh))
+	i, j := 0, 0
+	for i < len(x.kh) || j < len(base.kh) {
+		switch {
+		case j == len(base.kh) || (i < len(x.kh) && x.kh[i] < base.kh[j]):
+			upsert[x.ord[i]] = true
+			rep.Upserts++
+			i++
+		case i == len(x.kh) || base.kh[j] < x.kh[i]:
+			if err := dw.Add(base.key(j)); err != nil {
+				return rep, 0, err
+			}
+			rep.Deletes++
+			j++
+		default:
+			if !bytes.Equal(x.key(i), base.key(j)) {
+				return rep, 0, errSlowPath // two keys, one hash
+			}
+			if x.vh[i] != base.vh[j] {
+				upsert[x.ord[i]] = true
+				rep.Upserts++
+			}
+			i, j = i+1, j+1
+		}
+	}
+	if err := dw.Close(); err != nil {
+		return rep, 0, err
+	}
+	if err := ls.writeUpserts(ctx, out, dir, counts, upsert); err != nil {
+		return rep, 0, err
+	}
+	if err := finishDelta(out, baseName, vd, &rep); err != nil {
+		return rep, 0, err
+	}
+	return rep, full, ls.keepIndex(db, version, x)
+}
+
+// writeUpserts writes out/part-00000: the records of DIR marked in
+// upsert (by their place in the order read; counts are the files').
+func (ls *localStore) writeUpserts(ctx context.Context, out, dir string, counts []int, upsert []bool) error {
+	files, _, err := dirFiles(dir)
+	if err != nil {
+		return err
+	}
+	if len(files) != len(counts) {
+		return fmt.Errorf("%s changed while read", dir)
+	}
+	uf, err := os.Create(filepath.Join(out, "part-00000"))
+	if err != nil {
+		return err
+	}
+	defer uf.Close()
+	ubw := bufio.NewWriterSize(uf, 1<<20)
+	sw, err := seqfile.NewWriter(ubw, seqfile.WriterOptions{})
+	if err != nil {
+		return err
+	}
+	first := make([]int, len(counts))
+	for i := 1; i < len(counts); i++ {
+		first[i] = first[i-1] + counts[i-1]
+	}
+	var mu sync.Mutex
+	err = eachFileRecord(ctx, files, func(fi int) func(k, v []byte) error {
+		r := first[fi]
+		return func(k, v []byte) error {
+			if r >= first[fi]+counts[fi] {
+				return fmt.Errorf("%s changed while read", files[fi].Name)
+			}
+			up := upsert[r]
+			r++
+			if !up {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return sw.Append(k, v)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := sw.Close(); err != nil {
+		return err
+	}
+	return ubw.Flush()
+}
+
+// keepIndex keeps x as the cache's index of db (version), and drops the
+// versions of db the cache built: the index serves the next --base.
+func (ls *localStore) keepIndex(db, version string, x *deltaIndex) error {
+	ls.keepOnly(db, version)
+	ls.Remove(db, version) //nolint:errcheck // the cache only
+	return x.write(deltaIndexPath(ls.dir, db))
+}
+
+// finishDelta writes a delta's _DIGEST and _BASE, and adds its files'
+// sizes to rep.
+func finishDelta(out, base string, vd *blocks.VersionDigest, rep *deltaReport) error {
+	if err := os.WriteFile(filepath.Join(out, blocks.DigestFileName), vd.Marshal(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, blocks.BaseFileName), []byte(base+"\n"), 0o644); err != nil {
+		return err
+	}
+	for _, f := range []string{"part-00000", blocks.DeletesFileName, blocks.DigestFileName, blocks.BaseFileName} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err == nil {
+			rep.Bytes += fi.Size()
+		}
+	}
+	return nil
+}

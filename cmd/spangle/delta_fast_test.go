@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/blocks/seqfile"
+	"github.com/spangledb/spangle/node/nodetest"
+)
+
+func testDatasetFlags() datasetFlags {
+	return addDatasetFlags(flag.NewFlagSet("t", flag.ContinueOnError))
+}
+
+// readUpserts returns a delta's part-00000 as key → value.
+func readUpserts(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "part-00000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := seqfile.NewReader(f, "part-00000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for r.Next() {
+		if _, dup := m[string(r.Key())]; dup {
+			t.Fatalf("%s: %q upserted twice", dir, r.Key())
+		}
+		m[string(r.Key())] = string(r.Value())
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// dump returns every record of v, by partition in key order.
+func dump(t *testing.T, v *blocks.Version) []string {
+	t.Helper()
+	var out []string
+	err := v.View(func(r *blocks.Reader) error {
+		for p := range v.Manifest().NumPartitions {
+			it, err := r.Iter(p, blocks.Range{})
+			if err != nil {
+				return err
+			}
+			for it.Next() {
+				val, err := it.Value()
+				if err != nil {
+					return err
+				}
+				out = append(out, fmt.Sprintf("%d %s=%s", p, it.Key(), val))
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestFastDeltaLikeSlow: the delta publish --base --cache computes from
+// the cache's index of the base, reading DIR once without building it,
+// is the slow path's (the two versions built and merged): the same
+// records upserted, the same number deleted, the same _DIGEST byte for
+// byte; the version a node builds from it over the base is the full
+// build of DIR record by record, and its digest is the _DIGEST. A
+// chain of two deltas goes through the index the first one kept. A
+// value rewritten unchanged is not upserted.
+func TestFastDeltaLikeSlow(t *testing.T) {
+	ctx := context.Background()
+	work, cache := t.TempDir(), t.TempDir()
+	df := testDatasetFlags()
+	recs := nodetest.Numbered("v1", 2000)
+	nodetest.WriteVersion(t, work, "d", "v1", 4, recs)
+	fast, err := openLocalStore(ctx, df, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.close()
+	slow, err := openLocalStore(ctx, df, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.close()
+	// v1 as publish --digest --cache keeps it: the index alone.
+	vd1, x, _, _, err := fast.scanDir(ctx, "d", "v1", filepath.Join(work, "d", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fast.keepIndex("d", "v1", x); err != nil {
+		t.Fatal(err)
+	}
+	prev, _, err := slow.buildDir(ctx, "d", "v1", filepath.Join(work, "d", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := blocks.DigestOf(prev.Manifest()); !bytes.Equal(vd1.Marshal(), want.Marshal()) {
+		t.Fatalf("scanned digest %s, built %s", vd1.Total, want.Total)
+	}
+	for step, change := range []func([]nodetest.Record) []nodetest.Record{
+		func(rs []nodetest.Record) []nodetest.Record {
+			for i := 0; i < 100; i++ {
+				rs[i*7].Value = fmt.Appendf(nil, "v2:%d", i*7) // changed
+			}
+			rs[1].Value = []byte("v1:1") // rewritten, unchanged
+			for i := 0; i < 50; i++ {
+				rs = append(rs, nodetest.Record{Key: fmt.Appendf(nil, "new-%d", i), Value: []byte("new")})
+			}
+			return append(rs[:500], rs[520:]...) // 20 deleted
+		},
+		func(rs []nodetest.Record) []nodetest.Record {
+			rs[3].Value = []byte("v3")
+			return rs[10:]
+		},
+	} {
+		base, version := fmt.Sprintf("v%d", step+1), fmt.Sprintf("v%d", step+2)
+		recs = change(recs)
+		dir := filepath.Join(work, "d", version)
+		nodetest.WriteVersion(t, work, "d", version, 4, recs)
+		outFast, outSlow := filepath.Join(work, "fast-"+version), filepath.Join(work, "slow-"+version)
+		frep, _, err := fast.fastDelta(ctx, outFast, "d", version, base, dir)
+		if err != nil {
+			t.Fatalf("%s: fast path: %v", version, err)
+		}
+		next, _, err := slow.buildDir(ctx, "d", version, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srep, err := writeDelta(ctx, outSlow, next, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if frep.Upserts != srep.Upserts || frep.Deletes != srep.Deletes {
+			t.Errorf("%s: fast %+v, slow %+v", version, frep, srep)
+		}
+		fu, su := readUpserts(t, outFast), readUpserts(t, outSlow)
+		if len(fu) != len(su) {
+			t.Errorf("%s: fast upserts %d, slow %d", version, len(fu), len(su))
+		}
+		for k, v := range su {
+			if fu[k] != v {
+				t.Errorf("%s: upsert %s: fast %q, slow %q", version, k, fu[k], v)
+			}
+		}
+		if _, ok := fu["key-1"]; ok && step == 0 {
+			t.Errorf("key-1, rewritten with its value, upserted")
+		}
+		for _, f := range []string{blocks.DigestFileName, blocks.BaseFileName} {
+			a, _ := os.ReadFile(filepath.Join(outFast, f))
+			b, _ := os.ReadFile(filepath.Join(outSlow, f))
+			if !bytes.Equal(a, b) || len(a) == 0 {
+				t.Errorf("%s: %s: fast %q, slow %q", version, f, a, b)
+			}
+		}
+		// A node's build of the fast delta over the base is the full build.
+		files, _, err := dirFiles(outFast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := slow.spec("n", version, files)
+		var nb *blocks.Version
+		if base == "v1" {
+			nb, _, err = slow.buildDir(ctx, "n", base, filepath.Join(work, "d", base))
+		} else {
+			nb, err = slow.Open("n", base) // the delta-built one
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Base = nb
+		dp := filepath.Join(outFast, blocks.DeletesFileName)
+		spec.Deletes = []blocks.SourceFile{{Name: blocks.DeletesFileName, Size: -1,
+			Open: func(context.Context) (io.ReadCloser, error) { return os.Open(dp) }}}
+		built, err := slow.Build(ctx, spec)
+		nb.Close()
+		if err != nil {
+			t.Fatalf("%s: build the fast delta: %v", version, err)
+		}
+		got, want := dump(t, built), dump(t, next)
+		if len(got) != len(want) {
+			t.Fatalf("%s: delta-built %d records, full %d", version, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: record %d: delta-built %s, full %s", version, i, got[i], want[i])
+			}
+		}
+		fd, _ := os.ReadFile(filepath.Join(outFast, blocks.DigestFileName))
+		if bd, _ := blocks.DigestOf(built.Manifest()); !bytes.Equal(bd.Marshal(), fd) {
+			t.Errorf("%s: the delta-built version's digest %s, _DIGEST %s", version, bd.Total, fd)
+		}
+		built.Close()
+		prev.Close()
+		prev = next
+	}
+	prev.Close()
+}
+
+// TestFastDeltaFallsBack: the fast path refuses what it cannot decide
+// (a duplicate key: the build's last one wins; no index of the base;
+// presharded input) with errSlowPath, and publish then builds.
+func TestFastDeltaFallsBack(t *testing.T) {
+	ctx := context.Background()
+	work, cache := t.TempDir(), t.TempDir()
+	df := testDatasetFlags()
+	recs := nodetest.Numbered("v1", 100)
+	nodetest.WriteVersion(t, work, "d", "v1", 2, recs)
+	ls, err := openLocalStore(ctx, df, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.close()
+	out := filepath.Join(work, "out")
+	if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
+		t.Fatalf("no index: %v", err)
+	}
+	_, x, _, _, err := ls.scanDir(ctx, "d", "v1", filepath.Join(work, "d", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.keepIndex("d", "v1", x); err != nil {
+		t.Fatal(err)
+	}
+	for name, rs := range map[string][]nodetest.Record{
+		"a duplicate key in the base":  append(recs[:len(recs):len(recs)], nodetest.Record{Key: []byte("key-3"), Value: []byte("x")}),
+		"a duplicate key, new":         append(recs[:len(recs):len(recs)], nodetest.Record{Key: []byte("k"), Value: []byte("x")}, nodetest.Record{Key: []byte("k"), Value: []byte("y")}),
+		"a duplicate key, same values": append(recs[:len(recs):len(recs)], recs[7]),
+	} {
+		root := t.TempDir()
+		nodetest.WriteVersion(t, root, "d", "v2", 2, rs)
+		dir := filepath.Join(root, "d", "v2")
+		if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", dir); !errors.Is(err, errSlowPath) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	*df.presharded = true
+	if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
+		t.Errorf("presharded: %v", err)
+	}
+}
