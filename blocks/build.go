@@ -216,6 +216,9 @@ func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b.delta != nil {
+		v.deltaKeys = b.deltaCounts.result(int64(b.opts.DeltaKeys), b.held) // delta.go
+	}
 	return v, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -54,8 +55,70 @@ func deltaSpec(spec BuildSpec) (BuildSpec, int, error) {
 // isDeleteFile reports whether spec file i lists deleted keys.
 func (b *builder) isDeleteFile(i int) bool { return uint32(i) >= b.delFrom }
 
-// deltaCounts are a delta build's DeltaInfo counts, over all partitions.
-type deltaCounts struct{ added, changed, unchanged, deleted atomic.Int64 }
+// deltaCounts are a delta build's DeltaInfo counts, over all partitions,
+// and the changed keys it keeps (Options.DeltaKeys).
+type deltaCounts struct {
+	added, changed, unchanged, deleted atomic.Int64
+
+	kept atomic.Int64 // changed keys noted, kept or not
+	mu   sync.Mutex
+	keys map[int][][]byte // by partition, in key order
+}
+
+// note counts changed key k of a partition, kept in *keys while at most
+// keep have been noted over the build.
+func (c *deltaCounts) note(keep int64, keys *[][]byte, k []byte) {
+	if keep > 0 && c.kept.Add(1) <= keep {
+		*keys = append(*keys, bytes.Clone(k))
+	}
+}
+
+// put keeps partition p's changed keys, once its merge is done.
+func (c *deltaCounts) put(p int, keys [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys = map[int][][]byte{}
+	}
+	c.keys[p] = keys
+}
+
+// result returns the changed keys of the partitions held, nil if the
+// build noted more than keep (or keep is 0).
+func (c *deltaCounts) result(keep int64, held []int) *deltaKeys {
+	if keep <= 0 || c.kept.Load() > keep {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dk := &deltaKeys{parts: slices.Clone(held), keys: [][]byte{}}
+	for _, p := range held {
+		dk.keys = append(dk.keys, c.keys[p]...)
+	}
+	return dk
+}
+
+// deltaKeys are the keys a delta build changed in the partitions it
+// built (Version.DeltaKeys).
+type deltaKeys struct {
+	parts []int
+	keys  [][]byte
+}
+
+// DeltaKeys returns the keys this version's delta build added, changed
+// or deleted against its base (Manifest.Delta.Base), in key order per
+// partition, over every partition the version holds: what a switch to
+// it changed, known without a diff. ok is false when the version was
+// not built here as a delta, the build changed more keys than
+// Options.DeltaKeys, or the version holds partitions added since.
+// The caller must not modify the keys.
+func (v *Version) DeltaKeys() (keys [][]byte, ok bool) {
+	dk := v.deltaKeys
+	if dk == nil || !slices.Equal(dk.parts, v.Manifest().Partitions) {
+		return nil, false
+	}
+	return dk.keys, true
+}
 
 // baseMerge merges a base partition with a delta's sorted records of it:
 // a delta record replaces the base's of its key, a deletion removes it.
@@ -64,6 +127,8 @@ type baseMerge struct {
 	delta   recordIter
 	delFrom uint32
 	counts  *deltaCounts
+	keep    int64    // Options.DeltaKeys
+	keys    [][]byte // changed keys kept (deltaCounts.note)
 
 	// raw: the base's unchanged records pass as they are stored (the
 	// same compression and dictionary: copied, not decoded and encoded
@@ -145,10 +210,12 @@ func (m *baseMerge) next() bool {
 			switch {
 			case del:
 				m.counts.deleted.Add(1)
+				m.counts.note(m.keep, &m.keys, m.base.Key())
 			case bytes.Equal(old, m.delta.value()):
 				m.counts.unchanged.Add(1)
 			default:
 				m.counts.changed.Add(1)
+				m.counts.note(m.keep, &m.keys, m.base.Key())
 			}
 			if m.raw {
 				m.removed.Add(m.base.Key(), old)
@@ -160,6 +227,7 @@ func (m *baseMerge) next() bool {
 		}
 		if c != 0 {
 			m.counts.added.Add(1)
+			m.counts.note(m.keep, &m.keys, m.delta.key())
 		}
 		m.k, m.v, m.stored = m.delta.key(), m.delta.value(), false
 		if m.raw {
@@ -228,11 +296,16 @@ func (b *builder) withBase(ctx context.Context, p int, it recordIter, write func
 				return err
 			}
 			defer part.release(rt)
-			return write(&blockMerge{cur: rt.cur, part: part, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts}, nil, info)
+			m := &blockMerge{cur: rt.cur, part: part, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts, keep: int64(b.opts.DeltaKeys)}
+			err = write(m, nil, info)
+			b.deltaCounts.put(p, m.keys)
+			return err
 		}
-		m := &baseMerge{base: bit, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts,
+		m := &baseMerge{base: bit, delta: it, delFrom: b.delFrom, counts: &b.deltaCounts, keep: int64(b.opts.DeltaKeys),
 			raw: same && !part.blocks && derr == nil}
-		return write(m, dict, info)
+		err = write(m, dict, info)
+		b.deltaCounts.put(p, m.keys)
+		return err
 	})
 }
 

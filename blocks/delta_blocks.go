@@ -26,6 +26,8 @@ type blockMerge struct {
 	delta   recordIter
 	delFrom uint32
 	counts  *deltaCounts
+	keep    int64    // Options.DeltaKeys
+	keys    [][]byte // changed keys kept (deltaCounts.note)
 }
 
 // blockMerge is a recordIter only in name: writePartition hands it to
@@ -108,6 +110,7 @@ func (b *builder) writeBlockMerge(ctx context.Context, pb *partBuf, m *blockMerg
 	emit := func() error {
 		if !isDeletion(d.seq(), m.delFrom) {
 			m.counts.added.Add(1)
+			m.counts.note(m.keep, &m.keys, d.key())
 			added.Add(d.key(), d.value())
 			addedBytes += int64(len(d.key()) + len(d.value()))
 			if err := put(packer.add(d.key(), d.value())); err != nil {
@@ -156,10 +159,12 @@ func (b *builder) writeBlockMerge(ctx context.Context, pb *partBuf, m *blockMerg
 				switch {
 				case del:
 					m.counts.deleted.Add(1)
+					m.counts.note(m.keep, &m.keys, rk)
 				case bytes.Equal(rv, d.value()):
 					m.counts.unchanged.Add(1)
 				default:
 					m.counts.changed.Add(1)
+					m.counts.note(m.keep, &m.keys, rk)
 				}
 				removed.Add(rk, rv)
 				removedBytes += int64(len(rk) + len(rv))

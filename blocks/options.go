@@ -58,6 +58,12 @@ type Options struct {
 	// manifest (in parallel; see BenchmarkVerify for the cost) and
 	// refuses a version whose files differ with ErrCorrupt.
 	SkipVerify bool
+
+	// DeltaKeys is the most changed keys (added, changed or deleted, not
+	// upserted with the value they had) a delta build keeps in memory,
+	// over its partitions, for Version.DeltaKeys: the keys a switch to
+	// it purges from caches, known without a diff. Default 0: none.
+	DeltaKeys int
 }
 
 // Defaults, see Options.
@@ -81,6 +87,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: negative MaxParallelLoads %d", ErrInvalidSpec, o.MaxParallelLoads)
 	case o.MaxParallelWrites < 0:
 		return fmt.Errorf("%w: negative MaxParallelWrites %d", ErrInvalidSpec, o.MaxParallelWrites)
+	case o.DeltaKeys < 0:
+		return fmt.Errorf("%w: negative DeltaKeys %d", ErrInvalidSpec, o.DeltaKeys)
 	case o.BatchSize < 0:
 		return fmt.Errorf("%w: negative BatchSize %d", ErrInvalidSpec, o.BatchSize)
 	}

@@ -50,6 +50,8 @@ const (
 type Version struct {
 	dir string
 
+	deltaKeys *deltaKeys // set by Build before it returns (DeltaKeys)
+
 	// contents is what Gets read: replaced whole, never modified, by
 	// AddPartitions. A Get loads it once, under mu held shared.
 	contents atomic.Pointer[contents]

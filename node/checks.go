@@ -98,10 +98,21 @@ func (d *db) checkVersion(name string, bv *blocks.Version) (refused string, err 
 			return "", err
 		}
 	}
-	if d.wantChangedKeys() && c.prev != nil {
-		// A delta that changed more keys than are kept is purged whole:
-		// its counts say so without a diff.
-		if x, ok := c.deltaDiff(); !ok || x.added+x.removed+x.changed <= int64(d.node.cfg.ChangedKeys) {
+	if d.wantChangedKeys() && c.prev != nil && !c.diffed {
+		// A delta built here over the version it replaces names its
+		// changed keys itself (blocks.Version.DeltaKeys), and one that
+		// changed more keys than are kept is purged whole: its counts
+		// say so. Neither needs a diff.
+		x, ok := c.deltaDiff()
+		keys, kok := c.data.DeltaKeys()
+		switch {
+		case !ok:
+			c.diffOnce()
+		case x.added+x.removed+x.changed > int64(d.node.cfg.ChangedKeys):
+		case kok && int64(len(keys)) == x.added+x.removed+x.changed:
+			x.keys, x.complete = keys, true
+			c.diff = x
+		default:
 			c.diffOnce()
 		}
 	}

@@ -149,6 +149,7 @@ func (n *Node) start() error {
 		Logger:           n.log,
 		MemoryBudget:     n.cfg.MemoryBudget,
 		MaxParallelLoads: n.cfg.MaxParallelLoads,
+		DeltaKeys:        n.cfg.ChangedKeys, // a delta's changed keys, without a diff (checks.go)
 	})
 	if err != nil {
 		return err
