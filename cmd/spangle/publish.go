@@ -62,7 +62,7 @@ func publish(args []string, stderr io.Writer) error {
 	base := fs.String("base", "", "publish V as a delta over version B of the bucket: only the records added, changed and deleted (with _BASE, _DELETES, _DIGEST)")
 	digest := fs.Bool("digest", false, "write DIR/_DIGEST (the digest nodes check before activating V) and publish it; always done with --base")
 	force := fs.Bool("force", false, "with --delete: delete the version even if a delta names it as its base")
-	cache := fs.String("cache", "", "a directory keeping the version built for --base or --digest (one per db), as the next --base: read there, not from the bucket")
+	cache := fs.String("cache", "", "a directory keeping an index of the version published with --base or --digest (one per db): the next --base computes its delta from it, building nothing")
 	df := addDatasetFlags(fs)
 	if err := parseFlags(fs, reorder(fs, args)); err != nil {
 		return err
