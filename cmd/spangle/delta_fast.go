@@ -115,7 +115,12 @@ func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i 
 					return err
 				}
 			}
-			return sr.Err()
+			if err := sr.Err(); errors.Is(err, seqfile.ErrTooLarge) {
+				return errSlowPath // the build's memory budget decides
+			} else if err != nil {
+				return err
+			}
+			return nil
 		})
 	}
 	return g.Wait()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,6 +92,9 @@ func (ib *indexBuilder) merge(o *indexBuilder) {
 // small bucket sorted.
 func (ib *indexBuilder) finish(h deltaIndexHeader) (*deltaIndex, bool) {
 	n := len(ib.kh)
+	if n > math.MaxUint32 {
+		return nil, false
+	}
 	type ent struct {
 		kh uint64
 		i  uint32
