@@ -64,18 +64,17 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
-	var ib indexBuilder
+	ibs := make([]*indexBuilder, n)
 	parts := make([]blocks.Digest, n)
 	counts := make([]int, n)
 	for i := range scans {
 		counts[i] = len(scans[i].ib.kh)
-		ib.merge(&scans[i].ib)
-		scans[i].ib = indexBuilder{}
+		ibs[i] = &scans[i].ib
 		for p := range parts {
 			parts[p] = parts[p].Add(scans[i].digests[p].Digest)
 		}
 	}
-	x, ok := ib.finish(deltaIndexHeader{DB: db, Version: version, Partitioner: ls.part.Identity(), NumPartitions: n})
+	x, ok := finishAll(deltaIndexHeader{DB: db, Version: version, Partitioner: ls.part.Identity(), NumPartitions: n}, ibs)
 	if !ok {
 		return nil, nil, nil, 0, errSlowPath // a duplicate key, or a shared hash
 	}

@@ -74,44 +74,49 @@ func (ib *indexBuilder) add(k, v []byte) {
 	ib.keys = append(ib.keys, k...)
 }
 
-// merge appends o's entries to ib's.
-func (ib *indexBuilder) merge(o *indexBuilder) {
-	base := uint64(len(ib.keys))
-	ib.kh = append(ib.kh, o.kh...)
-	ib.vh = append(ib.vh, o.vh...)
-	for _, off := range o.offs {
-		ib.offs = append(ib.offs, base+off)
-	}
-	ib.keys = append(ib.keys, o.keys...)
-}
-
 // finish sorts the entries by key hash and returns the index; ok false
 // if two keys share a hash (a duplicate key, or a collision): the caller
-// then takes the slow path, which builds. The hashes are uniform: the
-// entries are placed by their top bits (a counting sort), then each
-// small bucket sorted.
+// then takes the slow path, which builds.
 func (ib *indexBuilder) finish(h deltaIndexHeader) (*deltaIndex, bool) {
-	n := len(ib.kh)
-	if n > math.MaxUint32 {
-		return nil, false
+	return finishAll(h, []*indexBuilder{ib})
+}
+
+// finishAll is finish over the entries of ibs, in that order (an
+// entry's ord counts from the first builder's first entry). The hashes
+// are uniform: the entries are placed by their top bits (a counting
+// sort), then each small bucket sorted.
+func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
+	n, keyBytes := 0, 0
+	first := make([]uint32, len(ibs))
+	for f, ib := range ibs {
+		if n+len(ib.kh) > math.MaxUint32 {
+			return nil, false
+		}
+		first[f] = uint32(n)
+		n += len(ib.kh)
+		keyBytes += len(ib.keys)
 	}
 	type ent struct {
-		kh uint64
-		i  uint32
+		kh   uint64
+		i, f uint32 // entry i of ibs[f]
 	}
 	counts := make([]uint32, 1<<prefixBits+1)
-	for _, kh := range ib.kh {
-		counts[kh>>(64-prefixBits)+1]++
+	for _, ib := range ibs {
+		for _, kh := range ib.kh {
+			counts[kh>>(64-prefixBits)+1]++
+		}
 	}
 	for b := 1; b < len(counts); b++ {
 		counts[b] += counts[b-1]
 	}
 	ents := make([]ent, n)
 	next := slices.Clone(counts[:1<<prefixBits])
-	for i, kh := range ib.kh {
-		b := kh >> (64 - prefixBits)
-		ents[next[b]] = ent{kh, uint32(i)}
-		next[b]++
+	for f, ib := range ibs {
+		for i, kh := range ib.kh {
+			b := kh >> (64 - prefixBits)
+			ents[next[b]] = ent{kh, uint32(i), uint32(f)}
+			next[b]++
+		}
 	}
 	for b := range 1 << prefixBits {
 		s := ents[counts[b]:counts[b+1]]
@@ -119,17 +124,17 @@ func (ib *indexBuilder) finish(h deltaIndexHeader) (*deltaIndex, bool) {
 			slices.SortFunc(s, func(a, b ent) int { return cmp.Compare(a.kh, b.kh) })
 		}
 	}
-	x := &deltaIndex{deltaIndexHeader: h, kh: make([]uint64, n), vh: make([]uint64, n), offs: make([]uint64, n+1), keys: make([]byte, 0, len(ib.keys)), ord: make([]uint32, n)}
+	x := &deltaIndex{deltaIndexHeader: h, kh: make([]uint64, n), vh: make([]uint64, n), offs: make([]uint64, n+1), keys: make([]byte, 0, keyBytes), ord: make([]uint32, n)}
 	for i, e := range ents {
-		x.ord[i] = e.i
 		if i > 0 && e.kh == x.kh[i-1] {
 			return nil, false
 		}
-		j := int(e.i)
+		ib, j := ibs[e.f], int(e.i)
 		end := uint64(len(ib.keys))
-		if j+1 < n {
+		if j+1 < len(ib.kh) {
 			end = ib.offs[j+1]
 		}
+		x.ord[i] = first[e.f] + e.i
 		x.kh[i], x.vh[i], x.offs[i] = e.kh, ib.vh[j], uint64(len(x.keys))
 		x.keys = append(x.keys, ib.keys[ib.offs[j]:end]...)
 	}
