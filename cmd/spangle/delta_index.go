@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
@@ -32,7 +31,6 @@ type deltaIndex struct {
 	kh, vh []uint64
 	offs   []uint64 // key i is keys[offs[i]:offs[i+1]]
 	keys   []byte
-	prefix []uint32 // entries with the key hash's top bits < b start at prefix[b]
 	// ord is, per entry, the record's place in the order read (from
 	// finish; not written).
 	ord []uint32
@@ -140,34 +138,10 @@ func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 	}
 	x.offs[n] = uint64(len(x.keys))
 	x.Format, x.Entries, x.KeyBytes = deltaIndexFormat, n, len(x.keys)
-	x.prefix = counts
 	return x, true
 }
 
-func (x *deltaIndex) buildPrefix() {
-	x.prefix = make([]uint32, 1<<prefixBits+1)
-	i := 0
-	for b := range 1 << prefixBits {
-		x.prefix[b] = uint32(i)
-		for i < len(x.kh) && x.kh[i]>>(64-prefixBits) == uint64(b) {
-			i++
-		}
-	}
-	x.prefix[1<<prefixBits] = uint32(len(x.kh))
-}
-
 func (x *deltaIndex) key(i int) []byte { return x.keys[x.offs[i]:x.offs[i+1]] }
-
-// find returns the entry of key hash h, -1 if there is none.
-func (x *deltaIndex) find(h uint64) int {
-	b := h >> (64 - prefixBits)
-	lo, hi := int(x.prefix[b]), int(x.prefix[b+1])
-	i, ok := slices.BinarySearch(x.kh[lo:hi], h)
-	if !ok {
-		return -1
-	}
-	return lo + i
-}
 
 // write writes the index to path, through a temporary file renamed.
 func (x *deltaIndex) write(path string) error {
@@ -253,7 +227,6 @@ func readDeltaIndex(path, db, version, partitioner string) (*deltaIndex, error) 
 	if x.offs[n] != uint64(x.KeyBytes) || (n > 0 && x.offs[0] != 0) {
 		return nil, errNoIndex
 	}
-	x.buildPrefix()
 	return x, nil
 }
 
@@ -284,6 +257,3 @@ func indexOf(v *blocks.Version) (*deltaIndex, bool, error) {
 	x, ok := ib.finish(deltaIndexHeader{DB: m.DB, Version: m.Version, Partitioner: m.Partitioner, NumPartitions: m.NumPartitions, Presharded: m.Presharded})
 	return x, ok, nil
 }
-
-// sameKey reports whether entry i of x is key k.
-func (x *deltaIndex) sameKey(i int, k []byte) bool { return bytes.Equal(x.key(i), k) }
