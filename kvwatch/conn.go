@@ -40,22 +40,14 @@ type link struct {
 //   - reports connection changes to the watch loop and the heartbeat.
 func (k *KV) connOptions() ([]nats.Option, error) {
 	c := k.cfg
-	opts := []nats.Option{
-		nats.MaxReconnects(-1),
-		nats.IgnoreAuthErrorAbort(),
-		nats.ReconnectWait(c.ReconnectWait),
-		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
-		nats.ReconnectBufSize(-1),
-		nats.RetryOnFailedConnect(true),
-		nats.PingInterval(c.heartbeat()),
-		nats.MaxPingsOutstanding(2),
+	opts := append(c.reconnectOptions(),
 		nats.DisconnectErrHandler(k.events.onDisconnect),
 		nats.ReconnectHandler(k.events.onReconnect),
 		nats.ConnectHandler(k.events.onConnect),
 		nats.ErrorHandler(k.onAsyncError),
 		nats.ReconnectErrHandler(k.events.onReconnectError),
 		nats.NoCallbacksAfterClientClose(),
-	}
+	)
 	if c.Region.Enabled() {
 		// The hub sends a region only the replies under its prefix.
 		opts = append(opts, nats.CustomInboxPrefix(region.InboxPrefix(c.Region.Name)))
@@ -71,6 +63,23 @@ func (k *KV) connOptions() ([]nats.Option, error) {
 		}
 	}
 	return opts, nil
+}
+
+// reconnectOptions is how every connection of a KV retries and notices a
+// dead server: it never gives up reconnecting (even after refused
+// credentials), buffers nothing while disconnected, and pings every
+// Heartbeat.
+func (c Config) reconnectOptions() []nats.Option {
+	return []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.IgnoreAuthErrorAbort(),
+		nats.ReconnectWait(c.ReconnectWait),
+		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
+		nats.ReconnectBufSize(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.PingInterval(c.heartbeat()),
+		nats.MaxPingsOutstanding(2),
+	}
 }
 
 // natsOptions returns how the configuration reaches NATS and JetStream

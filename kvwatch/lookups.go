@@ -44,17 +44,10 @@ func (k *KV) LookupConn() (*nats.Conn, error) {
 	log := k.log.With("conn", "lookups")
 	var lastErr atomic.Value // string: the last failed attempt's error, logged once
 	lastErr.Store("")
+	opts = append(opts, c.reconnectOptions()...)
 	opts = append(opts,
 		nats.Name(c.ConnName+"-lookups"),
 		nats.Timeout(c.OpTimeout),
-		nats.MaxReconnects(-1),
-		nats.IgnoreAuthErrorAbort(),
-		nats.ReconnectWait(c.ReconnectWait),
-		nats.ReconnectJitter(c.ReconnectWait/10, c.ReconnectWait/10),
-		nats.ReconnectBufSize(-1),
-		nats.RetryOnFailedConnect(true),
-		nats.PingInterval(c.heartbeat()),
-		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("NATS lookups connection lost", "err", err)
