@@ -156,6 +156,7 @@ func (m *metrics) activeVersion(db, version string, records, bytes int64) {
 	// The db's series exist from its first version on, for dashboards.
 	m.sourceRead.WithLabelValues(db)
 	m.peerCopy.WithLabelValues(db, copyOK)
+	m.buildOnce.WithLabelValues(db, onceBuilt)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.activeVersions[db]; ok {
