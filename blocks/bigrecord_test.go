@@ -165,14 +165,7 @@ func buildBigRecords(t *testing.T, dir string) {
 	if dir == "-" {
 		return
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
+	names := dirNames(t, dir)
 	// This node holds partition 0 only, where no big value goes: every
 	// file is read and every value decompressed (a node reads all files
 	// and keeps its partitions), but none is written, so that the peak is

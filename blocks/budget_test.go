@@ -100,14 +100,7 @@ func buildInBudget(t *testing.T, dir string) {
 	if dir == "-" {
 		return
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
+	names := dirNames(t, dir)
 	s := openTestStore(t, t.TempDir(), Options{MemoryBudget: budgetTestBudget, MaxParallelLoads: 4, MaxParallelWrites: 4})
 	v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, dir, names),
 		Partitioner: sequinsPartitioner{}, Compression: CompressionS2Blocks})
