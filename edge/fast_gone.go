@@ -111,5 +111,9 @@ func (g *goneWatch) release() {
 	}
 	// fasthttp sets the next request's deadline before its read.
 	_ = g.pc.Conn.SetReadDeadline(time.Time{})
+	// Under mu: an AfterFunc stopBase came too late to stop may be
+	// running end now.
+	g.mu.Lock()
 	g.done, g.err, g.stopBase, g.stopping = nil, nil, nil, false
+	g.mu.Unlock()
 }

@@ -374,14 +374,15 @@ func (s *Server) shutdownDoors(ctx context.Context) error {
 		err = herr
 	}
 	if err != nil {
-		// What is left is closed: its handlers see their contexts end.
-		s.fastCancel()
+		// What is left is closed, then its handlers see their contexts
+		// end: an answer they write after that reaches no client.
 		_ = s.http.Close()
 		s.connsMu.Lock()
 		for pc := range s.fastConns {
 			_ = pc.Close()
 		}
 		s.connsMu.Unlock()
+		s.fastCancel()
 	}
 	s.httpQ.Close()
 	s.fastDone.Wait()
