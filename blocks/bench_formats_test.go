@@ -132,7 +132,7 @@ func writeSparkeyPair(tb testing.TB, base string, id uint32, recs []record) {
 }
 
 // writeSparkeyLog writes a snappy-compressed Sparkey log of puts, blocks
-// of about blockSize bytes.
+// of about blockSize bytes (an entry larger spans blocks).
 func writeSparkeyLog(tb testing.TB, path string, id uint32, recs []record, blockSize int) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -160,6 +160,11 @@ func writeSparkeyLog(tb testing.TB, path string, id uint32, recs []record, block
 		e = binary.AppendUvarint(e, uint64(len(r.v)))
 		e = append(append(e, r.k...), r.v...)
 		if len(block)+len(e) > blockSize {
+			flush()
+		}
+		for len(e) > blockSize { // an entry larger than a block spans blocks
+			block = append(block, e[:blockSize]...)
+			e = e[blockSize:]
 			flush()
 		}
 		block = append(block, e...)

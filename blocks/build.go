@@ -139,6 +139,9 @@ type builder struct {
 
 	loadTime, writeTime, syncTime time.Duration // for the log
 
+	totalsSet bool         // the progress totals are set (setTotals)
+	streamed  atomic.Int64 // partitions written straight from Sparkey logs
+
 	// Progress counters.
 	filesDone  atomic.Int64
 	filesTotal atomic.Int64
@@ -210,7 +213,7 @@ func (s *Store) Build(ctx context.Context, spec BuildSpec) (*Version, error) {
 	}
 	s.log.Info("blocks: built", "db", spec.DB, "version", spec.Version,
 		"partitions", len(m.Partitions), "records", m.Records, "bytes", m.Bytes,
-		"stored_bytes", m.StoredBytes, "spills", len(b.spills), "seconds", m.BuildSeconds,
+		"stored_bytes", m.StoredBytes, "spills", len(b.spills), "streamed_partitions", b.streamed.Load(), "seconds", m.BuildSeconds,
 		"load_seconds", b.loadTime.Seconds(), "write_seconds", b.writeTime.Seconds(), "sync_wait_seconds", b.syncTime.Seconds())
 	v, err := openVersion(b.dir, m)
 	if err != nil {
@@ -295,15 +298,7 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 	if spec.Base != nil {
 		b.delta = &DeltaInfo{Base: spec.Base.Manifest().Version}
 	}
-	for i := range b.slot {
-		b.slot[i] = -1
-	}
-	b.parts = make([]*partBuf, len(held))
-	for i, p := range held {
-		b.slot[p] = int32(i)
-		b.parts[i] = &partBuf{p: p}
-	}
-	b.mem = newMemory(s.opts.MemoryBudget, b.parts, b.spill)
+	b.setParts(held)
 	// Chunks being filled (loaders × partitions) take at most an eighth of
 	// the budget, within [4 KiB, 1 MiB]: the budget counts them whole, and
 	// what they do not hold yet makes spills come early (a quarter made
@@ -325,30 +320,32 @@ func (s *Store) newBuilder(spec BuildSpec) (*builder, error) {
 	return b, nil
 }
 
+// setParts makes the partitions of held (increasing) those the build
+// loads and writes: their partBufs and the memory that accounts for them.
+func (b *builder) setParts(held []int) {
+	for i := range b.slot {
+		b.slot[i] = -1
+	}
+	b.parts = make([]*partBuf, len(held))
+	for i, p := range held {
+		b.slot[p] = int32(i)
+		b.parts[i] = &partBuf{p: p}
+	}
+	b.mem = newMemory(b.opts.MemoryBudget, b.parts, b.spill)
+}
+
 // run loads and writes; it returns the manifest, without build times.
 func (b *builder) run(ctx context.Context) (*Manifest, error) {
+	var infos []PartitionInfo
 	var err error
-	start := time.Now()
-	switch {
-	case b.sparkey != nil:
-		err = b.loadSparkey(ctx)
-	case b.spec.Presharded && b.spec.Base == nil:
-		err = b.loadPresharded(ctx)
-	default:
-		err = b.load(ctx)
-	}
-	if err == nil {
-		err = b.mem.fit(b.opts.MaxParallelWrites)
+	if b.streamsSparkey() {
+		infos, err = b.streamSparkey(ctx) // input_sparkey_stream.go
+	} else {
+		infos, err = b.loadAndWrite(ctx)
 	}
 	if err != nil {
 		return nil, err
 	}
-	b.loadTime = time.Since(start)
-	infos, err := b.write(ctx)
-	if err != nil {
-		return nil, err
-	}
-	b.writeTime = time.Since(start) - b.loadTime
 	if b.delta != nil {
 		c := &b.deltaCounts
 		b.delta.Added, b.delta.Changed, b.delta.Unchanged, b.delta.Deleted = c.added.Load(), c.changed.Load(), c.unchanged.Load(), c.deleted.Load()
@@ -381,6 +378,32 @@ func (b *builder) run(ctx context.Context) (*Manifest, error) {
 		m.StoredBytes += pi.StoredBytes
 	}
 	return m, nil
+}
+
+// loadAndWrite loads the records of the partitions of b.parts, sorts and
+// writes them.
+func (b *builder) loadAndWrite(ctx context.Context) ([]PartitionInfo, error) {
+	var err error
+	start := time.Now()
+	switch {
+	case b.sparkey != nil:
+		err = b.loadSparkey(ctx)
+	case b.spec.Presharded && b.spec.Base == nil:
+		err = b.loadPresharded(ctx)
+	default:
+		err = b.load(ctx)
+	}
+	if err == nil {
+		err = b.mem.fit(b.opts.MaxParallelWrites)
+	}
+	if err != nil {
+		return nil, err
+	}
+	loaded := time.Now()
+	b.loadTime += loaded.Sub(start)
+	infos, err := b.write(ctx)
+	b.writeTime += time.Since(loaded)
+	return infos, err
 }
 
 // cleanup closes and removes the spill files.

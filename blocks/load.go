@@ -24,19 +24,12 @@ func (b *builder) load(ctx context.Context) error {
 }
 
 // loadFiles reads files fully, after setting the progress totals from
-// them (bytes unknown if one file's size is). filePart, if not nil, gives
+// them unless they are set. filePart, if not nil, gives
 // each presharded file's partition, against which its keys are checked.
 func (b *builder) loadFiles(ctx context.Context, files []int, filePart []int) error {
-	total := int64(0)
-	for _, i := range files {
-		if size := b.spec.Files[i].Size; size >= 0 && total >= 0 {
-			total += size
-		} else {
-			total = -1
-		}
+	if !b.totalsSet {
+		b.setTotals(files)
 	}
-	b.filesTotal.Store(int64(len(files)))
-	b.bytesTotal.Store(total)
 	g, ctx := errgroup.WithContext(ctx)
 	var next atomic.Int64
 	for range min(b.opts.MaxParallelLoads, len(files)) {
@@ -66,6 +59,22 @@ func (b *builder) loadFiles(ctx context.Context, files []int, filePart []int) er
 		})
 	}
 	return g.Wait()
+}
+
+// setTotals sets the progress totals from the files a build reads (bytes
+// unknown if one file's size is).
+func (b *builder) setTotals(files []int) {
+	total := int64(0)
+	for _, i := range files {
+		if size := b.spec.Files[i].Size; size >= 0 && total >= 0 {
+			total += size
+		} else {
+			total = -1
+		}
+	}
+	b.filesTotal.Store(int64(len(files)))
+	b.bytesTotal.Store(total)
+	b.totalsSet = true
 }
 
 // seqfileOptions bound the decompressed bytes of the SequenceFiles read
@@ -265,25 +274,45 @@ func (b *builder) loadFile(ctx context.Context, l *loader, i int, filePart int) 
 
 // place checks a record's partition and keeps it if it is held here.
 func (b *builder) place(l *loader, name string, filePart int, k, v []byte, p, alt int, rec, off int64) error {
+	p, err := b.placed(name, filePart, k, p, alt, rec, off)
+	if err != nil {
+		return err
+	}
+	if s := b.slot[p]; s >= 0 {
+		if err := storable(name, k, v, rec, off); err != nil {
+			return err
+		}
+		return l.add(int(s), uint64(rec), k, v)
+	}
+	return nil
+}
+
+// placed checks the partition p (alternate alt) the partitioner gave a
+// record and returns the partition it is stored in: filePart, if at least
+// 0, for a file of one partition, whose every key must belong to it.
+func (b *builder) placed(name string, filePart int, k []byte, p, alt int, rec, off int64) (int, error) {
 	if p < 0 || p >= b.n || alt < 0 || alt >= b.n {
-		return fmt.Errorf("%w: partitioner returned %d (alternate %d) for %d partitions: %s: record %d at offset %d",
+		return 0, fmt.Errorf("%w: partitioner returned %d (alternate %d) for %d partitions: %s: record %d at offset %d",
 			ErrBadInput, p, alt, b.n, name, rec, off)
 	}
 	if filePart >= 0 {
 		if p != filePart && alt != filePart {
-			return &MisplacedKeyError{File: name, Record: rec, Offset: off, Key: append([]byte(nil), k...),
+			return 0, &MisplacedKeyError{File: name, Record: rec, Offset: off, Key: append([]byte(nil), k...),
 				Partition: p, Alternate: alt, FilePartition: filePart}
 		}
-		p = filePart // a pathological key lives in its alternate's file
-	} else if alt != p && b.spec.Base != nil && b.spec.Base.Manifest().Presharded {
-		p = b.presentIn(k, p, alt) // where the presharded base put it
+		return filePart, nil // a pathological key lives in its alternate's file
 	}
-	if s := b.slot[p]; s >= 0 {
-		if len(k) == 0 || len(k) > maxKeySize || len(v) > maxValueSize {
-			return fmt.Errorf("%w: %s: record %d at offset %d: key of %d bytes, value of %d (bbolt stores keys of 1 to %d bytes)",
-				ErrBadInput, name, rec, off, len(k), len(v), maxKeySize)
-		}
-		return l.add(int(s), uint64(rec), k, v)
+	if alt != p && b.spec.Base != nil && b.spec.Base.Manifest().Presharded {
+		return b.presentIn(k, p, alt), nil // where the presharded base put it
+	}
+	return p, nil
+}
+
+// storable checks that bbolt can store a record.
+func storable(name string, k, v []byte, rec, off int64) error {
+	if len(k) == 0 || len(k) > maxKeySize || len(v) > maxValueSize {
+		return fmt.Errorf("%w: %s: record %d at offset %d: key of %d bytes, value of %d (bbolt stores keys of 1 to %d bytes)",
+			ErrBadInput, name, rec, off, len(k), len(v), maxKeySize)
 	}
 	return nil
 }

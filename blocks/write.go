@@ -73,14 +73,25 @@ type partWriter interface {
 // largest first. Files are fsynced in the background while the next
 // partitions are written.
 func (b *builder) write(ctx context.Context) ([]PartitionInfo, error) {
-	order := make([]int, len(b.parts))
 	sizes := make([]int64, len(b.parts))
 	for i, pb := range b.parts {
-		order[i] = i
 		sizes[i] = pb.bytes
 		for _, r := range pb.runs {
 			sizes[i] += r.size
 		}
+	}
+	return b.writeWith(ctx, sizes, b.writePartition)
+}
+
+// writeWith writes the partition of each slot of b.parts with writeSlot,
+// MaxParallelWrites at a time, largest (by sizes) first, and fsyncs the
+// files in the background while the next are written. A slot for which
+// writeSlot returns no writer and no error wrote nothing: its info is
+// left zero.
+func (b *builder) writeWith(ctx context.Context, sizes []int64, writeSlot func(context.Context, int) (partWriter, PartitionInfo, error)) ([]PartitionInfo, error) {
+	order := make([]int, len(b.parts))
+	for i := range order {
+		order[i] = i
 	}
 	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(sizes[y], sizes[x]) })
 
@@ -118,11 +129,13 @@ func (b *builder) write(ctx context.Context) ([]PartitionInfo, error) {
 	g.SetLimit(b.opts.MaxParallelWrites)
 	for _, slot := range order {
 		g.Go(func() error {
-			w, info, err := b.writePartition(ctx, slot)
+			w, info, err := writeSlot(ctx, slot)
 			if err != nil {
 				return fmt.Errorf("partition %d: %w", b.parts[slot].p, err)
 			}
-			queue <- written{slot, w, info}
+			if w != nil {
+				queue <- written{slot, w, info}
+			}
 			return nil
 		})
 	}
