@@ -166,7 +166,8 @@ func (d *db) prepareBase(ctx context.Context, plan *deltaPlan, parts []int, retr
 			}
 		}
 	}
-	for _, step := range plan.steps[:len(plan.steps)-1] {
+	last := plan.steps[len(plan.steps)-1]
+	for i, step := range plan.steps[:len(plan.steps)-1] {
 		spec, _, err := d.buildSpec(ctx, step, retries)
 		if err == nil && cur != nil {
 			spec.Base = cur
@@ -178,11 +179,19 @@ func (d *db) prepareBase(ctx context.Context, plan *deltaPlan, parts []int, retr
 		}
 		spec.Partitions = parts
 		_ = n.store.Remove(d.name, step) // not held: files left by an earlier try
-		n.log.Info("building a base of a delta", "db", d.name, "version", step, "for", plan.steps[len(plan.steps)-1])
+		n.log.Info("building a base of a delta", "db", d.name, "version", step, "for", last)
 		bv, err := n.store.Build(ctx, spec)
 		release()
+		if err == nil {
+			// Each step against its own _DIGEST (checkDigestOf says why
+			// the last one's is not enough).
+			if err = d.checkDigestOf(ctx, step, bv); err != nil {
+				bv.Close()
+				_ = n.store.Remove(d.name, step)
+			}
+		}
 		if err != nil {
-			return nil, func() {}, fmt.Errorf("base %s: %w", step, err)
+			return nil, func() {}, fmt.Errorf("base %s (step %d of %d of the chain %s): %w", step, i+1, len(plan.steps), plan, err)
 		}
 		if spec.Base != nil {
 			n.metrics.deltaBuilds.WithLabelValues(d.name).Inc()
@@ -196,6 +205,16 @@ func (d *db) prepareBase(ctx context.Context, plan *deltaPlan, parts []int, retr
 		}
 	}
 	return cur, release, nil
+}
+
+// String names the plan's versions in build order, "v1 → v2 → v3", the
+// held version it starts from first.
+func (plan *deltaPlan) String() string {
+	steps := plan.steps
+	if plan.from != nil {
+		steps = append([]string{plan.from.name + " (held)"}, steps...)
+	}
+	return strings.Join(steps, " → ")
 }
 
 // deletesOf returns version's _DELETES file as a build's input; none if it

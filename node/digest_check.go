@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,8 +14,20 @@ import (
 // or a _DIGEST that cannot be read, is fatal (the version fails as a
 // failed build does, and nothing forces it).
 func checkDigest(c *checkRun) error {
-	d := c.d
-	b, ok, err := d.readControl(d.ctx, c.name, blocks.DigestFileName, 64<<20)
+	return c.d.checkDigestOf(c.d.ctx, c.name, c.data)
+}
+
+// checkDigestOf compares bv, version name of the db, with that version's
+// _DIGEST: the activation check of a version, and of each base of a
+// chain built here on the way to a delta (prepareBase). The last
+// version's digest vouches for its own records only: it cannot say which
+// step of a chain went wrong, and a last version without _DIGEST (it is
+// optional) vouches for nothing, so a base this node failed as a version
+// of its own would otherwise be built on unchecked when it is a step of
+// the chain to the next one. Each step is checked as it is built, and
+// the first that does not match fails the delta, naming it.
+func (d *db) checkDigestOf(ctx context.Context, name string, bv *blocks.Version) error {
+	b, ok, err := d.readControl(ctx, name, blocks.DigestFileName, 64<<20)
 	if err != nil {
 		return err
 	}
@@ -24,11 +37,11 @@ func checkDigest(c *checkRun) error {
 	}
 	vd, err := blocks.ReadVersionDigest(bytesReader(b))
 	if err == nil {
-		err = vd.Check(c.data.Manifest())
+		err = vd.Check(bv.Manifest())
 	}
 	if err != nil {
 		d.node.metrics.digestChecks.WithLabelValues(d.name, "mismatch").Inc()
-		return fmt.Errorf("%s/%s: %w", d.name, c.name, err)
+		return fmt.Errorf("%s/%s: %w", d.name, name, err)
 	}
 	d.node.metrics.digestChecks.WithLabelValues(d.name, "ok").Inc()
 	return nil
