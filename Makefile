@@ -124,7 +124,7 @@ bench-nats:
 	$(GO) test -run '^$$' -bench BenchmarkNATS -benchtime 2s ./edge/client
 
 deps-bench:
-	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	@command -v wrk >/dev/null && command -v h2load >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk nghttp2-client)
 
 bench-e2e: build deps-bench
 	$(GO) run ./cmd/spangle-bench run --spangle $(BIN) --work .bench/e2e --json .bench/e2e.json $(if $(SCENARIOS),--scenarios $(SCENARIOS)) $(if $(COMPRESSIONS),--compressions $(COMPRESSIONS)) $(if $(SEQUINS),--sequins $(SEQUINS))

@@ -76,6 +76,10 @@
 // random, so their figures are for a working set as large as the
 // dataset; the zipf rows, for a skewed one. wrk speaks HTTP/1.1 only, so
 // every spangle row measures spangle's HTTP/1.1 fast path (fasthttp), and
-// the https rows TLS on it, not HTTP/2 (net/http's, unchanged by the fast
-// path but for where the handshake is made).
+// the https rows TLS on it. HTTP/2 (net/http's, unchanged by the fast
+// path but for where the handshake is made) is measured by the "https h2"
+// rows, loads of h2load (Debian package nghttp2-client; without it the
+// rows are left out, with a note) against the bare TLS handler over
+// HTTP/2: one connection carrying the row's connections as concurrent
+// streams, uniform keys (h2load.go says why).
 package main

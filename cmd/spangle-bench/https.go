@@ -104,6 +104,14 @@ func runHTTPS(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return res, err
 		}
 	}
+	if b.h2load == "" {
+		res.Notes = append(res.Notes, "no HTTP/2 rows: h2load not found (Debian package nghttp2-client; `make deps-bench` installs it)")
+	} else {
+		res.Notes = append(res.Notes, "the https h2 rows are h2load's: HTTP/2 by ALPN, one connection carrying the row's connections as concurrent streams, keys uniform (a list of its own for each load)")
+		if err := b.loadWith(ctx, &res, url+"/", srv.c, loadSpec{base: base, name: httpsName + " h2", h2: true}); err != nil {
+			return res, err
+		}
+	}
 	servingRSS(srv.c.pid(), &res)
 	return res, nil
 }

@@ -216,7 +216,7 @@ func runCmd(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 	}
 
-	b := &bench{cfg: cfg, log: log, source: filepath.Join(cfg.Work, "source"), wrk: wrk,
+	b := &bench{cfg: cfg, log: log, source: filepath.Join(cfg.Work, "source"), wrk: wrk, h2load: lookH2load(),
 		script: filepath.Join(cfg.Work, "bench.lua"), checkScript: filepath.Join(cfg.Work, "check.lua"),
 		zipfScript: filepath.Join(cfg.Work, "zipf.lua")}
 	log.Info("generating dataset", "dir", b.source, "records", cfg.Gen.Records)

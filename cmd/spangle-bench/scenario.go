@@ -27,6 +27,7 @@ type bench struct {
 	log    *slog.Logger
 	source string // the generated source root
 	wrk    string // path of wrk
+	h2load string // path of h2load (h2load.go); "": none, no HTTP/2 rows
 	// The wrk scripts asking for the dataset's keys, lean and strict (see
 	// wrkScript), and with a Zipf distribution (zipfScript).
 	script, checkScript, zipfScript string
@@ -387,11 +388,13 @@ func (b *bench) load(ctx context.Context, res *scenarioResult, url string, c *ch
 
 // loadSpec is what loadWith runs: the script of the measured loads, the
 // warm-up's ("": none), the baseline each round is paired with (nil:
-// none), and the name of the rows ("": the scenario's).
+// none), and the name of the rows ("": the scenario's); with h2, the
+// measured loads are h2load's (h2load.go: script unused).
 type loadSpec struct {
 	base           *baselineServer
 	script, warmup string
 	name           string
+	h2             bool
 }
 
 // loadWith is load with spec's script, warm-up, baseline and row name.
@@ -417,14 +420,14 @@ func (b *bench) loadWith(ctx context.Context, res *scenarioResult, url string, c
 			var base loadResult
 			if paired {
 				var err error
-				if base, err = b.measure(ctx, spec.base.c.name, spec.base.url, spec.base.c, n, spec.script); err != nil {
+				if base, err = b.measure(ctx, spec.base.c.name, spec.base.url, spec.base.c, wrkRun{Script: spec.script, Conns: n, H2: spec.h2}); err != nil {
 					return fmt.Errorf("baseline at %d connections: %w", n, err)
 				}
 				if record {
 					spec.base.loads[n] = append(spec.base.loads[n], base)
 				}
 			}
-			lr, err := b.measure(ctx, name, url, c, n, spec.script)
+			lr, err := b.measure(ctx, name, url, c, wrkRun{Script: spec.script, Conns: n, H2: spec.h2})
 			if err != nil {
 				return fmt.Errorf("at %d connections: %w", n, err)
 			}
@@ -439,12 +442,19 @@ func (b *bench) loadWith(ctx context.Context, res *scenarioResult, url string, c
 	return nil
 }
 
-// measure runs one measured load of url at n connections with script.
-func (b *bench) measure(ctx context.Context, scenario, url string, c *child, n int, script string) (loadResult, error) {
-	r := wrkRun{Script: script, URL: url, Conns: n, Duration: b.cfg.Duration}
+// measure runs one measured load of url, r (its Script, Conns and H2)
+// for the configured duration.
+func (b *bench) measure(ctx context.Context, scenario, url string, c *child, r wrkRun) (loadResult, error) {
+	r.URL, r.Duration = url, b.cfg.Duration
 	before, cpuErr := sampleCPU(c.pid())
 	start := time.Now()
-	s, err := runWrk(ctx, b.wrk, r)
+	var s wrkStats
+	var err error
+	if r.H2 {
+		s, err = runH2load(ctx, b.h2load, b.cfg.Work, b.cfg.Gen, r)
+	} else {
+		s, err = runWrk(ctx, b.wrk, r)
+	}
 	if err != nil {
 		return loadResult{}, err
 	}
@@ -456,7 +466,7 @@ func (b *bench) measure(ctx context.Context, scenario, url string, c *child, n i
 	if after, err := sampleCPU(c.pid()); err == nil && cpuErr == nil {
 		lr.setCPU(after.proc-before.proc, after.busy-before.busy-(after.proc-before.proc)-s.CPU, wall)
 	}
-	b.log.Info("load", "scenario", scenario, "conns", n, "req_per_s", int64(lr.ReqPerSec),
+	b.log.Info("load", "scenario", scenario, "conns", r.Conns, "req_per_s", int64(lr.ReqPerSec),
 		"p50", s.P50, "p99", s.P99, "errors", s.Errors,
 		"server_cpu_us_per_req", int64(lr.ServerCPUus), "other_cpu_pct", int64(lr.OtherCPUPct))
 	return lr, nil

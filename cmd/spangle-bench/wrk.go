@@ -237,16 +237,24 @@ func parseWrk(out string) (wrkStats, error) {
 	return s, nil
 }
 
-// wrkRun is one wrk invocation.
+// wrkRun is one wrk invocation, or with H2 one of h2load (h2load.go).
 type wrkRun struct {
 	Script   string        // path of the script written by writeWrkScript
 	URL      string        // base URL, e.g. "http://127.0.0.1:8080/"
 	Conns    int           // connections; threads are min(Conns, 2)
 	Duration time.Duration // whole seconds, at least 1
+	// H2 makes it an HTTP/2 load by h2load: one connection and thread,
+	// Conns concurrent streams.
+	H2 bool
 }
 
-// threads is the number of wrk threads for the run.
-func (r wrkRun) threads() int { return min(r.Conns, 2) }
+// threads is the number of wrk (or h2load) threads for the run.
+func (r wrkRun) threads() int {
+	if r.H2 {
+		return 1
+	}
+	return min(r.Conns, 2)
+}
 
 // args is wrk's command line, without the program name.
 func (r wrkRun) args() []string {
