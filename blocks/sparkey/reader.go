@@ -321,6 +321,9 @@ func (r *Reader) Next() bool {
 }
 
 func (r *Reader) next() error {
+	if r.inBlock() {
+		return nil
+	}
 	a, err := r.vlq()
 	if err != nil {
 		return err
@@ -344,6 +347,35 @@ func (r *Reader) next() error {
 	}
 	r.k, r.v = r.kb, r.vb
 	return nil
+}
+
+// inBlock reads the next put when it lies whole in the block being read
+// (a compressed log's usual case): its key and value are slices of the
+// block, not copies. It reports false, having read nothing, otherwise, or
+// when the put is not valid, for the reading byte by byte to fail on.
+func (r *Reader) inBlock() bool {
+	if r.pos >= len(r.block) {
+		return false
+	}
+	blk := r.block[r.pos:]
+	a, n1 := binary.Uvarint(blk)
+	if n1 <= 0 || a == 0 {
+		return false
+	}
+	vlen, n2 := binary.Uvarint(blk[n1:])
+	klen := a - 1
+	if n2 <= 0 || klen > r.hdr.MaxKeyLen || vlen > r.hdr.MaxValueLen || klen > MaxEntrySize || vlen > MaxEntrySize {
+		return false
+	}
+	start := uint64(n1 + n2)
+	end := start + klen + vlen
+	if end > uint64(len(blk)) {
+		return false
+	}
+	r.k = blk[start : start+klen : start+klen]
+	r.v = blk[start+klen : end : end]
+	r.pos += int(end)
+	return true
 }
 
 // Key is the current put's key, valid until the next call to Next.
