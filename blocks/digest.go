@@ -57,9 +57,7 @@ func (dg *Digester) recordHash(k, v []byte) (uint64, uint64) {
 	b = binary.AppendUvarint(b, uint64(len(k)))
 	b = append(append(b, k...), v...)
 	dg.buf = b
-	h1 := xxhash.Sum64(b)
-	b[0] = 2
-	return h1, xxhash.Sum64(b)
+	return sum64Lanes(b, 2)
 }
 
 // Add adds a record.
