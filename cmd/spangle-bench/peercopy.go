@@ -14,7 +14,8 @@ import (
 // The peercopy scenario (issue 35): three nodes, replication 2, on a
 // dataset of --peercopy-records, run twice in one run: with build once
 // off (every node builds its partitions from the source: the old way)
-// and on (one node builds, the others copy). Each run publishes the
+// and on (one node builds, the others copy; once per
+// --peercopy-bandwidths, the senders' peer_copy_bandwidth). Each run publishes the
 // version and measures the time until every node serves it and the
 // bytes the nodes read from the source; then, --rounds times, loads node
 // 1 at rest for --peercopy-window, wipes node 3 and starts it again, and
@@ -30,12 +31,14 @@ type peerCopyResult struct {
 	Records     int64          `json:"records"`
 	SourceBytes int64          `json:"source_bytes"`
 	Conns       int            `json:"conns"`
-	Runs        []peerCopyMode `json:"runs"` // build once off, then on
+	Runs        []peerCopyMode `json:"runs"` // build once off, then on (once per bandwidth)
 }
 
 // peerCopyMode is one run of the scenario.
 type peerCopyMode struct {
 	BuildOnce bool `json:"build_once"`
+	// Bandwidth is the nodes' peer_copy_bandwidth; "": spangle's default.
+	Bandwidth string `json:"peer_copy_bandwidth,omitempty"`
 	// The new version: from _SUCCESS + SIGHUP to every node serving it,
 	// the bytes all nodes read from the source, and that over the
 	// source's size.
@@ -96,22 +99,31 @@ func runPeerCopy(ctx context.Context, b *bench) (res scenarioResult, err error) 
 	if err := writeWrkScript(script, p.Records, p.KeySize, "/"+p.DB+"/", false); err != nil {
 		return res, err
 	}
-	for _, once := range []bool{false, true} {
+	runs := []peerCopyMode{{}} // build once off
+	bandwidths := b.cfg.PeerCopyBandwidths
+	if len(bandwidths) == 0 {
+		bandwidths = []string{""} // spangle's default
+	}
+	for _, bw := range bandwidths {
+		runs = append(runs, peerCopyMode{BuildOnce: true, Bandwidth: bw})
+	}
+	for _, run := range runs {
 		if err := settle(src); err != nil {
 			return res, err
 		}
-		m, err := b.peerCopyRun(ctx, src, script, p, once, &res)
+		m, err := b.peerCopyRun(ctx, src, script, p, run, &res)
 		pc.Runs = append(pc.Runs, m)
 		if err != nil {
-			return res, fmt.Errorf("build_once = %v: %w", once, err)
+			return res, fmt.Errorf("build_once = %v, peer_copy_bandwidth %q: %w", run.BuildOnce, run.Bandwidth, err)
 		}
 	}
 	return res, nil
 }
 
-// peerCopyRun is one run of the scenario, build once on or off.
-func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams, once bool, res *scenarioResult) (m peerCopyMode, err error) {
-	m.BuildOnce = once
+// peerCopyRun is one run of the scenario, build once on or off (m's
+// BuildOnce and Bandwidth), with its figures in m.
+func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams, m peerCopyMode, res *scenarioResult) (_ peerCopyMode, err error) {
+	once := m.BuildOnce
 	tmp, err := os.MkdirTemp(b.cfg.Work, dataDirPrefix)
 	if err != nil {
 		return m, err
@@ -124,9 +136,12 @@ func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams
 	}
 	logs := "peercopy-off"
 	if once {
-		logs = "peercopy-once"
+		logs = "peercopy-once" + strings.NewReplacer(" ", "", "/", "").Replace(m.Bandwidth)
 	}
 	extra := fmt.Sprintf("peer_token = \"bench\"\n[cluster]\nbuild_once = %v\n", once)
+	if m.Bandwidth != "" {
+		extra += fmt.Sprintf("peer_copy_bandwidth = %q\n", m.Bandwidth)
+	}
 	nodes, _, err := b.startCluster(ctx, clusterSpec{dir: tmp, source: root, logs: logs, extra: extra})
 	defer stopCluster(nodes, res)
 	if err != nil {
@@ -148,7 +163,7 @@ func (b *bench) peerCopyRun(ctx context.Context, src, script string, p genParams
 		m.SourceRead += v
 	}
 	m.ReadRatio = m.SourceRead / float64(max(res.PeerCopy.SourceBytes, 1))
-	b.log.Info("peercopy: new version served", "build_once", once, "seconds", m.NewVersionSecs, "source_read_ratio", m.ReadRatio)
+	b.log.Info("peercopy: new version served", "build_once", once, "peer_copy_bandwidth", m.Bandwidth, "seconds", m.NewVersionSecs, "source_read_ratio", m.ReadRatio)
 
 	url := "http://" + nodes[0].addr + "/"
 	if b.cfg.Warmup > 0 { // the partitions read once, as at rest
@@ -257,6 +272,14 @@ func (b *bench) peerCopyWipe(ctx context.Context, n1, n3 *clusterNode, script st
 	return w, nil
 }
 
+// bandwidthText names a run's peer_copy_bandwidth, when set.
+func bandwidthText(m peerCopyMode) string {
+	if !m.BuildOnce || m.Bandwidth == "" {
+		return ""
+	}
+	return " (peer_copy_bandwidth " + m.Bandwidth + ")"
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // printPeerCopy writes the peercopy scenario's figures, if it ran.
@@ -273,16 +296,16 @@ func (r *report) printPeerCopy(w io.Writer) {
 			for _, x := range m.Wipes {
 				rounds = append(rounds, fmt.Sprintf("%.2f s, p99 %.1f/%.1f ms", x.BuildSecs, x.RestP99ms, x.DuringP99ms))
 			}
-			fmt.Fprintf(w, "  build_once=%-5v new version: served by all in %.2f s, source read %.2fx its size\n", m.BuildOnce, m.NewVersionSecs, m.ReadRatio)
+			fmt.Fprintf(w, "  build_once=%-5v%s new version: served by all in %.2f s, source read %.2fx its size\n", m.BuildOnce, bandwidthText(m), m.NewVersionSecs, m.ReadRatio)
 			fmt.Fprintf(w, "    wiped node 3 (medians of %d): served its share %.2f s after its start (build or copy %.2f s), read %.0f bytes of the source, copied %.0f; "+
 				"node 1 p99 %.2f ms at rest, %.2f ms while node 3 loads (%.2fx, median of the rounds' ratios), %d failed requests; rounds: %s\n",
 				len(m.Wipes), m.WipedSecs, m.WipedBuildSecs, m.WipedRead, m.WipedCopied, m.RestP99ms, m.DuringP99ms, m.P99Ratio, m.DuringErrors,
 				strings.Join(rounds, "; "))
 		}
-		if len(pc.Runs) == 2 {
-			off, on := pc.Runs[0], pc.Runs[1]
-			fmt.Fprintf(w, "  on/off: new version source reads %.2fx (%.2fx → %.2fx), time to serve it %.2fx; wiped node's load %.2fx of its build time (%.2f s / %.2f s), wall %.2fx\n",
-				on.ReadRatio/max(off.ReadRatio, 1e-9), off.ReadRatio, on.ReadRatio, on.NewVersionSecs/max(off.NewVersionSecs, 1e-9),
+		for _, on := range pc.Runs[1:] {
+			off := pc.Runs[0]
+			fmt.Fprintf(w, "  on%s/off: new version source reads %.2fx (%.2fx → %.2fx), time to serve it %.2fx; wiped node's load %.2fx of its build time (%.2f s / %.2f s), wall %.2fx\n",
+				bandwidthText(on), on.ReadRatio/max(off.ReadRatio, 1e-9), off.ReadRatio, on.ReadRatio, on.NewVersionSecs/max(off.NewVersionSecs, 1e-9),
 				on.WipedBuildSecs/max(off.WipedBuildSecs, 1e-9), on.WipedBuildSecs, off.WipedBuildSecs, on.WipedSecs/max(off.WipedSecs, 1e-9))
 		}
 		fmt.Fprintln(w)

@@ -52,6 +52,10 @@ type runConfig struct {
 	// PeerCopyWindow is each load of node 1, at rest and from node 3's
 	// join on; default 2s.
 	PeerCopyWindow time.Duration
+	// PeerCopyBandwidths are the senders' [cluster] peer_copy_bandwidth
+	// of the build once runs, one run each after the run with build once
+	// off; default none: one run at spangle's default.
+	PeerCopyBandwidths []string
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -86,6 +90,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.UpgradeRecords, "upgrade-records", 20_000, "records of each upgrade's version")
 	fs.Int64Var(&c.PeerCopyRecords, "peercopy-records", 2_000_000, "records of the peercopy scenario's dataset")
 	fs.IntVar(&c.PeerCopyConns, "peercopy-conns", 10, "wrk connections to node 1 in the peercopy scenario")
+	fs.Var((*stringList)(&c.PeerCopyBandwidths), "peercopy-bandwidths", "comma-separated `sizes` of [cluster] peer_copy_bandwidth (\"256MiB\"): the peercopy scenario's build once run is made once with each, paired with the same run's build once off (none: once, at spangle's default)")
 	fs.DurationVar(&c.PeerCopyWindow, "peercopy-window", 2*time.Second, "each load of node 1 in the peercopy scenario: at rest, and from the wiped node's join on (whole seconds)")
 	fs.IntVar(&c.UpgradeReaders, "upgrade-readers", 2, "reading goroutines per node during the upgrades")
 	fs.DurationVar(&c.UpgradeTimeout, "upgrade-timeout", time.Minute, "how long every node may take to serve an upgrade")
@@ -137,6 +142,11 @@ func (c *runConfig) Validate() error {
 	}
 	if slices.Contains(c.Scenarios, "peercopy") && (c.PeerCopyRecords < 1 || c.PeerCopyConns < 1 || c.PeerCopyWindow < time.Second || c.PeerCopyWindow%time.Second != 0) {
 		return errors.New("run: --peercopy-records and --peercopy-conns must be at least 1, --peercopy-window whole seconds, at least 1s")
+	}
+	for _, bw := range c.PeerCopyBandwidths {
+		if strings.ContainsAny(bw, "\"\\\n") {
+			return fmt.Errorf("run: --peercopy-bandwidths: %q is not a size", bw)
+		}
 	}
 	if slices.Contains(c.Scenarios, "publish") && c.PublishRounds < 1 {
 		return errors.New("run: --publish-rounds must be at least 1")
