@@ -32,7 +32,9 @@
 // peercopy (three nodes, replication 2, --peercopy-records, run with
 // [cluster] build_once off then on: the source bytes a new version costs
 // the cluster, the time a wiped node takes to serve its share and what it
-// reads from the source, and the GET p99 of a serving node meanwhile);
+// reads from the source, and the GET p99 of a serving node meanwhile;
+// --peercopy-bandwidths makes the run with build once on once per
+// peer_copy_bandwidth given);
 // publish (the dataset uploaded by `spangle publish` to a three-node
 // cluster's NATS Object Store: MB/s against a raw Object Store Put of the
 // same bytes, and the time until every node serves it); delta (the
