@@ -109,23 +109,43 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 
 // fetchFiles has fetch write partitions parts' files into dir, parallel
 // at once (at least one), fsyncs them and dir, and returns a manifest of
-// what they hold (Partitions, PartitionInfo and the totals).
+// what they hold (Partitions, PartitionInfo and the totals). A file's
+// fsync runs beside the next fetches (at most parallel fsyncs at once)
+// rather than holding its fetch's slot: the copy's network and the disk's
+// flush overlap.
 func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context.Context, int, *os.File) (PartitionInfo, error), parallel int) (*Manifest, error) {
 	m := &Manifest{Partitions: parts}
 	infos := make([]PartitionInfo, len(parts))
+	parallel = max(parallel, 1)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallel, 1))
+	g.SetLimit(parallel)
+	var syncs errgroup.Group // each fetched file's fsync and close
+	syncs.SetLimit(parallel)
 	for i, p := range parts {
 		g.Go(func() error {
-			pi, err := importFile(gctx, filepath.Join(dir, partitionFile(p)), p, fetch)
+			f, pi, err := importFile(gctx, filepath.Join(dir, partitionFile(p)), p, fetch)
 			if err != nil {
 				return fmt.Errorf("partition %d: %w", p, err)
 			}
 			infos[i] = pi
+			syncs.Go(func() error {
+				err := f.Sync()
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return fmt.Errorf("partition %d: %w", p, err)
+				}
+				return nil
+			})
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	if serr := syncs.Wait(); err == nil {
+		err = serr
+	}
+	if err != nil {
 		return nil, err
 	}
 	m.PartitionInfo = infos
@@ -137,21 +157,20 @@ func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context
 	return m, syncDir(dir)
 }
 
-// importFile creates path, has fetch fill it, and fsyncs it.
-func importFile(ctx context.Context, path string, p int, fetch func(context.Context, int, *os.File) (PartitionInfo, error)) (PartitionInfo, error) {
+// importFile creates path and has fetch fill it; it returns the file,
+// open, for the caller to fsync and close, or closes it on failure.
+func importFile(ctx context.Context, path string, p int, fetch func(context.Context, int, *os.File) (PartitionInfo, error)) (*os.File, PartitionInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return PartitionInfo{}, err
+		return nil, PartitionInfo{}, err
 	}
 	pi, err := fetch(ctx, p, f)
 	if err == nil && pi.Partition != p {
 		err = fmt.Errorf("%w: fetched the entry of partition %d", ErrCorrupt, pi.Partition)
 	}
-	if err == nil {
-		err = f.Sync()
+	if err != nil {
+		_ = f.Close()
+		return nil, pi, err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return pi, err
+	return f, pi, nil
 }
