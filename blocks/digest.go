@@ -61,11 +61,17 @@ func (dg *Digester) recordHash(k, v []byte) (uint64, uint64) {
 }
 
 // Add adds a record.
-func (dg *Digester) Add(k, v []byte) {
+func (dg *Digester) Add(k, v []byte) { dg.AddHash(k, v) }
+
+// AddHash adds a record and returns its hash in lane 1: a 64-bit hash
+// of the key and the value together, which tells a record from another
+// (publish's delta index keeps it per key).
+func (dg *Digester) AddHash(k, v []byte) uint64 {
 	h1, h2 := dg.recordHash(k, v)
 	dg.Records++
 	dg.Sum1 += h1
 	dg.Sum2 += h2
+	return h1
 }
 
 // Remove takes a record out.

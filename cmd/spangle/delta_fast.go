@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,8 +55,7 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 			if err != nil || p < 0 || p >= n {
 				return errSlowPath
 			}
-			fs.digests[p].Add(k, v)
-			fs.ib.add(k, v)
+			fs.ib.add(k, fs.digests[p].AddHash(k, v))
 			return nil
 		}
 	})
@@ -128,8 +126,8 @@ func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i 
 // fastDelta writes into out the delta of DIR over the base whose index
 // the cache holds (see deltaIndex), and keeps DIR's index as the next
 // base's. It reads DIR once for its digest and index, walks the two
-// indexes in key hash order (a key in both is confirmed on its bytes)
-// and reads DIR again for the records added or changed only.
+// indexes in key hash order (a key in both changed if its record's hash
+// did) and reads DIR again for the records added or changed only.
 // errSlowPath if it cannot.
 func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName, dir string) (deltaReport, int64, error) {
 	var rep deltaReport
@@ -172,11 +170,8 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 			}
 			rep.Deletes++
 			j++
-		default:
-			if !bytes.Equal(x.key(i), base.key(j)) {
-				return rep, 0, errSlowPath // two keys, one hash
-			}
-			if x.vh[i] != base.vh[j] {
+		default: // one key (see deltaIndex)
+			if x.rh[i] != base.rh[j] {
 				upsert[x.ord[i]] = true
 				rep.Upserts++
 			}

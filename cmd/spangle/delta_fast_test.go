@@ -237,6 +237,29 @@ func TestFastDeltaFallsBack(t *testing.T) {
 	if err := ls.keepIndex("d", "v1", x); err != nil {
 		t.Fatal(err)
 	}
+	// A damaged index, or one of format 1 (keys in hash order), is none.
+	idx := deltaIndexPath(cache, "d")
+	good, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := bytes.IndexByte(good, '\n') + 1
+	for name, damage := range map[string]func([]byte) []byte{
+		"format 1":        func(b []byte) []byte { return bytes.Replace(b, []byte(`"format":2`), []byte(`"format":1`), 1) },
+		"truncated":       func(b []byte) []byte { return b[:len(b)-1] },
+		"an ord too high": func(b []byte) []byte { b[hdr+16*100+3] = 0xff; return b },
+		"keys too long":   func(b []byte) []byte { b[hdr+20*100+1] = 0xff; return b },
+	} {
+		if err := os.WriteFile(idx, damage(bytes.Clone(good)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := os.WriteFile(idx, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for name, rs := range map[string][]nodetest.Record{
 		"a duplicate key in the base":  append(recs[:len(recs):len(recs)], nodetest.Record{Key: []byte("key-3"), Value: []byte("x")}),
 		"a duplicate key, new":         append(recs[:len(recs):len(recs)], nodetest.Record{Key: []byte("k"), Value: []byte("x")}, nodetest.Record{Key: []byte("k"), Value: []byte("y")}),

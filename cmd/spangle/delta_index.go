@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -20,20 +18,27 @@ import (
 
 // A deltaIndex is what publish --cache keeps of the last version it
 // published of a db, to compute the next delta without building either
-// version: per key, XXH64 (seed 0) of the key and of the value (as
-// served), sorted by key hash, and the key itself (a deleted key is
-// written by name; a key hash that matches is confirmed on the bytes).
-// A value whose 64-bit hash is unchanged although its bytes changed
-// would be missed (about 2^-64 per changed key); the version's digest,
-// computed from every record, then refuses the delta at the nodes.
+// version: per key, XXH64 (seed 0) of the key and the record's hash (its
+// lane 1 hash in the version's digest: of the key and the value as
+// served, blocks.Digester.AddHash), sorted by key hash, and the keys (a
+// deleted key is written by name). The walk of two indexes matches keys
+// by their hash alone: a key of the new version whose hash is a deleted
+// key's (about 2^-64 per pair of an added and a deleted key) would be
+// taken for it, and a record whose hash is unchanged although its value
+// changed (2^-64 per changed key) would be missed; the version's digest,
+// computed from every record, then refuses the delta at the nodes. Two
+// keys of one version sharing a hash (a duplicate key, or a collision)
+// are seen as the index is sorted: the build decides.
 type deltaIndex struct {
 	deltaIndexHeader
-	kh, vh []uint64
-	offs   []uint64 // key i is keys[offs[i]:offs[i+1]]
-	keys   []byte
-	// ord is, per entry, the record's place in the order read (from
-	// finish; not written).
-	ord []uint32
+	kh, rh []uint64 // sorted by kh
+	// ord is, per entry, the record's place in the order read; the keys
+	// are kept in that order: record r's is keys[offs[r]:offs[r+1]], of
+	// length klen[r].
+	ord  []uint32
+	klen []uint16
+	offs []uint64
+	keys []byte
 }
 
 // deltaIndexHeader is the index file's first line (JSON).
@@ -48,27 +53,34 @@ type deltaIndexHeader struct {
 	KeyBytes      int    `json:"key_bytes"`
 }
 
+// The index file: the header line, then little-endian kh and rh (8
+// bytes an entry), ord (4), klen (2), then the keys. Format 1 (the keys
+// in hash order, compared on their bytes) is not read: the next publish
+// builds and keeps a format 2 index.
 const (
-	deltaIndexFormat = 1
+	deltaIndexFormat = 2
 	deltaIndexDir    = "delta-index" // under the cache directory
-	prefixBits       = 20
+	entryBytes       = 8 + 8 + 4 + 2
 )
 
 func deltaIndexPath(cache, db string) string {
 	return filepath.Join(cache, deltaIndexDir, db+".idx")
 }
 
-// indexBuilder collects a version's keys and value hashes.
+// indexBuilder collects a version's key hashes, record hashes and keys
+// in the order read.
 type indexBuilder struct {
-	kh, vh []uint64
-	offs   []uint64
+	kh, rh []uint64
+	klen   []uint16
 	keys   []byte
 }
 
-func (ib *indexBuilder) add(k, v []byte) {
+// add adds key k (at most 32768 bytes, as a build takes) and its
+// record's hash rh (blocks.Digester.AddHash).
+func (ib *indexBuilder) add(k []byte, rh uint64) {
 	ib.kh = append(ib.kh, xxhash.Sum64(k))
-	ib.vh = append(ib.vh, xxhash.Sum64(v))
-	ib.offs = append(ib.offs, uint64(len(ib.keys)))
+	ib.rh = append(ib.rh, rh)
+	ib.klen = append(ib.klen, uint16(len(k)))
 	ib.keys = append(ib.keys, k...)
 }
 
@@ -79,69 +91,86 @@ func (ib *indexBuilder) finish(h deltaIndexHeader) (*deltaIndex, bool) {
 	return finishAll(h, []*indexBuilder{ib})
 }
 
+// sortBits are the top bits of the key hash the entries are sorted by,
+// in two passes of a radix sort (the rest is put in order after: the
+// hashes are uniform, so entries sharing those bits are few).
+const (
+	sortPassBits = 11
+	sortBits     = 2 * sortPassBits
+)
+
 // finishAll is finish over the entries of ibs, in that order (an
-// entry's ord counts from the first builder's first entry). The hashes
-// are uniform: the entries are placed by their top bits (a counting
-// sort), then each small bucket sorted.
+// entry's ord counts from the first builder's first entry).
 func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 	n, keyBytes := 0, 0
-	first := make([]uint32, len(ibs))
-	for f, ib := range ibs {
+	for _, ib := range ibs {
 		if n+len(ib.kh) > math.MaxUint32 {
 			return nil, false
 		}
-		first[f] = uint32(n)
 		n += len(ib.kh)
 		keyBytes += len(ib.keys)
 	}
 	type ent struct {
-		kh   uint64
-		i, f uint32 // entry i of ibs[f]
+		kh, rh uint64
+		ord    uint32
 	}
-	counts := make([]uint32, 1<<prefixBits+1)
+	a, b := make([]ent, 0, n), make([]ent, n)
+	x := &deltaIndex{deltaIndexHeader: h, klen: make([]uint16, 0, n), keys: make([]byte, 0, keyBytes)}
 	for _, ib := range ibs {
-		for _, kh := range ib.kh {
-			counts[kh>>(64-prefixBits)+1]++
-		}
-	}
-	for b := 1; b < len(counts); b++ {
-		counts[b] += counts[b-1]
-	}
-	ents := make([]ent, n)
-	next := slices.Clone(counts[:1<<prefixBits])
-	for f, ib := range ibs {
 		for i, kh := range ib.kh {
-			b := kh >> (64 - prefixBits)
-			ents[next[b]] = ent{kh, uint32(i), uint32(f)}
-			next[b]++
+			a = append(a, ent{kh, ib.rh[i], uint32(len(a))})
+		}
+		x.klen = append(x.klen, ib.klen...)
+		x.keys = append(x.keys, ib.keys...)
+	}
+	// Two stable counting passes, the lower bits first.
+	for pass := range 2 {
+		shift := 64 - sortBits + pass*sortPassBits
+		var counts [1<<sortPassBits + 1]uint32
+		for _, e := range a {
+			counts[(e.kh>>shift)&(1<<sortPassBits-1)+1]++
+		}
+		for d := 1; d < len(counts); d++ {
+			counts[d] += counts[d-1]
+		}
+		for _, e := range a {
+			d := (e.kh >> shift) & (1<<sortPassBits - 1)
+			b[counts[d]] = e
+			counts[d]++
+		}
+		a, b = b, a
+	}
+	for i := 1; i < n; i++ { // entries sharing their top bits
+		for j := i; j > 0 && a[j].kh < a[j-1].kh; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
 		}
 	}
-	for b := range 1 << prefixBits {
-		s := ents[counts[b]:counts[b+1]]
-		if len(s) > 1 {
-			slices.SortFunc(s, func(a, b ent) int { return cmp.Compare(a.kh, b.kh) })
-		}
-	}
-	x := &deltaIndex{deltaIndexHeader: h, kh: make([]uint64, n), vh: make([]uint64, n), offs: make([]uint64, n+1), keys: make([]byte, 0, keyBytes), ord: make([]uint32, n)}
-	for i, e := range ents {
+	x.kh, x.rh, x.ord = make([]uint64, n), make([]uint64, n), make([]uint32, n)
+	for i, e := range a {
 		if i > 0 && e.kh == x.kh[i-1] {
 			return nil, false
 		}
-		ib, j := ibs[e.f], int(e.i)
-		end := uint64(len(ib.keys))
-		if j+1 < len(ib.kh) {
-			end = ib.offs[j+1]
-		}
-		x.ord[i] = first[e.f] + e.i
-		x.kh[i], x.vh[i], x.offs[i] = e.kh, ib.vh[j], uint64(len(x.keys))
-		x.keys = append(x.keys, ib.keys[ib.offs[j]:end]...)
+		x.kh[i], x.rh[i], x.ord[i] = e.kh, e.rh, e.ord
 	}
-	x.offs[n] = uint64(len(x.keys))
+	x.offs = keyOffsets(x.klen)
 	x.Format, x.Entries, x.KeyBytes = deltaIndexFormat, n, len(x.keys)
 	return x, true
 }
 
-func (x *deltaIndex) key(i int) []byte { return x.keys[x.offs[i]:x.offs[i+1]] }
+// keyOffsets returns where each key starts, and their total length last.
+func keyOffsets(klen []uint16) []uint64 {
+	offs := make([]uint64, len(klen)+1)
+	for r, l := range klen {
+		offs[r+1] = offs[r] + uint64(l)
+	}
+	return offs
+}
+
+// key returns entry i's key.
+func (x *deltaIndex) key(i int) []byte {
+	r := x.ord[i]
+	return x.keys[x.offs[r]:x.offs[r+1]]
+}
 
 // write writes the index to path, through a temporary file renamed.
 func (x *deltaIndex) write(path string) error {
@@ -161,13 +190,11 @@ func (x *deltaIndex) write(path string) error {
 		return err
 	}
 	w.Write(append(hdr, '\n')) //nolint:errcheck // Flush says
-	var b [8]byte
-	for _, s := range [][]uint64{x.kh, x.vh, x.offs} {
-		for _, v := range s {
-			binary.LittleEndian.PutUint64(b[:], v)
-			w.Write(b[:]) //nolint:errcheck // Flush says
-		}
+	for _, s := range [][]uint64{x.kh, x.rh} {
+		writeInts(w, s, 8, func(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) })
 	}
+	writeInts(w, x.ord, 4, func(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) })
+	writeInts(w, x.klen, 2, func(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) })
 	w.Write(x.keys) //nolint:errcheck // Flush says
 	if err := w.Flush(); err != nil {
 		return err
@@ -176,6 +203,37 @@ func (x *deltaIndex) write(path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// writeInts writes s, size bytes a value, encoded a chunk at a time.
+func writeInts[T uint16 | uint32 | uint64](w *bufio.Writer, s []T, size int, put func([]byte, T) []byte) {
+	buf := make([]byte, 0, 64<<10)
+	for len(s) > 0 {
+		c := s[:min(len(s), cap(buf)/size)]
+		s = s[len(c):]
+		buf = buf[:0]
+		for _, v := range c {
+			buf = put(buf, v)
+		}
+		w.Write(buf) //nolint:errcheck // Flush says
+	}
+}
+
+// readInts fills s from r, size bytes a value.
+func readInts[T uint16 | uint32 | uint64](r io.Reader, s []T, size int, get func([]byte) T) error {
+	buf := make([]byte, 64<<10)
+	for len(s) > 0 {
+		c := s[:min(len(s), len(buf)/size)]
+		s = s[len(c):]
+		b := buf[:len(c)*size]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return err
+		}
+		for i := range c {
+			c[i] = get(b[i*size:])
+		}
+	}
+	return nil
 }
 
 // errNoIndex: the cache holds no usable index of the base.
@@ -200,31 +258,29 @@ func readDeltaIndex(path, db, version, partitioner string) (*deltaIndex, error) 
 		return nil, errNoIndex
 	}
 	fi, err := f.Stat()
-	if err != nil || fi.Size() != int64(len(line))+int64(x.Entries)*24+8+int64(x.KeyBytes) {
+	if err != nil || fi.Size() != int64(len(line))+int64(x.Entries)*entryBytes+int64(x.KeyBytes) {
 		return nil, fmt.Errorf("delta index %s: %w", path, errNoIndex)
 	}
 	n := x.Entries
-	x.kh, x.vh, x.offs = make([]uint64, n), make([]uint64, n), make([]uint64, n+1)
-	buf := make([]byte, 8*(n+1))
-	for _, s := range [][]uint64{x.kh, x.vh, x.offs} {
-		b := buf[:8*len(s)]
-		if _, err := io.ReadFull(r, b); err != nil {
+	x.kh, x.rh, x.ord, x.klen = make([]uint64, n), make([]uint64, n), make([]uint32, n), make([]uint16, n)
+	for _, s := range [][]uint64{x.kh, x.rh} {
+		if readInts(r, s, 8, binary.LittleEndian.Uint64) != nil {
 			return nil, errNoIndex
 		}
-		for i := range s {
-			s[i] = binary.LittleEndian.Uint64(b[8*i:])
-		}
+	}
+	if readInts(r, x.ord, 4, binary.LittleEndian.Uint32) != nil || readInts(r, x.klen, 2, binary.LittleEndian.Uint16) != nil {
+		return nil, errNoIndex
 	}
 	x.keys = make([]byte, x.KeyBytes)
 	if _, err := io.ReadFull(r, x.keys); err != nil {
 		return nil, errNoIndex
 	}
 	for i := range n {
-		if x.offs[i] > x.offs[i+1] || (i > 0 && x.kh[i-1] >= x.kh[i]) {
+		if (i > 0 && x.kh[i-1] >= x.kh[i]) || x.ord[i] >= uint32(n) {
 			return nil, errNoIndex
 		}
 	}
-	if x.offs[n] != uint64(x.KeyBytes) || (n > 0 && x.offs[0] != 0) {
+	if x.offs = keyOffsets(x.klen); x.offs[n] != uint64(x.KeyBytes) {
 		return nil, errNoIndex
 	}
 	return x, nil
@@ -234,7 +290,10 @@ func readDeltaIndex(path, db, version, partitioner string) (*deltaIndex, error) 
 // kept for the next publish; ok false as finish says.
 func indexOf(v *blocks.Version) (*deltaIndex, bool, error) {
 	m := v.Manifest()
-	var ib indexBuilder
+	var (
+		ib indexBuilder
+		dg blocks.Digester
+	)
 	for p := range m.NumPartitions {
 		err := v.View(func(r *blocks.Reader) error {
 			it, err := r.Iter(p, blocks.Range{})
@@ -246,7 +305,7 @@ func indexOf(v *blocks.Version) (*deltaIndex, bool, error) {
 				if err != nil {
 					return err
 				}
-				ib.add(it.Key(), val)
+				ib.add(it.Key(), dg.AddHash(it.Key(), val))
 			}
 			return it.Err()
 		})
