@@ -78,3 +78,48 @@ func TestDeltaChainStepDigest(t *testing.T) {
 		t.Errorf("e's v2: %q", e)
 	}
 }
+
+// TestDeltaBaseNotKept: a node outside a cluster keeps only its active
+// version, so a delta over an older one (v3 over v1, the node on v2)
+// rebuilds that base from the source (the chain's full version), applies
+// the delta, and leaves nothing of v1 behind; with v1 gone from the
+// source too, the delta fails naming it and v2 keeps serving.
+func TestDeltaBaseNotKept(t *testing.T) {
+	root := t.TempDir()
+	src := newDeltaSource(t, root, "d", 3)
+	src.full("v1", 80)
+	n := newTestNode(t, root, nil)
+	waitFor(t, "v1", func() bool { return n.activeVersion("d") == "v1" })
+	src.delta("v2", "v1", map[string]string{"key-1": "v2:1"}, nil, true)
+	n.Refresh()
+	waitFor(t, "v2", func() bool { return n.activeVersion("d") == "v2" })
+	n.waitRetired(t, "d", "v1")
+	if _, err := os.Stat(filepath.Join(n.data, "dbs", "d", "v1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("v1 kept after the switch outside a cluster: %v", err)
+	}
+
+	// v3 over v1: v1 is built again from the source.
+	src.delta("v3", "v1", map[string]string{"key-3": "v3:3"}, []string{"key-4"}, true)
+	n.Refresh()
+	waitFor(t, "v3", func() bool { return n.activeVersion("d") == "v3" })
+	src.check(n, "v3", "key-4")
+	if got := n.Status().DBs["d"].Versions["v3"].Nodes[n.Name()]; got.State != StateActive {
+		t.Fatalf("v3: %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(n.data, "dbs", "d", "v1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("v1, built again as v3's base, left behind: %v", err)
+	}
+
+	// v5 over v4 over v1, v1 gone from the source: no base anywhere.
+	src.delta("v4", "v1", map[string]string{"key-5": "v4:5"}, nil, true)
+	src.delta("v5", "v4", map[string]string{"key-6": "v5:6"}, nil, true)
+	if err := os.RemoveAll(filepath.Join(root, "d", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	n.Refresh()
+	waitFor(t, "v5 to fail or go active", func() bool { return n.state("d", "v5") == StateError || n.activeVersion("d") == "v5" })
+	if e := n.Status().DBs["d"].Versions["v5"].Nodes[n.Name()].Error; !strings.Contains(e, "d/v4: its base v1 is not in the source, nor held here") {
+		t.Errorf("v5's error: %q", e)
+	}
+	src.check(n, "v3", "key-4")
+}
