@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -383,5 +384,21 @@ func TestSampleCPU(t *testing.T) {
 	}
 	if kib, err := memKiB(os.Getpid(), "VmHWM"); err != nil || kib <= 0 {
 		t.Errorf("memKiB(VmHWM) = %d, %v", kib, err)
+	}
+}
+
+// TestServeArgs: the bench's spangle listens for NATS on a free
+// loopback address, not the default 4222 another spangle may hold on a
+// shared machine (the spangle and https scenarios failed to start).
+func TestServeArgs(t *testing.T) {
+	b := &bench{source: "src"}
+	args := b.serveArgs("dir", "dir/spangle.toml", "127.0.0.1:8080")
+	i := slices.Index(args, "--nats-listen")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("args %q: no --nats-listen", args)
+	}
+	host, port, err := net.SplitHostPort(args[i+1])
+	if err != nil || host != "127.0.0.1" || port == "4222" || port == "0" {
+		t.Errorf("--nats-listen %q: want a free loopback port", args[i+1])
 	}
 }

@@ -84,9 +84,7 @@ func runHTTPS(ctx context.Context, b *bench) (res scenarioResult, err error) {
 		}
 	}()
 	conf := fmt.Sprintf("[storage]\ncompression = \"s2-blocks\"\n%s[http]\ntls_cert = %q\ntls_key = %q\n", b.hotCacheLine(), certFile, keyFile)
-	srv, err := b.startServer("spangle-https", b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
-		return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
-	})
+	srv, err := b.startServer("spangle-https", b.cfg.Spangle, "spangle.toml", conf, b.serveArgs)
 	if err != nil {
 		return res, err
 	}

@@ -122,9 +122,7 @@ func runSpangleWith(ctx context.Context, b *bench, name, compression, extra stri
 	res.Name = name
 	conf := fmt.Sprintf("[storage]\ncompression = %q\n%s%s", cmp.Or(compression, "none"), b.hotCacheLine(), extra)
 	start := func() (*benchServer, error) {
-		return b.startServer(name, b.cfg.Spangle, "spangle.toml", conf, func(dir, conf, addr string) []string {
-			return []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
-		})
+		return b.startServer(name, b.cfg.Spangle, "spangle.toml", conf, b.serveArgs)
 	}
 	srv, starts, err := b.startServing(ctx, start)
 	if srv != nil {
@@ -173,6 +171,18 @@ func runSpangleWith(ctx context.Context, b *bench, name, compression, extra stri
 	}
 	servingRSS(c.pid(), &res)
 	return res, nil
+}
+
+// serveArgs is the command line of `spangle serve` in the spangle and
+// https scenarios (startServer's args): the dataset, a data dir in dir,
+// addr, and a free loopback address for its embedded NATS server, whose
+// default (4222) another spangle on the machine may hold.
+func (b *bench) serveArgs(dir, conf, addr string) []string {
+	args := []string{"serve", "--config", conf, "--source", b.source, "--data-dir", filepath.Join(dir, "data"), "--bind", addr}
+	if nats, err := freeAddr(); err == nil {
+		args = append(args, "--nats-listen", nats)
+	}
+	return args
 }
 
 // hotCacheLine is the [storage] line of --hot-cache, or "".
