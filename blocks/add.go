@@ -106,7 +106,7 @@ func (s *Store) AddPartitions(ctx context.Context, v *Version, spec BuildSpec) e
 
 	var added *Manifest
 	if spec.Fetch != nil {
-		added, err = fetchFiles(ctx, b.dir, add, spec.Fetch, spec.FetchParallel) // import.go
+		added, err = fetchFiles(ctx, b.dir, add, spec.Fetch, spec.FetchParallel, spec.FetchPartial) // import.go
 	} else {
 		stopProgress := b.reportProgress()
 		added, err = b.run(ctx)
@@ -115,6 +115,9 @@ func (s *Store) AddPartitions(ctx context.Context, v *Version, spec BuildSpec) e
 	}
 	if err != nil {
 		return fail(err)
+	}
+	if spec.Fetch != nil {
+		add = added.Partitions // FetchPartial: the others were left out
 	}
 	parts := slices.Clone(old.parts)
 	newDict := false

@@ -49,6 +49,10 @@ type BuildSpec struct {
 	Fetch func(ctx context.Context, p int, f *os.File) (PartitionInfo, error)
 	// FetchParallel is how many files Fetch copies at once; below 1: one.
 	FetchParallel int
+	// FetchPartial adds the partitions Fetch could copy and leaves out
+	// the others (ImportSpec.Partial): the version's manifest says which
+	// were added. AddPartitions fails only when none could be.
+	FetchPartial bool
 	// Files are the version's data files in name order: N = len(Files)
 	// partitions. Build uses the order given; it decides which of duplicate
 	// keys wins (the last).

@@ -33,6 +33,12 @@ type ImportSpec struct {
 	// Parallel is how many files Fetch copies at once (each partition's
 	// at most once at a time); below 1: one.
 	Parallel int
+	// Partial leaves out of the version a partition whose Fetch fails
+	// (ctx not ended) instead of failing the import: the version's
+	// manifest lists the partitions fetched, and the caller adds the
+	// others (AddPartitions, from the source). Import still fails when
+	// none could be fetched.
+	Partial bool
 }
 
 // Import makes version spec.Version of spec.DB from partition files that
@@ -83,11 +89,11 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 		Compression: from.Compression, SourceModified: from.SourceModified, Files: from.Files,
 	}
 	err = func() error {
-		got, err := fetchFiles(ctx, dir, parts, spec.Fetch, spec.Parallel)
+		got, err := fetchFiles(ctx, dir, parts, spec.Fetch, spec.Parallel, spec.Partial)
 		if err != nil {
 			return err
 		}
-		m.PartitionInfo = got.PartitionInfo
+		m.Partitions, m.PartitionInfo = got.Partitions, got.PartitionInfo
 		m.Records, m.Bytes, m.StoredBytes = got.Records, got.Bytes, got.StoredBytes
 		m.BuiltAt = time.Now().UTC()
 		m.BuildSeconds = time.Since(start).Seconds()
@@ -102,7 +108,7 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 		}
 		return nil, wrap(err)
 	}
-	s.log.Info("blocks: imported", "db", spec.DB, "version", spec.Version, "partitions", len(parts),
+	s.log.Info("blocks: imported", "db", spec.DB, "version", spec.Version, "partitions", len(m.Partitions),
 		"stored_bytes", m.StoredBytes, "seconds", m.BuildSeconds)
 	return openVersion(dir, m)
 }
@@ -112,10 +118,12 @@ func (s *Store) Import(ctx context.Context, spec ImportSpec) (*Version, error) {
 // what they hold (Partitions, PartitionInfo and the totals). A file's
 // fsync runs beside the next fetches (at most parallel fsyncs at once)
 // rather than holding its fetch's slot: the copy's network and the disk's
-// flush overlap.
-func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context.Context, int, *os.File) (PartitionInfo, error), parallel int) (*Manifest, error) {
-	m := &Manifest{Partitions: parts}
+// flush overlap. With partial, a partition whose fetch fails (ctx not
+// ended) is left out (its file removed), and fetchFiles fails only when
+// every one did.
+func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context.Context, int, *os.File) (PartitionInfo, error), parallel int, partial bool) (*Manifest, error) {
 	infos := make([]PartitionInfo, len(parts))
+	errs := make([]error, len(parts)) // of the partitions left out
 	parallel = max(parallel, 1)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
@@ -123,9 +131,15 @@ func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context
 	syncs.SetLimit(parallel)
 	for i, p := range parts {
 		g.Go(func() error {
-			f, pi, err := importFile(gctx, filepath.Join(dir, partitionFile(p)), p, fetch)
+			path := filepath.Join(dir, partitionFile(p))
+			f, pi, err := importFile(gctx, path, p, fetch)
 			if err != nil {
-				return fmt.Errorf("partition %d: %w", p, err)
+				err = fmt.Errorf("partition %d: %w", p, err)
+				if !partial || gctx.Err() != nil {
+					return err
+				}
+				errs[i] = err
+				return os.Remove(path)
 			}
 			infos[i] = pi
 			syncs.Go(func() error {
@@ -148,11 +162,19 @@ func fetchFiles(ctx context.Context, dir string, parts []int, fetch func(context
 	if err != nil {
 		return nil, err
 	}
-	m.PartitionInfo = infos
-	for _, pi := range infos {
+	m := &Manifest{Partitions: make([]int, 0, len(parts)), PartitionInfo: make([]PartitionInfo, 0, len(parts))}
+	for i, pi := range infos {
+		if errs[i] != nil {
+			continue
+		}
+		m.Partitions = append(m.Partitions, parts[i])
+		m.PartitionInfo = append(m.PartitionInfo, pi)
 		m.Records += pi.Records
 		m.Bytes += pi.Bytes
 		m.StoredBytes += pi.StoredBytes
+	}
+	if len(m.Partitions) == 0 && len(parts) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return m, syncDir(dir)
 }

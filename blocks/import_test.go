@@ -72,3 +72,65 @@ func TestImport(t *testing.T) {
 	checkVersion(t, v, d)
 	v.Close()
 }
+
+// TestImportPartial: with Partial, a partition whose Fetch fails is left
+// out (its file removed) and the others are imported; AddPartitions from
+// the source then completes the version, which reads as the built one.
+// Import still fails when no partition could be fetched. Without Partial
+// the first import fails (TestImport).
+func TestImportPartial(t *testing.T) {
+	src := t.TempDir()
+	d := buildOnDisk(t, src)
+	ss := openTestStore(t, src, Options{})
+	sv, err := ss.Open("db", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sv.Close()
+	from := sv.Manifest()
+	failed := errors.New("no holder gives it")
+	lost := from.Partitions[1]
+	fetch := func(ctx context.Context, p int, f *os.File) (PartitionInfo, error) {
+		if p == lost {
+			_, _ = f.WriteString("half a file")
+			return PartitionInfo{}, failed
+		}
+		in, pi, err := sv.OpenPartitionFile(p)
+		if err != nil {
+			return pi, err
+		}
+		defer in.Close()
+		_, err = io.Copy(f, in)
+		return pi, err
+	}
+	dir := t.TempDir()
+	s := openTestStore(t, dir, Options{})
+	defer s.Close()
+	if _, err := s.Import(context.Background(), ImportSpec{DB: "db", Version: "v0", From: from, Partitions: []int{lost},
+		Fetch: fetch, Partial: true}); !errors.Is(err, failed) {
+		t.Fatalf("no partition fetched: %v", err)
+	}
+	v, err := s.Import(context.Background(), ImportSpec{DB: "db", Version: "v1", From: from, Partitions: from.Partitions,
+		Fetch: fetch, Parallel: 2, Partial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	m := v.Manifest()
+	if len(m.Partitions) != len(from.Partitions)-1 || v.Holds(lost) {
+		t.Fatalf("imported %v of %v, partition %d failed", m.Partitions, from.Partitions, lost)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dbs", "db", "v1", partitionFile(lost))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed partition's file was left: %v", err)
+	}
+	checkVersion(t, v, d)
+	spec := BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Partitioner: sequinsPartitioner{}, PartitionerID: "sequins",
+		Partitions: []int{lost}}
+	if err := s.AddPartitions(context.Background(), v, spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Manifest().Partitions) != len(from.Partitions) {
+		t.Fatalf("after the build of the rest: %v", v.Manifest().Partitions)
+	}
+	checkVersion(t, v, d)
+}
