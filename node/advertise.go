@@ -135,7 +135,7 @@ func (a *advertiser) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-changed:
-		case <-a.n.pinAnswered:
+		case <-a.n.entryChanged:
 		case <-loaded:
 			loaded = nil
 		case <-drain:
@@ -173,6 +173,7 @@ func (a *advertiser) desired(held []HeldVersion, state string) map[advertKey]str
 		Started:       a.started.UTC(),
 		BinaryVersion: n.cfg.BinaryVersion,
 		Pins:          n.pinStates(),
+		BuildFailed:   n.buildFailures(),
 	})
 	for _, h := range held {
 		put(AdvertPartitions, advert.PartitionsKey(h.DB, h.Version, n.id), advert.Partitions{
@@ -262,6 +263,16 @@ func (a *advertiser) withdrawAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nodeEntryChanged has the advertiser write the node entry again: what
+// it carries besides the node's state changed (pinStates,
+// buildFailures). It never blocks.
+func (n *Node) nodeEntryChanged() {
+	select {
+	case n.entryChanged <- struct{}{}:
+	default: // the advertiser has yet to take the last one
+	}
 }
 
 // shardID is the shard ID published: Config.ShardID, else the node ID.

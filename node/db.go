@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/node/advert"
 	"github.com/spangledb/spangle/node/source"
 	"github.com/spangledb/spangle/plugins"
 )
@@ -62,6 +63,10 @@ type db struct {
 	pinFor      Pin
 	pinResolved string
 	pinErr      string
+	// buildFailed is the last version whose build failed here, and why
+	// (peercopy_once.go): the node entry says so, so that peers waiting
+	// for this node to build it (build once) build theirs at once.
+	buildFailed advert.BuildFailure
 	// changes is the changed keys of the newest version checked
 	// (changes.go); nil if none are kept. diffs counts the merge diffs
 	// the checks made (guards_diff.go).
@@ -477,6 +482,9 @@ func (d *db) build(name string) error {
 			state.err = err.Error()
 		}
 		d.mu.Unlock()
+		if d.ctx.Err() == nil {
+			d.setBuildFailed(name, err) // peercopy_once.go: the node entry says so
+		}
 		n.metrics.builds.WithLabelValues(d.name, "error").Inc()
 		return err
 	}
@@ -543,8 +551,10 @@ func (d *db) build(name string) error {
 		if bv, err = d.copyFromPeers(d.ctx, name, nparts, all); err == errNoHolder { // peercopy.go
 			err = nil
 		}
-	} else {
-		bv, err = d.fromPeers(d.ctx, spec, name, nparts, all, total) // peercopy_once.go
+	} else if bv, err = d.fromPeers(d.ctx, spec, name, nparts, all, total); bv != nil { // peercopy_once.go
+		// What no peer gave is built from the source (peercopy_rest.go);
+		// should that fail, the whole version is, below.
+		bv, err = d.buildRest(d.ctx, spec, bv, all)
 	}
 	if bv == nil && d.ctx.Err() == nil {
 		if err != nil {

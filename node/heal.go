@@ -112,12 +112,16 @@ func (d *db) runHeal(ctx context.Context, job *healJob) error {
 			v.state.heal.Progress = &bp
 			d.mu.Unlock()
 		}
-		err = d.healFromPeers(ctx, v, spec) // peercopy.go
-		if err != nil && ctx.Err() == nil {
-			if err != errNoHolder { // a copy was tried
+		err = d.healFromPeers(ctx, v, spec) // peercopy.go: those peers give
+		if rest := missing(v.data, job.parts); len(rest) > 0 && ctx.Err() == nil {
+			if err != nil && err != errNoHolder { // a copy was tried
 				log.Warn("heal: peer copy failed, loading from the source", "err", err)
 			}
-			spec.Fetch = nil
+			if err == nil { // some were copied
+				n.metrics.peerCopyRest.WithLabelValues(d.name).Add(float64(len(rest)))
+				log.Warn("heal: partitions no peer gave are loaded from the source", "partitions", rest)
+			}
+			spec.Fetch, spec.Partitions = nil, rest
 			err = n.store.AddPartitions(ctx, v.data, spec)
 		}
 	}

@@ -38,6 +38,7 @@ type metrics struct {
 	peerCopyMismatch *prometheus.CounterVec // db
 	peerCopyResumed  *prometheus.CounterVec // db
 	buildOnce        *prometheus.CounterVec // db, outcome
+	peerCopyRest     *prometheus.CounterVec // db
 
 	// Versions refused by a guard (checks.go).
 	refusals *prometheus.CounterVec // db, check
@@ -126,8 +127,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"db"}),
 		buildOnce: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_build_once_total",
-			Help: "New versions no peer held yet, by db and what this node did (build once): built (it was the builder: every partition, from the source), copied (from the builder), fallback (built its own partitions from the source: the builder did not publish within build_once_wait, or its copy failed).",
+			Help: "New versions no peer held yet, by db and what this node did (build once): built (it was the builder: every partition, from the source), copied (from the builder), failed (it was the builder and its build failed: it said so, and its peers built their own), fallback (built its own partitions from the source: the builder failed, did not publish within build_once_wait, or its copy failed).",
 		}, []string{"db", "outcome"}),
+		peerCopyRest: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_peer_copy_fallback_partitions_total",
+			Help: "Partitions of a version or a heal that no peer gave (none held them, or every holder's copy failed), built from the source while the others were copied, by db.",
+		}, []string{"db"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_version_refusals_total",
 			Help: "Versions refused activation by a guard of their db (min_records, max_change, canary_keys), by db and check; a refused version waits, REFUSED, for an operator (spangle activate --force) or a newer version.",
@@ -145,7 +150,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
-			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.refusals, m.deltaBuilds, m.digestChecks)
+			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.peerCopyRest, m.refusals, m.deltaBuilds, m.digestChecks)
 	}
 	return m
 }

@@ -60,10 +60,11 @@ type Node struct {
 	// pins holds the db pins (pin.go), kept in <data_dir>/pins.json.
 	pinsMu sync.Mutex
 	pins   pinSet
-	// pinAnswered is signalled (never blocking; buffered 1) when a db's
-	// answer to its pin changes: the advertiser writes the node entry,
-	// which carries them, again.
-	pinAnswered chan struct{}
+	// entryChanged is signalled (never blocking; buffered 1) when what
+	// the node entry carries besides the node's state changes (a db's
+	// answer to its pin, a failed build): the advertiser writes it again
+	// (nodeEntryChanged).
+	entryChanged chan struct{}
 	// refusedMu serialises the updates of <data_dir>/refused.json
 	// (refused.go).
 	refusedMu sync.Mutex
@@ -116,7 +117,7 @@ func New(cfg Config) (*Node, error) {
 		readyCh:   make(chan struct{}),
 		drainCh:   make(chan struct{}),
 
-		pinAnswered: make(chan struct{}, 1),
+		entryChanged: make(chan struct{}, 1),
 	}
 	if cfg.CursorKey != "" {
 		n.cursorKey = []byte(cfg.CursorKey)

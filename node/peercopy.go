@@ -66,21 +66,27 @@ const (
 // the files peers built (peerFetch). errNoHolder when a partition has no
 // holder or none could give it: the caller builds from the source.
 func (d *db) copyFromPeers(ctx context.Context, name string, n int, parts []int) (*blocks.Version, error) {
-	return d.copyFrom(ctx, name, n, parts, nil)
+	return d.copyFrom(ctx, name, n, parts, nil, false)
 }
 
 // copyFrom is copyFromPeers from holders (by partition), or from the
-// view's when nil.
-func (d *db) copyFrom(ctx context.Context, name string, n int, parts []int, holders map[int][]string) (*blocks.Version, error) {
+// view's when nil. With partial it gives up per partition: it copies
+// the partitions of parts that have a holder and returns the version
+// of those it could copy (errNoHolder when none), the caller building
+// the others from the source (buildRest).
+func (d *db) copyFrom(ctx context.Context, name string, n int, parts []int, holders map[int][]string, partial bool) (*blocks.Version, error) {
 	if holders == nil {
 		holders = d.holders(name, n)
+	}
+	if partial {
+		parts = withHolder(parts, holders)
 	}
 	from, fetch, err := d.peerFetch(ctx, name, n, parts, holders)
 	if err != nil {
 		return nil, err
 	}
 	bv, err := d.node.store.Import(ctx, blocks.ImportSpec{DB: d.name, Version: name, From: from, Partitions: parts, Fetch: fetch,
-		Parallel: copyParallel(holders, parts)})
+		Parallel: copyParallel(holders, parts), Partial: partial})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -90,16 +96,18 @@ func (d *db) copyFrom(ctx context.Context, name string, n int, parts []int, hold
 	return bv, nil
 }
 
-// healFromPeers adds spec.Partitions to v by copying them from the peers
-// that hold them (AddPartitions with spec.Fetch); errNoHolder, or a
-// failed copy, and the caller loads them from the source.
+// healFromPeers adds spec.Partitions to v by copying those the peers
+// hold and give (AddPartitions with spec.Fetch, FetchPartial); the
+// caller loads the others from the source. errNoHolder when none could
+// be copied.
 func (d *db) healFromPeers(ctx context.Context, v *version, spec blocks.BuildSpec) error {
 	holders := d.holders(v.name, v.n)
+	spec.Partitions = withHolder(spec.Partitions, holders)
 	_, fetch, err := d.peerFetch(ctx, v.name, v.n, spec.Partitions, holders)
 	if err != nil {
 		return err
 	}
-	spec.Fetch, spec.FetchParallel = fetch, copyParallel(holders, spec.Partitions)
+	spec.Fetch, spec.FetchParallel, spec.FetchPartial = fetch, copyParallel(holders, spec.Partitions), true
 	return d.node.store.AddPartitions(ctx, v.data, spec)
 }
 

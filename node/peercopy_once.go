@@ -2,14 +2,17 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/node/advert"
 )
 
 // BuildOnce is what a node needs of its cluster to build each new
@@ -31,14 +34,76 @@ type BuildOnce interface {
 	// BuildOnceMinBytes is the smallest version (source bytes) built
 	// once; smaller ones are built by every node.
 	BuildOnceMinBytes() int64
+	// BuilderFailed returns why v's builder failed to build it, as its
+	// node entry says (advert.Node.BuildFailed), and whether it did: its
+	// peers then build their partitions themselves. An entry is not
+	// trusted: a forged failure makes nodes build from the source, as
+	// without build once.
+	BuilderFailed(v VersionInfo) (reason string, failed bool)
 }
 
 // Outcomes of spangle_build_once_total.
 const (
 	onceBuilt    = "built"
 	onceCopied   = "copied"
+	onceFailed   = "failed"
 	onceFallback = "fallback"
 )
+
+// maxBuildFailedLen bounds the reason of a failed build in the node
+// entry (advert's bound on its text fields is 512 bytes).
+const maxBuildFailedLen = 400
+
+// setBuildFailed records that version name of d failed to build here,
+// and why, for the node entry (buildFailures): peers waiting for this
+// node to build it build theirs.
+func (d *db) setBuildFailed(name string, err error) {
+	reason := err.Error()
+	if len(reason) > maxBuildFailedLen {
+		reason = strings.ToValidUTF8(reason[:maxBuildFailedLen], "")
+	}
+	d.mu.Lock()
+	d.buildFailed = advert.BuildFailure{Version: name, Reason: reason}
+	d.mu.Unlock()
+	d.node.nodeEntryChanged()
+}
+
+// clearBuildFailed forgets the failed build of version name of d, when
+// it is the one recorded: this node tries it again as its builder.
+func (d *db) clearBuildFailed(name string) {
+	d.mu.Lock()
+	cleared := d.buildFailed.Version == name
+	if cleared {
+		d.buildFailed = advert.BuildFailure{}
+	}
+	d.mu.Unlock()
+	if cleared {
+		d.node.nodeEntryChanged()
+	}
+}
+
+// buildFailures returns, by db, the last version whose build failed here
+// (setBuildFailed), for the node entry.
+func (n *Node) buildFailures() map[string]advert.BuildFailure {
+	dbs := n.dbs.Load()
+	if dbs == nil {
+		return nil
+	}
+	var out map[string]advert.BuildFailure
+	for name, d := range *dbs {
+		d.mu.Lock()
+		f := d.buildFailed
+		d.mu.Unlock()
+		if f.Version == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]advert.BuildFailure{}
+		}
+		out[name] = f
+	}
+	return out
+}
 
 // stagingDir is where, under the data dir, the builder of a version
 // builds every partition (a blocks.Store of its own): the node's version
@@ -125,60 +190,81 @@ func (n *Node) releaseStaging() error {
 // fromPeers makes version name of d (n partitions, assigned to this
 // node) from its peers' files, or as the version's builder: it returns
 // the version, or nil and the error of a copy that was tried and failed,
-// and the caller builds from the source.
+// or nil, nil: the caller builds from the source. A version returned may
+// lack partitions no peer gave: the caller builds them (buildRest).
 func (d *db) fromPeers(ctx context.Context, spec blocks.BuildSpec, name string, n int, assigned []int, total int64) (*blocks.Version, error) {
-	bv, err := d.copyFromPeers(ctx, name, n, assigned) // peercopy.go
-	if err != errNoHolder {
-		return bv, err // copied, or a copy was tried
+	if covered(d.holders(name, n), assigned) {
+		return d.copySome(ctx, name, n, assigned) // peercopy_rest.go
 	}
-	return d.buildOnce(ctx, spec, name, n, assigned, total)
+	bv, err := d.buildOnce(ctx, spec, name, n, assigned, total)
+	if err != errNoHolder {
+		return bv, err
+	}
+	// No build once, or it fell back: what peers hold is copied, the
+	// rest built from the source.
+	return d.copySome(ctx, name, n, assigned)
 }
 
-// buildOnce is called when no peer holds the partitions assigned to this
-// node (assigned, of n) of a new version. When this node is the version's
-// builder it builds every partition into the staging store and takes its
-// own from there (buildStaged); otherwise it waits for the builder's
-// partitions entry and copies its partitions from the builder. It
-// returns nil, nil (the caller builds assigned from the source) when
-// build once is off, the version is smaller than BuildOnceMinBytes, the
-// builder has not published within PeerWait, or a step failed. A builder that leaves the view is replaced by the next, at
-// the next change of the view.
+// buildOnce is called when some partition assigned to this node
+// (assigned, of n) of a new version has no holder. When this node is the
+// version's builder it builds every partition into the staging store
+// and takes its own from there (buildStaged); otherwise it waits for the
+// builder's partitions entry and copies its partitions from the builder
+// (those it cannot copy are left to buildRest). It returns errNoHolder
+// (the caller copies what peers hold and builds the rest from the
+// source) when build once is off, the version is smaller than
+// BuildOnceMinBytes, the builder failed to build it (it says so in its
+// node entry: BuilderFailed) or has not published within PeerWait, or a
+// step failed. A builder that leaves the view (shut down, or its node
+// entry expired: killed) is replaced by the next at once.
 func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, n int, assigned []int, total int64) (*blocks.Version, error) {
 	nd := d.node
 	bo, ok := nd.cfg.Cluster.(BuildOnce)
 	pf, ok2 := nd.cfg.Cluster.(PeerFiles)
 	if !ok || !ok2 || !nd.clustered() || len(assigned) == 0 || total < bo.BuildOnceMinBytes() {
-		return nil, nil
+		return nil, errNoHolder
 	}
 	vi := VersionInfo{DB: d.name, Version: name, NumPartitions: n, Partitioner: d.partitioner.Identity()}
 	log := nd.log.With("db", d.name, "version", name)
 	outcome := nd.metrics.buildOnce
+	defer d.setWaitingFor(name, "")
 	fallback := func(msg string, args ...any) (*blocks.Version, error) {
 		log.Warn("build once: "+msg+"; building this node's partitions from the source", args...)
 		outcome.WithLabelValues(d.name, onceFallback).Inc()
-		return nil, nil
+		return nil, errNoHolder
+	}
+	failed := func(err error) (*blocks.Version, error) {
+		// Said in the node entry: the peers waiting build theirs now.
+		d.setBuildFailed(name, err)
+		outcome.WithLabelValues(d.name, onceFailed).Inc()
+		log.Warn("build once: this node, the version's builder, failed to build it; its peers build their own partitions", "err", err)
+		return nil, errNoHolder
 	}
 	var timer *time.Timer
 	for {
 		changed := nd.cfg.Cluster.Changed()
 		builder, self, ok := bo.VersionBuilder(vi)
 		if !ok {
-			return nil, nil
+			return nil, errNoHolder
 		}
 		if self {
+			d.clearBuildFailed(name) // tried again
 			// Every partition staged, and its own copied from there.
 			if err := d.checkSpace(total, n+len(assigned), n); err != nil {
-				return fallback("every partition does not fit here", "err", err)
+				return failed(fmt.Errorf("every partition does not fit here: %w", err))
 			}
 			bv, err := d.buildStaged(ctx, spec, vi, assigned, bo.PeerWait())
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				return fallback("the build of every partition failed", "err", err)
+				return failed(err)
 			}
 			outcome.WithLabelValues(d.name, onceBuilt).Inc()
 			return bv, nil
+		}
+		if reason, ok := bo.BuilderFailed(vi); ok {
+			return fallback("the builder failed to build the version", "builder", builder, "reason", reason)
 		}
 		holders := pf.FileHolders(vi)
 		if published(holders, builder) || covered(holders, assigned) {
@@ -187,7 +273,8 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 					holders[p] = append(holders[p], builder)
 				}
 			}
-			bv, err := d.copyFrom(ctx, name, n, assigned, holders)
+			d.setWaitingFor(name, "")
+			bv, err := d.copyFrom(ctx, name, n, assigned, holders, true)
 			if err == nil {
 				outcome.WithLabelValues(d.name, onceCopied).Inc()
 				return bv, nil
@@ -195,7 +282,9 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return fallback("the copy from the builder failed", "builder", builder, "err", err)
+			log.Warn("build once: the copy from the builder failed", "builder", builder, "err", err)
+			outcome.WithLabelValues(d.name, onceFallback).Inc()
+			return nil, nil // the caller builds every partition from the source
 		}
 		if timer == nil {
 			wait := bo.PeerWait()
@@ -203,6 +292,7 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 		}
+		d.setWaitingFor(name, builder)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -211,6 +301,20 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 		case <-changed:
 		}
 	}
+}
+
+// setWaitingFor shows in version name's build status the builder this
+// node waits for ("": none).
+func (d *db) setWaitingFor(name, builder string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.versions[name]
+	if s == nil || s.progress == nil || s.progress.WaitingForBuilder == builder {
+		return
+	}
+	p := *s.progress
+	p.WaitingForBuilder = builder
+	s.progress = &p
 }
 
 // buildStaged builds every partition of vi into the staging store, where

@@ -293,10 +293,7 @@ func (d *db) setPinResult(pin Pin, target, msg string) {
 	d.pinFor, d.pinResolved, d.pinErr = pin, target, msg
 	d.mu.Unlock()
 	if changed {
-		select {
-		case d.node.pinAnswered <- struct{}{}:
-		default: // the advertiser has yet to take the last one
-		}
+		d.node.nodeEntryChanged()
 	}
 }
 

@@ -110,6 +110,10 @@ type BuildProgress struct {
 	StartedAt   time.Time `json:"started_at"`
 	DurationSec float64   `json:"duration_seconds,omitempty"` // set once finished
 	Retries     int64     `json:"download_retries,omitempty"` // source reads retried after an error
+	// WaitingForBuilder is the address of the node this one waits for
+	// to build the version before it copies its partitions from it
+	// (build once), while it does.
+	WaitingForBuilder string `json:"waiting_for_builder,omitempty"`
 }
 
 // HealStatus reports this node's healing of a version: the partitions of

@@ -141,8 +141,14 @@ func startPlainNATS(t *testing.T, bin string) *natsProc {
 // sharding.
 func startCopyNode(t *testing.T, bin, root string, id int, url string, entryTTL time.Duration, sharding string) *clusterProc {
 	t.Helper()
+	return startCopyNodeWith(t, bin, root, id, url, entryTTL, "", sharding)
+}
+
+// startCopyNodeWith is startCopyNode with the top-level lines top.
+func startCopyNodeWith(t *testing.T, bin, root string, id int, url string, entryTTL time.Duration, top, sharding string) *clusterProc {
+	t.Helper()
 	dir := t.TempDir()
-	config := fmt.Sprintf(`require_success_file = true
+	config := fmt.Sprintf(`%srequire_success_file = true
 shard_id = "%d"
 [nats]
 url = %q
@@ -154,7 +160,7 @@ replication = 2
 time_to_converge = "1s"
 proxy_timeout = "2s"
 %s
-`, id, url, entryTTL, sharding)
+`, top, id, url, entryTTL, sharding)
 	p := &clusterProc{id: id, bin: bin, cfgPath: filepath.Join(dir, "spangle.toml")}
 	p.logOnFailure(t)
 	if err := os.WriteFile(p.cfgPath, []byte(config), 0o644); err != nil {

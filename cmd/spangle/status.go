@@ -189,7 +189,10 @@ func printStatus(w io.Writer, base string, st node.Status) {
 		for _, v := range slices.Sorted(maps.Keys(vs)) {
 			s := vs[v]
 			build := ""
-			if s.Build != nil && s.Build.DurationSec == 0 {
+			switch {
+			case s.Build != nil && s.Build.WaitingForBuilder != "":
+				build = "waiting for its builder " + s.Build.WaitingForBuilder + " (build once)"
+			case s.Build != nil && s.Build.DurationSec == 0:
 				build = fmt.Sprintf("%.1f%%", s.Build.Percent)
 			}
 			for _, name := range slices.Sorted(maps.Keys(s.Nodes)) {
@@ -303,7 +306,27 @@ func printMap(w io.Writer, m client.Map) {
 	}
 	printRefusals(tw, keys, groups)
 	printNodePins(tw, m)
+	printBuildFailures(tw, m)
 	tw.Flush()
+}
+
+// printBuildFailures prints, by node, the last version of each db whose
+// build failed there and why (a builder's peers build theirs then: build
+// once).
+func printBuildFailures(tw io.Writer, m client.Map) {
+	first := true
+	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
+		failed := m.Nodes[id].BuildFailed
+		for _, db := range slices.Sorted(maps.Keys(failed)) {
+			if first {
+				fmt.Fprintln(tw)
+				fmt.Fprintln(tw, "DB\tVERSION\tNODE\tLAST BUILD FAILED")
+				first = false
+			}
+			f := failed[db]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", db, f.Version, id, errtext.Strip(f.Reason))
+		}
+	}
 }
 
 // dbVersion names a version of a db in the cluster map.

@@ -49,3 +49,29 @@ func TestStatusShowsPins(t *testing.T) {
 		t.Errorf("status --nats lacks g's refusal:\n%s", out.String())
 	}
 }
+
+// TestStatusShowsBuildFailed: status --nats shows each node's last
+// failed build of a db, and why.
+func TestStatusShowsBuildFailed(t *testing.T) {
+	var out bytes.Buffer
+	printMap(&out, client.Map{Loaded: true, Nodes: map[string]advert.Node{
+		"n1": {ID: "n1", State: advert.StateServing, BuildFailed: map[string]advert.BuildFailure{"d": {Version: "v4", Reason: "node: unexpected EOF"}}},
+	}})
+	if !regexp.MustCompile(`LAST BUILD FAILED\nd +v4 +n1 +unexpected EOF\n`).MatchString(out.String()) {
+		t.Errorf("status --nats lacks n1's failed build of d:\n%s", out.String())
+	}
+}
+
+// TestStatusShowsBuilder: a version a node waits for its builder to
+// build (build once) says so, naming the builder, instead of a 0 %
+// build.
+func TestStatusShowsBuilder(t *testing.T) {
+	var out bytes.Buffer
+	printStatus(&out, "http://n1", node.Status{DBs: map[string]node.DBStatus{"d": {Versions: map[string]node.VersionStatus{
+		"v1": {NumPartitions: 6, Build: &node.BuildProgress{WaitingForBuilder: "10.0.0.3:9599"},
+			Nodes: map[string]node.NodeVersionStatus{"n1": {State: node.StateBuilding}}},
+	}}}})
+	if want := "waiting for its builder 10.0.0.3:9599 (build once)"; !strings.Contains(out.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, out.String())
+	}
+}

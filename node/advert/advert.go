@@ -57,10 +57,22 @@ type Node struct {
 	// Pins holds, by db, the node's answer to each db's pin (spangle
 	// rollback and activate wait for them). At most MaxPins.
 	Pins map[string]PinState `json:"pins,omitempty"`
+	// BuildFailed holds, by db, the last version whose build failed on
+	// this node and why (build once: peers waiting to copy a version from
+	// its builder build their own partitions at once when the builder
+	// says so). At most MaxPins.
+	BuildFailed map[string]BuildFailure `json:"build_failed,omitempty"`
 }
 
-// MaxPins bounds the pins of a node entry.
+// MaxPins bounds the pins of a node entry, and its failed builds.
 const MaxPins = 1024
+
+// BuildFailure is a version whose build failed on a node, and why (at
+// most maxTextLen bytes).
+type BuildFailure struct {
+	Version string `json:"version"`
+	Reason  string `json:"reason,omitempty"`
+}
 
 // PinState is a node's answer to a db's pin: the pin as node.Pin.String
 // writes it ("7", "newest before 7"), and once the node has answered it,
@@ -268,6 +280,17 @@ func DecodeNode(key string, b []byte) (Node, error) {
 		}
 		if err := checkText(p.Pin, p.Error); err != nil {
 			return Node{}, fmt.Errorf("%w: node %q: pin of %s: %v", ErrInvalid, key, db, err)
+		}
+	}
+	if len(n.BuildFailed) > MaxPins {
+		return Node{}, fmt.Errorf("%w: node %q: %d failed builds, at most %d", ErrInvalid, key, len(n.BuildFailed), MaxPins)
+	}
+	for db, f := range n.BuildFailed {
+		if !ValidName(db) || !ValidName(f.Version) {
+			return Node{}, fmt.Errorf("%w: node %q: bad failed build of db %q", ErrInvalid, key, db)
+		}
+		if err := checkText(f.Reason); err != nil {
+			return Node{}, fmt.Errorf("%w: node %q: failed build of %s: %v", ErrInvalid, key, db, err)
 		}
 	}
 	return n, nil

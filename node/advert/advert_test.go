@@ -12,12 +12,13 @@ import (
 func TestRoundTrip(t *testing.T) {
 	started := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	pins := map[string]PinState{"d": {Pin: "newest before v3", Target: "v2"}, "e": {Pin: "v9", Error: "not in the source"}}
-	b, err := Encode(Node{ID: "n1", ShardID: "s", State: StateServing, Started: started, Pins: pins})
+	failed := map[string]BuildFailure{"d": {Version: "v4", Reason: "source: unexpected EOF"}}
+	b, err := Encode(Node{ID: "n1", ShardID: "s", State: StateServing, Started: started, Pins: pins, BuildFailed: failed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, err := DecodeNode("n1", b)
-	if err != nil || n.ID != "n1" || !n.Started.Equal(started) || !maps.Equal(n.Pins, pins) {
+	if err != nil || n.ID != "n1" || !n.Started.Equal(started) || !maps.Equal(n.Pins, pins) || !maps.Equal(n.BuildFailed, failed) {
 		t.Fatalf("%+v %v", n, err)
 	}
 	b, _ = Encode(Partitions{Partitions: []int{0, 2}, NumPartitions: 3, Partitioner: "sequins"})
@@ -55,6 +56,14 @@ func TestDecodeErrors(t *testing.T) {
 			_, err := DecodeNode("n", []byte(`{"state":"SERVING","pins":{"d":{"pin":"1","error":"`+strings.Repeat("x", 600)+`"}}}`))
 			return err
 		}, "pin of d"},
+		{"node failed build of a bad version", func() error {
+			_, err := DecodeNode("n", []byte(`{"state":"SERVING","build_failed":{"d":{"version":"a b"}}}`))
+			return err
+		}, "bad failed build"},
+		{"node failed build reason too long", func() error {
+			_, err := DecodeNode("n", []byte(`{"state":"SERVING","build_failed":{"d":{"version":"v","reason":"`+strings.Repeat("x", 600)+`"}}}`))
+			return err
+		}, "failed build of d"},
 		{"partitions key", func() error { _, err := DecodePartitions("db.v1", []byte(`{}`)); return err }, "partitions key"},
 		{"partitions other db", func() error {
 			_, err := DecodePartitions("db.v1.n", []byte(`{"db":"x","num_partitions":1}`))

@@ -28,6 +28,28 @@ func (c *Cluster) VersionBuilder(v node.VersionInfo) (builder string, self, ok b
 	return addr, id == c.n.ID(), id != ""
 }
 
+// BuilderFailed returns why v's builder (VersionBuilder) failed to
+// build it, as its node entry says, and whether it did (build once):
+// its peers then build their own partitions rather than wait
+// BuildOnceWait. A builder whose entry is gone (shut down, or expired:
+// killed) is no longer the builder: VersionBuilder names the next.
+func (c *Cluster) BuilderFailed(v node.VersionInfo) (string, bool) {
+	if c.cfg.DisableBuildOnce || c.n == nil {
+		return "", false
+	}
+	s := c.snapshot()
+	id, _ := c.builder(s, v)
+	nd, ok := s.node(id)
+	if !ok {
+		return "", false
+	}
+	f, ok := nd.BuildFailed[v.DB]
+	if !ok || f.Version != v.Version {
+		return "", false
+	}
+	return f.Reason, true
+}
+
 // BuildOnceMinBytes is the configured BuildOnceMinBytes.
 func (c *Cluster) BuildOnceMinBytes() int64 { return c.cfg.BuildOnceMinBytes }
 

@@ -1,0 +1,105 @@
+package edge_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/node/cluster"
+)
+
+// Build once's failure paths over real NATS and HTTP (issue 35): a
+// builder whose build fails says so, and its peers build theirs at once;
+// a copy gives up per partition.
+
+// TestBuildOnceBuilderFails: d/v1's builder cannot read one of its
+// source's files (cut in half in its own copy of the source; the others
+// read a good one). It says so in its node entry, and the two others,
+// waiting for it with build_once_wait 10m, build their own partitions at
+// once and serve every key. It fails without the builder's failure in
+// its node entry (they would wait the 10 minutes).
+func TestBuildOnceBuilderFails(t *testing.T) {
+	shards := []string{"1", "2", "3"}
+	b := 0
+	for i, sh := range shards {
+		if cluster.Builder([]string{"node1", "node2", "node3"}, "d", "v1") == "node"+sh {
+			b = i
+		}
+	}
+	root, bad := t.TempDir(), t.TempDir() // bad: the builder's source
+	nodes := startNodesOn(t, func(i int) string {
+		if i == b {
+			return bad
+		}
+		return root
+	}, shards, func(int) healOpts {
+		return healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = 10 * time.Minute }}
+	})
+	writeOnceVersion(t, root)
+	writeOnceVersion(t, bad)
+	cut := filepath.Join(bad, "d", "v1", "part-00001")
+	st, err := os.Stat(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(cut, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	var peers []*healNode
+	var cns []*clusterNode
+	for i, n := range nodes {
+		n.Refresh()
+		if i != b {
+			peers = append(peers, n)
+			cns = append(cns, n.clusterNode)
+		}
+	}
+	start := time.Now()
+	waitActive(t, cns, "d", "v1")
+	t.Logf("the two peers serve d/v1 %v after it appeared (build_once_wait 10m)", time.Since(start).Round(time.Millisecond))
+	if got := outcomes(t, nodes); got["failed"] != 1 || got["fallback"] != 2 || got["copied"] != 0 {
+		t.Errorf("build once outcomes %v: want 1 failed, 2 fallbacks", got)
+	}
+	for _, n := range peers {
+		checkCopyKeys(t, n)
+	}
+}
+
+// TestPeerCopyPartial: partition 2's file is damaged on both peers
+// holding it (replication 3): the wiped node3 copies the five others,
+// builds partition 2 alone from the source, and serves every key right.
+// It fails without the copy giving up per partition (the copy failed as
+// a whole and every partition was built from the source:
+// spangle_peer_copy_fallback_partitions_total stayed 0).
+func TestPeerCopyPartial(t *testing.T) {
+	nodes := startCopyCluster(t, make([]healOpts, 3))
+	n3 := nodes[2]
+	for _, n := range nodes[:2] {
+		path := filepath.Join(n.data, "dbs", "d", "v1", fmt.Sprintf("p-%05d.bolt", 2))
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	wipeRestart(t, n3)
+	if got := n3.metric(t, "spangle_peer_copy_fallback_partitions_total"); got != 1 {
+		t.Errorf("%v partitions built from the source after the copy: want 1", got)
+	}
+	if got := n3.metric(t, "spangle_peer_copy_mismatches_total"); got < 2 {
+		t.Errorf("%v mismatches: want partition 2 refused from both peers", got)
+	}
+	if got := copyMetric(t, n3, "ok"); got < (healParts-1)*32<<10 {
+		t.Errorf("copied %v bytes from peers: want the five good partitions", got)
+	}
+	if got := n3.metric(t, "spangle_source_read_bytes_total"); got == 0 {
+		t.Error("partition 2 was not built from the source")
+	}
+	checkCopyKeys(t, n3)
+}
