@@ -213,10 +213,12 @@ func (d *db) fromPeers(ctx context.Context, spec blocks.BuildSpec, name string, 
 // (those it cannot copy are left to buildRest). It returns errNoHolder
 // (the caller copies what peers hold and builds the rest from the
 // source) when build once is off, the version is smaller than
-// BuildOnceMinBytes, the builder failed to build it (it says so in its
-// node entry: BuilderFailed) or has not published within PeerWait, or a
-// step failed. A builder that leaves the view (shut down, or its node
-// entry expired: killed) is replaced by the next at once.
+// BuildOnceMinBytes, this node is the builder and failed (it says so in
+// its node entry), the builder failed to build it (BuilderFailed) or has
+// not published within PeerWait; nil, nil (the caller builds every
+// partition from the source) when no partition could be copied from the
+// builder. A builder that leaves the view (shut down, or its node entry
+// expired: killed) is replaced by the next at once.
 func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, n int, assigned []int, total int64) (*blocks.Version, error) {
 	nd := d.node
 	bo, ok := nd.cfg.Cluster.(BuildOnce)
