@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // deltaOf is a delta over a dataset: its files and the full dataset it
@@ -293,5 +295,87 @@ func TestVersionDigest(t *testing.T) {
 	}
 	if _, err := ReadVersionDigest(bytes.NewReader(read.Marshal())); err == nil {
 		t.Fatal("a total that is not the sum was read")
+	}
+}
+
+// TestDeltaCopiesBlockCRC: a delta over a base in blocks copies the
+// blocks no delta key falls in without checking their CRC (copiedLen):
+// a damaged one is carried over as it is, its CRC with it, and a lookup
+// in it is ErrCorrupt in the new version as in the base, never a wrong
+// value; every other key reads as built. (Before, the build read every
+// block's bytes for its CRC and failed on the damaged one.)
+func TestDeltaCopiesBlockCRC(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), Options{})
+	base := makeDataset(t, datasetOpts{files: 2, perFile: 3000, seed: 5})
+	v1 := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: base.files(t), Compression: CompressionS2Blocks})
+	// A delta touching partition 1 only: every block of 0 is copied.
+	var newKey []byte
+	for i := 0; ; i++ {
+		newKey = fmt.Appendf(nil, "new-%d", i)
+		if p, _, _ := (sequinsPartitioner{}).Partition(newKey, 2); p == 1 {
+			break
+		}
+	}
+	dir := t.TempDir()
+	writeSeqFile(t, filepath.Join(dir, "part-00000"), []record{{newKey, []byte("v")}})
+	writeDeletes(t, filepath.Join(dir, DeletesFileName), nil)
+	// Damage the second block of partition 0, in its file.
+	var first []byte
+	var path string
+	var stored []byte
+	err := v1.View(func(r *Reader) error {
+		part := r.c.parts[0]
+		path = part.db.Path()
+		return part.db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(dataBucket).Cursor()
+			c.First()
+			k, v := c.Next()
+			first, stored = bytes.Clone(k), bytes.Clone(v)
+			return nil
+		})
+	})
+	if err != nil || len(stored) < 64 {
+		t.Fatalf("second block: %d bytes, %v", len(stored), err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(file, stored)
+	if at < 0 || bytes.Index(file[at+1:], stored) >= 0 {
+		t.Fatal("the block's bytes are not once in the file")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{^stored[len(stored)/2]}, int64(at+len(stored)/2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := v1.Get(0, first); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("base, damaged block: %v, want ErrCorrupt", err)
+	}
+	v2 := build(t, s, BuildSpec{DB: "db", Version: "v2", Base: v1, Compression: CompressionS2Blocks,
+		Files: sourceFiles(t, dir, []string{"part-00000"}), Deletes: sourceFiles(t, dir, []string{DeletesFileName})})
+	if _, err := v2.Get(0, first); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("delta, damaged block: %v, want ErrCorrupt", err)
+	}
+	if got, err := v2.Get(1, newKey); err != nil || string(got) != "v" {
+		t.Fatalf("new key: %q, %v", got, err)
+	}
+	bad := 0
+	for k, want := range base.want {
+		p, _, _ := (sequinsPartitioner{}).Partition([]byte(k), 2)
+		got, err := v2.Get(p, []byte(k))
+		switch {
+		case errors.Is(err, ErrCorrupt) && p == 0:
+			bad++ // in the damaged block
+		case err != nil || !bytes.Equal(got, want):
+			t.Fatalf("Get(%d, %x) = %x, %v; want %x", p, k, got, err, want)
+		}
+	}
+	if bad == 0 || bad > 100 {
+		t.Errorf("%d keys in the damaged block", bad)
 	}
 }
