@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/blocks"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -32,7 +34,11 @@ import (
 //     stay cache hits across the switch;
 //   - a db without a hook, once its max-age passed: nginx revalidates,
 //     and an unchanged value (same ETag) is a 304 (REVALIDATED), a
-//     changed one fetched anew.
+//     changed one fetched anew;
+//   - the last two again with v2 a delta version over v1 (dbs kd, md,
+//     rd: upserts, a deleted key, _BASE, as a batch job writes one):
+//     the keys the delta changed, added and deleted are fetched anew,
+//     its unchanged keys stay hits, and revalidated they are 304s.
 //
 // It is skipped when nginx or varnishd is not installed (make deps-cache).
 func TestBehindCaches(t *testing.T) {
@@ -48,7 +54,7 @@ func TestBehindCaches(t *testing.T) {
 	const keys = 20
 	bin := buildBinary(t)
 	root := t.TempDir()
-	for _, db := range []string{"a", "b", "c", "k", "m", "r"} {
+	for _, db := range []string{"a", "b", "c", "k", "m", "r", "kd", "md", "rd"} {
 		writeVersion(t, root, db, "v1", 2, keys)
 	}
 	work := t.TempDir()
@@ -89,7 +95,23 @@ negative_cache_control = "public, max-age=300"
 [dbs.m.purge]
 max_keys = 10
 command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1-32); rm -f \"$0/$(echo $h | cut -c32)/$(echo $h | cut -c30-31)/$h\"; done", %q, "{paths}"]
-`, varnishPort, nginxCache, varnishPort, nginxCache)
+[dbs.kd]
+cache_control = "public, max-age=300"
+negative_cache_control = "public, max-age=300"
+[dbs.kd.purge]
+url = "http://127.0.0.1:%d/"
+method = "BAN"
+max_keys = 10
+headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}", X-Spangle-Paths = "{paths_regex}" }
+[dbs.rd]
+cache_control = "public, max-age=1"
+[dbs.md]
+cache_control = "public, max-age=300"
+negative_cache_control = "public, max-age=300"
+[dbs.md.purge]
+max_keys = 10
+command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1-32); rm -f \"$0/$(echo $h | cut -c32)/$(echo $h | cut -c30-31)/$h\"; done", %q, "{paths}"]
+`, varnishPort, nginxCache, varnishPort, nginxCache, varnishPort, nginxCache)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +188,7 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 			t.Errorf("%s: the status page varies by %q, want Accept", name, r.vary)
 		}
 		// Fill the caches with v1 of every db.
-		for _, db := range []string{"a", "b", "c", "k", "m"} {
+		for _, db := range []string{"a", "b", "c", "k", "m", "kd", "md"} {
 			for k := range keys {
 				cacheGet(fmt.Sprintf("%s/%s/key-%d", base, db, k))
 			}
@@ -233,10 +255,11 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 	}
 
 	// 3. Key by key purges: k and m switch to a v2 where key-1 changed and
-	// new-key is added, every other key the same. Their caches are filled
+	// new-key is added, every other key the same; kd and md to a delta v2
+	// over v1 doing the same and deleting key-3. Their caches are filled
 	// again first (c's hook emptied nginx's whole cache directory).
 	for name, base := range caches {
-		for _, db := range []string{"k", "m"} {
+		for _, db := range []string{"k", "m", "kd", "md"} {
 			for k := range keys {
 				path := fmt.Sprintf("%s/%s/key-%d", base, db, k)
 				if r, _ := cacheGet(path); r.cache != "HIT" {
@@ -248,34 +271,44 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 			cacheGet(base + "/" + db + "/new-key")
 		}
 	}
-	// r (max-age 1 s, no hook) in nginx, for its revalidations.
-	for k := range keys {
-		cacheGet(fmt.Sprintf("%s/r/key-%d", caches["nginx"], k))
+	// r and rd (max-age 1 s, no hook) in nginx, for its revalidations.
+	for _, db := range []string{"r", "rd"} {
+		for k := range keys {
+			cacheGet(fmt.Sprintf("%s/%s/key-%d", caches["nginx"], db, k))
+		}
 	}
+	newKey := nodetest.Record{Key: []byte("new-key"), Value: []byte("new-key")}
 	for _, db := range []string{"k", "m", "r"} {
-		recs := append(nodetest.Numbered("v1", keys), nodetest.Record{Key: []byte("new-key"), Value: []byte("new-key")})
+		recs := append(nodetest.Numbered("v1", keys), newKey)
 		recs[1].Value = []byte("v2:1")
 		nodetest.WriteVersion(t, root, db, "v2", 2, recs)
+	}
+	for _, db := range []string{"kd", "md", "rd"} {
+		writeDeltaVersion(t, root, db, "v2", "v1", []nodetest.Record{{Key: []byte("key-1"), Value: []byte("v2:1")}, newKey}, "key-3")
 	}
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	// The changed key and the new one at once, the unchanged ones still
-	// hits.
-	waitFor(t, "the key by key purges of k and m", func() error {
-		for _, db := range []string{"k", "m"} {
-			if !strings.Contains(s.logs.String(), `"msg":"changed keys purged","component":"purge","db":"`+db+`","version":"v2","previous":"v1","keys":2`) {
-				return fmt.Errorf("no key by key purge of %s logged", db)
+	// The changed key and the new one at once (and the delta's deleted
+	// one), the unchanged ones still hits.
+	purged := map[string]int{"k": 2, "m": 2, "kd": 3, "md": 3}
+	waitFor(t, "the key by key purges of k, m, kd and md", func() error {
+		for db, keys := range purged {
+			if !strings.Contains(s.logs.String(), fmt.Sprintf(`"msg":"changed keys purged","component":"purge","db":"%s","version":"v2","previous":"v1","keys":%d`, db, keys)) {
+				return fmt.Errorf("no key by key purge of %d keys of %s logged", keys, db)
 			}
 		}
 		return nil
 	})
-	for db, base := range map[string]string{"k": caches["varnish"], "m": caches["nginx"]} {
+	for db, base := range map[string]string{"k": caches["varnish"], "m": caches["nginx"], "kd": caches["varnish"], "md": caches["nginx"]} {
 		if err := wantValue(base+"/"+db+"/key-1", "v2:1"); err != nil {
 			t.Errorf("%s after its key by key purge: %v", db, err)
 		}
 		if err := wantValue(base+"/"+db+"/new-key", "new-key"); err != nil {
 			t.Errorf("%s's 404 after its key by key purge: %v", db, err)
+		}
+		if r, err := cacheGet(base + "/" + db + "/key-3"); purged[db] == 3 && (err != nil || r.status != http.StatusNotFound) {
+			t.Errorf("%s/key-3, deleted by the delta, after its key by key purge: %+v, %v; want a 404", db, r, err)
 		}
 		for _, k := range []int{0, 2, 7, 19} {
 			r, err := cacheGet(fmt.Sprintf("%s/%s/key-%d", base, db, k))
@@ -285,27 +318,74 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 		}
 	}
 
-	// r, without a hook: once its 1 s max-age passed, nginx revalidates
-	// (If-None-Match): an unchanged value keeps its ETag, the node answers
-	// 304 and the cached copy is served again (REVALIDATED); a changed one
-	// is fetched anew (EXPIRED).
-	waitFor(t, "the node on v2 of r", func() error { return wantValue(s.http+"/r/key-1", "v2:1") })
-	for _, c := range []struct{ path, body, cache string }{
-		{"/r/key-2", "v1:2", "REVALIDATED"},
-		{"/r/key-5", "v1:5", "REVALIDATED"},
-		{"/r/key-1", "v2:1", "EXPIRED"},
-	} {
-		var r cacheResult
-		waitFor(t, c.path+" no longer fresh in nginx", func() error {
-			var err error
-			if r, err = cacheGet(caches["nginx"] + c.path); err == nil && r.cache == "HIT" {
-				return fmt.Errorf("still a HIT")
-			}
-			return err
-		})
-		if r.cache != c.cache || r.body != c.body {
-			t.Errorf("nginx: %s after the switch: %+v, want %s %q", c.path, r, c.cache, c.body)
+	// r and rd, without a hook: once their 1 s max-age passed, nginx
+	// revalidates (If-None-Match): an unchanged value keeps its ETag (rd's
+	// v2, built over v1, as well), the node answers 304 and the cached
+	// copy is served again (REVALIDATED); a changed one is fetched anew
+	// (EXPIRED), a deleted one too (a 404).
+	type revalidation struct {
+		key, body, cache string
+		status           int
+	}
+	for _, db := range []string{"r", "rd"} {
+		waitFor(t, "the node on v2 of "+db, func() error { return wantValue(s.http+"/"+db+"/key-1", "v2:1") })
+		cases := []revalidation{
+			{"key-2", "v1:2", "REVALIDATED", 200},
+			{"key-5", "v1:5", "REVALIDATED", 200},
+			{"key-1", "v2:1", "EXPIRED", 200},
 		}
+		if db == "rd" {
+			cases = append(cases, revalidation{"key-3", "", "EXPIRED", 404})
+		}
+		for _, c := range cases {
+			path := "/" + db + "/" + c.key
+			var r cacheResult
+			waitFor(t, path+" no longer fresh in nginx", func() error {
+				var err error
+				if r, err = cacheGet(caches["nginx"] + path); err == nil && r.cache == "HIT" {
+					return fmt.Errorf("still a HIT")
+				}
+				return err
+			})
+			if r.cache != c.cache || r.status != c.status || (c.status == 200 && r.body != c.body) {
+				t.Errorf("nginx: %s after the switch: %+v, want %s %d %q", path, r, c.cache, c.status, c.body)
+			}
+		}
+	}
+	metrics := getBody(t, http.DefaultClient, s.http+"/metrics")
+	for _, db := range []string{"kd", "md", "rd"} {
+		if got := metricValue(metrics, `spangle_delta_builds_total{db="`+db+`"}`); got != 1 {
+			t.Errorf("%s's v2 built as a delta %v times, want 1", db, got)
+		}
+	}
+}
+
+// writeDeltaVersion writes version of db under root as a batch job writes
+// a delta over base: the upserts in one SequenceFile, the deleted keys in
+// _DELETES, _BASE; complete at once (renamed into place).
+func writeDeltaVersion(t *testing.T, root, db, version, base string, upserts []nodetest.Record, deletes ...string) {
+	t.Helper()
+	tmp := t.TempDir()
+	nodetest.WriteVersion(t, tmp, db, version, 1, upserts)
+	dir := filepath.Join(tmp, db, version)
+	if err := os.WriteFile(filepath.Join(dir, blocks.BaseFileName), []byte(base+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	w := blocks.NewDeletesWriter(&b)
+	for _, k := range deletes {
+		if err := w.Add([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, blocks.DeletesFileName), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, filepath.Join(root, db, version)); err != nil {
+		t.Fatal(err)
 	}
 }
 
