@@ -15,7 +15,8 @@ import (
 // deltas cross to the region: v2, a delta over v1 changing a few keys,
 // costs the link a small part of v1's bytes. Cut off from the hub
 // through v3 and v4 (each a delta over the one before), the region
-// catches up through the chain once its link is back.
+// catches up through the chain once its link is back, again with only
+// the deltas crossing, each version checked against its _DIGEST.
 func TestRegionDeltas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nats-server and the binary")
@@ -106,7 +107,7 @@ hub_check_interval = "1s"
 		t.Errorf("%d bytes sent to the region for a delta over a version of %d bytes: over 0.1x", sent, full)
 	}
 
-	relay.setCut(true)
+	relay.setCut(true) // closes the leaf connection: leafz counts the next one's bytes afresh
 	vals["key-2"] = "v3:2"
 	publish("v3", "--base", "v2")
 	vals["key-3"] = "v4:3"
@@ -117,4 +118,24 @@ hub_check_interval = "1s"
 	relay.setCut(false)
 	waitMirror(t, "ra serves v4 once restored", serves(map[string]string{
 		"key-0": "v2:0", "key-1": "", "key-2": "v3:2", "key-3": "v4:3", "key-4": "v1:4"}))
+	after, err = leafBytes(hub.monitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent = after["ra"]
+	t.Logf("v3 and v4, deltas caught up after the cut: the hub sent region ra %d bytes (%.3fx v1)", sent, float64(sent)/float64(full))
+	if float64(sent) > 0.1*float64(full) {
+		t.Errorf("%d bytes sent to the region to catch up through two deltas, over 0.1x v1's %d", sent, full)
+	}
+	// Each delta of the chain was checked against its _DIGEST (v1,
+	// published without --digest, has none), v3 whether it went active
+	// or was built as v4's base; none failed.
+	metrics := getBody(t, http.DefaultClient, a.base+"/metrics")
+	if ok, bad := metricValue(metrics, `spangle_digest_checks_total{db="d",result="ok"}`),
+		metricValue(metrics, `spangle_digest_checks_total{db="d",result="mismatch"}`); ok < 3 || bad != 0 {
+		t.Errorf("the region's digest checks: %v ok, %v mismatches; want v2 to v4 ok\n%s", ok, bad, grepLines(metrics, "spangle_digest"))
+	}
+	if got := metricValue(metrics, `spangle_delta_builds_total{db="d"}`); got < 3 {
+		t.Errorf("the region built %v deltas, want v2, v3 and v4", got)
+	}
 }
