@@ -24,10 +24,11 @@ import (
 //   - updel: a key both upserted and deleted;
 //   - trunc: a _DELETES cut short;
 //   - digest: a _DIGEST that does not match;
+//   - garbled: a _DIGEST that does not parse;
 //   - newer: a _BASE naming a version that is not older.
 func TestDeltaBadInput(t *testing.T) {
 	root := t.TempDir()
-	dbs := []string{"nobase", "hole", "updel", "trunc", "digest", "newer"}
+	dbs := []string{"nobase", "hole", "updel", "trunc", "digest", "garbled", "newer"}
 	srcs := map[string]*deltaSource{}
 	for _, db := range dbs {
 		srcs[db] = newDeltaSource(t, root, db, 3)
@@ -62,18 +63,22 @@ func TestDeltaBadInput(t *testing.T) {
 
 	srcs["digest"].delta("v2", "v1", map[string]string{"key-1": "v2:1"}, nil, false)
 
+	srcs["garbled"].delta("v2", "v1", map[string]string{"key-1": "v2:1"}, nil, true)
+	srcs["garbled"].write("v2", blocks.DigestFileName, []byte(`{"format":1,"partitions":`))
+
 	srcs["newer"].delta("v2", "v1", map[string]string{"key-1": "v2:1"}, nil, true)
 	srcs["newer"].write("v2", blocks.BaseFileName, []byte("v3"))
 
 	source := snapshotDir(t, root)
 	n.Refresh()
 	want := map[string]struct{ version, reason string }{
-		"nobase": {"v2", "nobase/v2: its base v0 is not in the source, nor held here"},
-		"hole":   {"v4", "hole/v3: its base v2 is not in the source, nor held here"},
-		"updel":  {"v2", `both upserted and deleted`},
-		"trunc":  {"v2", "truncated or damaged deletions file"},
-		"digest": {"v2", "digest/v2: digest mismatch: partition"},
-		"newer":  {"v2", `newer/v2/_BASE names "v3": want the name of an older version`},
+		"nobase":  {"v2", "nobase/v2: its base v0 is not in the source, nor held here"},
+		"hole":    {"v4", "hole/v3: its base v2 is not in the source, nor held here"},
+		"updel":   {"v2", `both upserted and deleted`},
+		"trunc":   {"v2", "truncated or damaged deletions file"},
+		"digest":  {"v2", "digest/v2: digest mismatch: partition"},
+		"garbled": {"v2", "_DIGEST: unexpected end of JSON input"},
+		"newer":   {"v2", `newer/v2/_BASE names "v3": want the name of an older version`},
 	}
 	for db, w := range want {
 		waitFor(t, db+" "+w.version+" to fail or go active", func() bool {
@@ -100,7 +105,9 @@ func TestDeltaBadInput(t *testing.T) {
 	}
 	srcs["updel"].delta("v2", "v1", map[string]string{"key-5": "v2:5", "key-6": "v2:6"}, nil, true)
 	trunc.write("v2", blocks.DeletesFileName, dels)
-	srcs["digest"].write("v2", blocks.DigestFileName, srcs["digest"].digest(srcs["digest"].sets["v2"]))
+	for _, db := range []string{"digest", "garbled"} {
+		srcs[db].write("v2", blocks.DigestFileName, srcs[db].digest(srcs[db].sets["v2"]))
+	}
 	srcs["newer"].write("v2", blocks.BaseFileName, []byte("v1"))
 	n.Refresh()
 	for db, w := range want {
