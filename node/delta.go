@@ -208,11 +208,15 @@ func (d *db) prepareBase(ctx context.Context, plan *deltaPlan, parts []int, retr
 }
 
 // String names the plan's versions in build order, "v1 → v2 → v3", the
-// held version it starts from first.
+// held version it starts from first; a chain of more than six, its first
+// three and last three.
 func (plan *deltaPlan) String() string {
 	steps := plan.steps
 	if plan.from != nil {
 		steps = append([]string{plan.from.name + " (held)"}, steps...)
+	}
+	if len(steps) > 6 {
+		steps = slices.Concat(steps[:3], []string{fmt.Sprintf("(%d more)", len(steps)-6)}, steps[len(steps)-3:])
 	}
 	return strings.Join(steps, " → ")
 }

@@ -123,3 +123,20 @@ func TestDeltaBaseNotKept(t *testing.T) {
 	}
 	src.check(n, "v3", "key-4")
 }
+
+// TestDeltaPlanString: a chain's text in an error stays short however
+// long the chain.
+func TestDeltaPlanString(t *testing.T) {
+	for _, c := range []struct {
+		plan *deltaPlan
+		want string
+	}{
+		{&deltaPlan{steps: []string{"v1", "v2"}}, "v1 → v2"},
+		{&deltaPlan{from: &version{name: "v1"}, steps: []string{"v2", "v3"}}, "v1 (held) → v2 → v3"},
+		{&deltaPlan{steps: []string{"a", "b", "c", "d", "e", "f", "g", "h"}}, "a → b → c → (2 more) → f → g → h"},
+	} {
+		if got := c.plan.String(); got != c.want {
+			t.Errorf("%v: %q, want %q", c.plan.steps, got, c.want)
+		}
+	}
+}
