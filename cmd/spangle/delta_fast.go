@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -134,11 +135,22 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 	if !ls.keep {
 		return rep, 0, errSlowPath
 	}
-	base, err := readDeltaIndex(deltaIndexPath(ls.dir, db), db, baseName, ls.part.Identity())
+	// The base's index is read beside the scan of DIR.
+	load, err := openDeltaIndex(deltaIndexPath(ls.dir, db), db, baseName, ls.part.Identity())
 	if err != nil {
 		return rep, 0, errSlowPath
 	}
+	loaded := make(chan error, 1)
+	var base *deltaIndex
+	go func() {
+		var err error
+		base, err = load()
+		loaded <- err
+	}()
 	vd, x, counts, full, err := ls.scanDir(ctx, db, version, dir)
+	if lerr := <-loaded; err == nil && lerr != nil {
+		err = errSlowPath
+	}
 	if err != nil {
 		return rep, 0, err
 	}
@@ -181,13 +193,20 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 	if err := dw.Close(); err != nil {
 		return rep, 0, err
 	}
-	if err := ls.writeUpserts(ctx, out, dir, counts, upsert); err != nil {
-		return rep, 0, err
+	// The new index is written beside the upserts (x is only read now),
+	// and replaces the base's once the delta is written.
+	idx := deltaIndexPath(ls.dir, db)
+	written := make(chan error, 1)
+	go func() { written <- x.writeTemp(idx) }()
+	err = ls.writeUpserts(ctx, out, dir, counts, upsert)
+	if err == nil {
+		err = finishDelta(out, baseName, vd, &rep)
 	}
-	if err := finishDelta(out, baseName, vd, &rep); err != nil {
-		return rep, 0, err
+	if werr := <-written; err != nil || werr != nil {
+		os.Remove(idx + ".tmp")
+		return rep, 0, cmp.Or(err, werr)
 	}
-	return rep, full, ls.keepIndex(db, version, x)
+	return rep, full, ls.keepWritten(db, version)
 }
 
 // writeUpserts writes out/part-00000: the records of DIR marked in
@@ -243,9 +262,18 @@ func (ls *localStore) writeUpserts(ctx context.Context, out, dir string, counts 
 // keepIndex keeps x as the cache's index of db (version), and drops the
 // versions of db the cache built: the index serves the next --base.
 func (ls *localStore) keepIndex(db, version string, x *deltaIndex) error {
+	if err := x.writeTemp(deltaIndexPath(ls.dir, db)); err != nil {
+		return err
+	}
+	return ls.keepWritten(db, version)
+}
+
+// keepWritten is keepIndex once the index is written (writeTemp).
+func (ls *localStore) keepWritten(db, version string) error {
 	ls.keepOnly(db, version)
 	ls.Remove(db, version) //nolint:errcheck // the cache only
-	return x.write(deltaIndexPath(ls.dir, db))
+	idx := deltaIndexPath(ls.dir, db)
+	return os.Rename(idx+".tmp", idx)
 }
 
 // finishDelta writes a delta's _DIGEST and _BASE, and adds its files'

@@ -174,6 +174,14 @@ func (x *deltaIndex) key(i int) []byte {
 
 // write writes the index to path, through a temporary file renamed.
 func (x *deltaIndex) write(path string) error {
+	if err := x.writeTemp(path); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// writeTemp writes the index to path.tmp, removed if it fails.
+func (x *deltaIndex) writeTemp(path string) (err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -182,8 +190,12 @@ func (x *deltaIndex) write(path string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
-	defer f.Close()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
 	w := bufio.NewWriterSize(f, 1<<20)
 	hdr, err := json.Marshal(x.deltaIndexHeader)
 	if err != nil {
@@ -199,10 +211,7 @@ func (x *deltaIndex) write(path string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return f.Close()
 }
 
 // writeInts writes s, size bytes a value, encoded a chunk at a time.
@@ -239,16 +248,30 @@ func readInts[T uint16 | uint32 | uint64](r io.Reader, s []T, size int, get func
 // errNoIndex: the cache holds no usable index of the base.
 var errNoIndex = errors.New("no index of the base in the cache")
 
-// readDeltaIndex reads the index at path; it must be of version of db,
-// under partitioner, else errNoIndex.
-func readDeltaIndex(path, db, version, partitioner string) (*deltaIndex, error) {
+// openDeltaIndex opens the index at path and checks its header: it must
+// be of version of db, under partitioner, else errNoIndex. load reads
+// the rest, and must be called: it closes the file.
+func openDeltaIndex(path, db, version, partitioner string) (load func() (*deltaIndex, error), _ error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, errNoIndex
 	}
-	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
-	line, err := r.ReadBytes('\n')
+	x, err := readIndexHeader(f, r, path, db, version, partitioner)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() (*deltaIndex, error) {
+		defer f.Close()
+		return x, x.readBody(r)
+	}, nil
+}
+
+// readIndexHeader reads the header line of the index f (read through
+// r) and checks it, and the file's size, against what is wanted.
+func readIndexHeader(f *os.File, r *bufio.Reader, path, db, version, partitioner string) (*deltaIndex, error) {
+	line, err := r.ReadSlice('\n')
 	if err != nil || len(line) > 64<<10 {
 		return nil, errNoIndex
 	}
@@ -261,29 +284,34 @@ func readDeltaIndex(path, db, version, partitioner string) (*deltaIndex, error) 
 	if err != nil || fi.Size() != int64(len(line))+int64(x.Entries)*entryBytes+int64(x.KeyBytes) {
 		return nil, fmt.Errorf("delta index %s: %w", path, errNoIndex)
 	}
+	return x, nil
+}
+
+// readBody reads the index's entries and keys (the header read).
+func (x *deltaIndex) readBody(r io.Reader) error {
 	n := x.Entries
 	x.kh, x.rh, x.ord, x.klen = make([]uint64, n), make([]uint64, n), make([]uint32, n), make([]uint16, n)
 	for _, s := range [][]uint64{x.kh, x.rh} {
 		if readInts(r, s, 8, binary.LittleEndian.Uint64) != nil {
-			return nil, errNoIndex
+			return errNoIndex
 		}
 	}
 	if readInts(r, x.ord, 4, binary.LittleEndian.Uint32) != nil || readInts(r, x.klen, 2, binary.LittleEndian.Uint16) != nil {
-		return nil, errNoIndex
+		return errNoIndex
 	}
 	x.keys = make([]byte, x.KeyBytes)
 	if _, err := io.ReadFull(r, x.keys); err != nil {
-		return nil, errNoIndex
+		return errNoIndex
 	}
 	for i := range n {
 		if (i > 0 && x.kh[i-1] >= x.kh[i]) || x.ord[i] >= uint32(n) {
-			return nil, errNoIndex
+			return errNoIndex
 		}
 	}
 	if x.offs = keyOffsets(x.klen); x.offs[n] != uint64(x.KeyBytes) {
-		return nil, errNoIndex
+		return errNoIndex
 	}
-	return x, nil
+	return nil
 }
 
 // indexOf returns the index of a version built (the slow path's), to be
