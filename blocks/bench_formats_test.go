@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -195,6 +196,27 @@ func writeSparkeyLog(tb testing.TB, path string, id uint32, recs []record, block
 	}
 	if err := f.Close(); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// formatsOut, when set, makes TestWriteBenchFormats write the formats
+// bench's Sparkey input and SequenceFiles there, for servers to read
+// (docs/PERFORMANCE.md runs sequins and spangle on them).
+var formatsOut = flag.String("formats-out", "", "directory to write BenchmarkBuildFormats' Sparkey and SequenceFile input to (TestWriteBenchFormats)")
+
+// TestWriteBenchFormats writes BenchmarkBuildFormats' 2M records as
+// Sparkey input to <formats-out>/sparkey and as SequenceFiles to
+// <formats-out>/sequencefile; without -formats-out it is skipped.
+func TestWriteBenchFormats(t *testing.T) {
+	if *formatsOut == "" {
+		t.Skip("no -formats-out")
+	}
+	for name, write := range map[string]func(testing.TB, string, int) []string{"sparkey": writeBenchSparkey, "sequencefile": writeBenchSequence} {
+		dir := filepath.Join(*formatsOut, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, dir, 2_000_000)
 	}
 }
 
