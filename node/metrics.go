@@ -143,7 +143,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"db"}),
 		digestChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spangle_digest_checks_total",
-			Help: "Versions checked against their _DIGEST before activation, by db and result: ok, mismatch (the version failed), absent (no _DIGEST: not checked).",
+			Help: "Versions checked against their _DIGEST before activation (and each base built on the way to a delta), by db and result: ok, mismatch (the version failed), absent (no _DIGEST: not checked).",
 		}, []string{"db", "result"}),
 		activeVersions: map[string]string{},
 	}
