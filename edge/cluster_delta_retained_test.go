@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spangledb/spangle/edge/internal/edgetest"
+	"github.com/spangledb/spangle/node"
+	"github.com/spangledb/spangle/node/cluster"
 )
 
 // TestClusterDeltaOverRetained: how far back a node in a cluster keeps
@@ -48,6 +51,91 @@ func TestClusterDeltaOverRetained(t *testing.T) {
 		got := fmt.Sprintf("%d %s", resp.StatusCode, body)
 		if want == "" && resp.StatusCode != http.StatusNotFound || want != "" && got != "200 "+want {
 			t.Errorf("v3's %s: %s, want %q", key, got, want)
+		}
+	}
+}
+
+// TestClusterDeltaBaseLacksPartitions: node 1 holds its share of v1's
+// partitions when node 2 leaves, and v2, a delta over v1, is then
+// assigned every partition here, whose base is held here in part. Node 1
+// keeps serving v1 and gets to v2: a first try fails naming a partition
+// its v1 lacks (no peer has v2's), healing loads v1's other partitions
+// here, and the next try builds v2 over them, every key right.
+func TestClusterDeltaBaseLacksPartitions(t *testing.T) {
+	root := t.TempDir()
+	edgetest.WriteVersion(t, root, "d", "v1", 5, edgetest.Numbered("v1", 60))
+	kvs, views := startClusterNATS(t, 2)
+	var nodes []*clusterNode
+	for i := range 2 {
+		cn := &clusterNode{shard: fmt.Sprint(i + 1), view: views[i]}
+		cn.Node = edgetest.StartNode(t, kvs[i], root, edgetest.Options{
+			NoWait: true,
+			Cluster: func(c *cluster.Config) {
+				cn.configureCluster(c, 1, 1)
+				c.HealAfter = time.Second
+			},
+			Node: func(c *node.Config) {
+				cn.configure(c)
+				c.RetryFailedAfter = 200 * time.Millisecond
+			},
+		})
+		nodes = append(nodes, cn)
+	}
+	for _, n := range nodes {
+		edgetest.WaitLoaded(t, n.Node)
+	}
+	waitActive(t, nodes, "d", "v1")
+	a, b := nodes[0], nodes[1]
+	if parts, _, _ := held(a, "d", "v1"); len(parts) == 0 || len(parts) == 5 {
+		t.Fatalf("node 1 holds partitions %v of v1, want some", parts)
+	}
+	b.Stop(t)
+	edgetest.WaitFor(t, "node 1 alone", func() error {
+		if s, _ := a.view.Cluster(); s == nil || len(s.Live()) != 1 {
+			return fmt.Errorf("not alone")
+		}
+		return nil
+	})
+	writeDelta(t, root, "d", "v2", "v1", []edgetest.Record{{Key: []byte("key-1"), Value: []byte("v2:1")}}, "key-2")
+	a.Refresh()
+	var failed string
+	edgetest.WaitFor(t, "v2 active on node 1", func() error {
+		if e := a.Status().DBs["d"].Versions["v2"].Nodes[a.Name()].Error; e != "" && failed == "" {
+			failed = e
+		}
+		if v := activeVersion(a, "d"); v != "v2" {
+			return fmt.Errorf("active %q", v)
+		}
+		return nil
+	})
+	t.Logf("v2's first try: %q", failed)
+	if failed != "" && !strings.Contains(failed, "the base v1 held here lacks partition") {
+		t.Errorf("v2 failed for another reason: %q", failed)
+	}
+	if parts, _, _ := held(a, "d", "v2"); len(parts) != 5 {
+		t.Errorf("node 1 holds partitions %v of v2, want all 5", parts)
+	}
+	for i := range 60 {
+		key := fmt.Sprint("key-", i)
+		resp, err := http.Get(a.HTTPURL + "/d/" + key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := fmt.Sprintf("200 v1:%d", i)
+		switch i {
+		case 1:
+			want = "200 v2:1"
+		case 2:
+			want = "404"
+		}
+		got := fmt.Sprintf("%d %s", resp.StatusCode, body)
+		if resp.StatusCode == http.StatusNotFound {
+			got = "404"
+		}
+		if got != want {
+			t.Errorf("v2's %s: %q, want %q", key, got, want)
 		}
 	}
 }
