@@ -20,18 +20,18 @@ import (
 // against its log's partition and against the key before it; a partition
 // whose keys, its logs taken in the order of their first keys, are not in
 // strictly increasing order (a log not sorted, a key twice, ranges that
-// overlap) is loaded and sorted as other input is.
+// overlap) is loaded and sorted as other input is. A compression that
+// trains a dictionary (s2, zstd) has its sample of values read first, in
+// a pass over the logs of its own.
 
 // errUnsorted: a streamed partition's keys are not in strictly increasing
 // order.
 var errUnsorted = errors.New("sparkey logs not in key order")
 
 // streamsSparkey reports whether the build streams its Sparkey logs: not
-// for compressions that train a dictionary on a sample of the partition's
-// values before writing it, nor for batched partitioners, whose calls
-// cost too much one key at a time.
+// for batched partitioners, whose calls cost too much one key at a time.
 func (b *builder) streamsSparkey() bool {
-	if b.sparkey == nil || b.sampleWant > 0 {
+	if b.sparkey == nil {
 		return false
 	}
 	bp, ok := b.spec.Partitioner.(BatchPartitioner)
@@ -108,6 +108,9 @@ func (b *builder) streamPartition(ctx context.Context, slot int, logs []int) (pa
 	st := &sparkeyStream{b: b, ctx: ctx, p: pb.p}
 	defer st.close()
 	expect, err := st.order(logs)
+	if err == nil && b.sampleWant > 0 {
+		pb.samples, err = b.sampleLogs(ctx, st.logs)
+	}
 	if err != nil {
 		return nil, PartitionInfo{Partition: pb.p}, err
 	}
@@ -119,6 +122,47 @@ func (b *builder) streamPartition(ctx context.Context, slot int, logs []int) (pa
 		b.streamed.Add(1)
 	}
 	return w, info, err
+}
+
+// sampleLogs reads logs once to sample their values for a compression's
+// dictionary as sortedRecs.sample does: up to sampleWant values evenly
+// spread over the records, sampleBytes in all, each cut to
+// dictSampleMaxLen.
+func (b *builder) sampleLogs(ctx context.Context, logs []int) ([][]byte, error) {
+	var total uint64
+	for _, i := range logs {
+		r, c, err := b.openInput(ctx, i, nil)
+		if err != nil {
+			return nil, err
+		}
+		total += r.(*sparkey.Reader).Header().Puts
+		_ = c.Close()
+	}
+	step := max(total/uint64(b.sampleWant), 1)
+	var out [][]byte
+	size, n := 0, uint64(0)
+	for _, i := range logs {
+		r, c, err := b.openInput(ctx, i, nil)
+		if err != nil {
+			return nil, err
+		}
+		for ; len(out) < b.sampleWant && size < b.sampleBytes && r.Next(); n++ {
+			if n%checkEvery == 0 && ctx.Err() != nil {
+				break
+			}
+			if v := r.Value(); n%step == 0 && len(v) > 0 {
+				v = v[:min(len(v), dictSampleMaxLen, b.sampleBytes-size)]
+				out = append(out, bytes.Clone(v))
+				size += len(v)
+			}
+		}
+		err = cmp.Or(r.Err(), ctx.Err())
+		_ = c.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // sparkeyStream is a recordIter over the logs of one partition, one after

@@ -50,7 +50,8 @@ func builtStreamed(t *testing.T, log *syncBuffer, db string) int {
 // not in order, loaded and sorted (a shuffled log; a key twice in a log;
 // two logs whose ranges overlap, the later file's value winning), and the
 // same records from SequenceFiles: each partition's digest and checksum
-// are the same, with every compression and with some partitions held.
+// are the same, with every compression (s2 and zstd sample the logs for
+// their dictionaries first) and with some partitions held.
 // The streamed partitions are counted in the build's log line (0 before
 // the stream was built).
 func TestSparkeyStreamed(t *testing.T) {
@@ -149,15 +150,17 @@ func TestSparkeyStreamed(t *testing.T) {
 						t.Errorf("partition %+v, want %+v", got[i], wantInfo[i])
 					}
 				}
+				// The streamed partition 1 has its dictionary as the
+				// sorted build's has: trained on a sample of its logs.
+				if d, want := partitionDict(t, v, 1), partitionDict(t, ref, 1); d != want || (comp == CompressionS2 || comp == CompressionZstd) != d {
+					t.Errorf("partition 1 has a dictionary: %v; the SequenceFile build's: %v", d, want)
+				}
 				if last.FilesDone != last.FilesTotal || last.BytesRead != last.BytesTotal {
 					t.Errorf("progress at the end %+v: files or bytes not all done", last)
 				}
-				streamed := 0
-				if comp == CompressionNone || comp == CompressionS2Blocks {
-					streamed = 2 // partitions 0 and 1
-					if held != nil {
-						streamed = 1
-					}
+				streamed := 2 // partitions 0 and 1
+				if held != nil {
+					streamed = 1
 				}
 				if got := builtStreamed(t, log, "spk"); got != streamed {
 					t.Errorf("%d partitions streamed, want %d", got, streamed)
@@ -165,4 +168,16 @@ func TestSparkeyStreamed(t *testing.T) {
 			})
 		}
 	}
+}
+
+// partitionDict reports whether v's partition p has a compression
+// dictionary.
+func partitionDict(t *testing.T, v *Version, p int) bool {
+	t.Helper()
+	part, err := openPartition(filepath.Join(v.dir, partitionFile(p)), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.db.Close()
+	return part.sdict != nil || part.zdict != nil
 }
