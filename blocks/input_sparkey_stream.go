@@ -211,9 +211,11 @@ func (st *sparkeyStream) order(logs []int) (expect int64, err error) {
 		}
 		expect += int64(r.(*sparkey.Reader).Header().DataEnd)
 		if r.Next() {
-			first[i] = bytes.Clone(r.Key())
+			if err = storable(st.b.spec.Files[i].Name, r.Key(), r.Value(), 0, 0); err == nil {
+				first[i] = bytes.Clone(r.Key())
+			}
 		}
-		err = r.Err()
+		err = cmp.Or(err, r.Err())
 		_ = c.Close()
 		if err != nil {
 			return 0, err
