@@ -162,6 +162,7 @@ func (m *metrics) activeVersion(db, version string, records, bytes int64) {
 	m.sourceRead.WithLabelValues(db)
 	m.peerCopy.WithLabelValues(db, copyOK)
 	m.buildOnce.WithLabelValues(db, onceBuilt)
+	m.peerCopyRest.WithLabelValues(db)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.activeVersions[db]; ok {
