@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/spangledb/spangle/node/cluster"
 )
 
-// Build once's failure paths over real NATS and HTTP (issue 35): a
-// builder whose build fails says so, and its peers build theirs at once;
-// a copy gives up per partition.
+// Build once's and peer copy's failure paths over real NATS and HTTP
+// (issue 35): a builder whose build fails says so, and its peers build
+// theirs at once; a copy, at a build or a heal, gives up per partition.
 
 // TestBuildOnceBuilderFails: d/v1's builder cannot read one of its
 // source's files (cut in half in its own copy of the source; the others
@@ -102,4 +103,50 @@ func TestPeerCopyPartial(t *testing.T) {
 		t.Error("partition 2 was not built from the source")
 	}
 	checkCopyKeys(t, n3)
+}
+
+// TestClusterHealPartial: node3 leaves; node1 heals in one load the
+// partitions node3 held that it lacks, each held now by node2 alone,
+// whose file of the first of them is damaged: node1 copies the others,
+// loads that one from the source, and every partition is back to 2
+// replicas. It fails without the heal's copy giving up per partition
+// (the load failed as a whole and every partition was loaded from the
+// source: spangle_peer_copy_fallback_partitions_total stayed 0).
+func TestClusterHealPartial(t *testing.T) {
+	nodes := startHealCluster(t, []healOpts{{maxParallel: healParts}, {maxParallel: healParts}, {maxParallel: healParts}})
+	sets := sequentialSets(3)
+	picks := slices.DeleteFunc(slices.Clone(sets[2]), func(p int) bool { return slices.Contains(sets[0], p) })
+	if len(picks) < 2 {
+		t.Fatalf("node1 would heal %v: the test needs two partitions in its load", picks)
+	}
+	n1, n2 := nodes[0], nodes[1]
+	path := filepath.Join(n2.data, "dbs", "d", "v1", fmt.Sprintf("p-%05d.bolt", picks[0]))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	read := n1.metric(t, "spangle_source_read_bytes_total")
+	nodes[2].Stop(t)
+	all := []int{0, 1, 2, 3, 4, 5}
+	waitHealed(t, nodes[:2], [][]int{all, all})
+	if got := n1.metric(t, "spangle_peer_copy_fallback_partitions_total"); got != 1 {
+		t.Errorf("node1 loaded %v partitions from the source after its heal's copy: want 1 (partition %d)", got, picks[0])
+	}
+	if got := n1.metric(t, "spangle_peer_copy_mismatches_total"); got == 0 {
+		t.Error("node1 counted no mismatch: node2's damaged file was never tried")
+	}
+	if got := copyMetric(t, n1, "ok"); got == 0 {
+		t.Error("node1 copied nothing to heal")
+	}
+	if got := n1.metric(t, "spangle_source_read_bytes_total"); got == read {
+		t.Errorf("node1 read nothing from the source: partition %d was not loaded from it", picks[0])
+	}
+	if h := n1.Status().DBs["d"].Versions["v1"].Heal; h == nil || !slices.Equal(h.Healed, picks) || h.Failures != 0 {
+		t.Errorf("node1's heal status %+v, want %v healed", h, picks)
+	}
 }
