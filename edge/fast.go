@@ -41,6 +41,10 @@ type fastSink struct {
 	rec    *accessRecord
 	isHead bool
 	began  time.Time
+	// noConds says the request has no field whose name begins with
+	// "If-" (badFraming read every name): fields of those names are nil
+	// without a lookup (four per answer, 0.15 µs in a profile).
+	noConds bool
 }
 
 func (k fastSink) ctx() context.Context  { return k.base }
@@ -51,6 +55,9 @@ func (k fastSink) record() *accessRecord { return k.rec }
 func (k fastSink) start() time.Time      { return k.began }
 
 func (k fastSink) fields(name string) []string {
+	if k.noConds && strings.HasPrefix(name, "If-") {
+		return nil
+	}
 	h := &k.c.Request.Header
 	if h.Peek(name) == nil {
 		return nil // the common case: no allocation
@@ -75,9 +82,18 @@ func (k fastSink) writeHeader(status int) {
 }
 
 func (k fastSink) write(p []byte) {
-	// Copied: the value's memory is the node's, and the response is
-	// written after the handler returns.
+	// Copied: the response is written after the handler returns, and p
+	// may be a buffer the caller reuses.
 	k.c.Response.AppendBody(p)
+	if k.rec != nil {
+		k.rec.bytes += int64(len(p))
+	}
+}
+
+func (k fastSink) writeShared(p []byte) {
+	// Not copied: a node's value is never modified (node.Result.Value),
+	// and the response holds it until it is written.
+	k.c.Response.SetBodyRaw(p)
 	if k.rec != nil {
 		k.rec.bytes += int64(len(p))
 	}
@@ -95,7 +111,8 @@ func (s *Server) serveFast(c *fasthttp.RequestCtx) {
 			s.alog.logFast(c, rec) // after the recovery: a panic's line says 500
 		}
 	}()
-	if msg := badFraming(c.Request.Header.RawHeaders()); msg != "" {
+	msg, conds := badFraming(c.Request.Header.RawHeaders())
+	if msg != "" {
 		s.refuseFast(c, msg)
 		return
 	}
@@ -105,6 +122,7 @@ func (s *Server) serveFast(c *fasthttp.RequestCtx) {
 		s.handOver(c, pc)
 		return
 	}
+	k.noConds = !conds
 	// fasthttp read the clock just before calling the handler: its time
 	// is the request's start (a clock read costs 100-200 ns on some
 	// virtual machines).
@@ -226,7 +244,8 @@ func (s *Server) refuseFast(c *fasthttp.RequestCtx, msg string) {
 
 // badFraming returns why raw, a request's field section as received
 // (fasthttp's RawHeaders, ending with the empty line), is refused, or ""
-// when it is not. fasthttp refuses duplicate Content-Lengths, bad chunk
+// when it is not, and whether a field's name begins with "If-" (conds:
+// the request may be conditional). fasthttp refuses duplicate Content-Lengths, bad chunk
 // sizes, transfer codings other than chunked, CR and NUL in values and
 // malformed names itself; it accepts what RFC 9112 asks a server to
 // refuse or which would let a request hide another behind a proxy that
@@ -237,15 +256,15 @@ func (s *Server) refuseFast(c *fasthttp.RequestCtx, msg string) {
 //   - Content-Length with Transfer-Encoding (§6.1), or a
 //     Transfer-Encoding that is not "chunked" alone (§6.3);
 //   - other control characters in a value (RFC 9110 §5.5).
-func badFraming(raw []byte) string {
+func badFraming(raw []byte) (msg string, conds bool) {
 	var cl, te bool
 	for len(raw) > 0 {
 		i := bytes.IndexByte(raw, '\n')
 		if i < 0 {
-			return "" // fasthttp gave the whole section; nothing unterminated
+			return "", conds // fasthttp gave the whole section; nothing unterminated
 		}
 		if i == 0 || raw[i-1] != '\r' {
-			return "bare LF in the header section\n"
+			return "bare LF in the header section\n", conds
 		}
 		line := raw[:i-1]
 		raw = raw[i+1:]
@@ -253,28 +272,30 @@ func badFraming(raw []byte) string {
 			break // the empty line ending the section
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return "obsolete line folding in the header section\n"
+			return "obsolete line folding in the header section\n", conds
 		}
 		name, value, _ := bytes.Cut(line, []byte{':'})
 		for _, b := range value {
 			if b < 0x20 && b != '\t' || b == 0x7f {
-				return "control character in a header field value\n"
+				return "control character in a header field value\n", conds
 			}
 		}
 		switch {
+		case len(name) >= 3 && asciiEqualFold(name[:3], "If-"):
+			conds = true
 		case asciiEqualFold(name, "Content-Length"):
 			cl = true
 		case asciiEqualFold(name, "Transfer-Encoding"):
 			if te || !asciiEqualFold(bytes.Trim(value, " \t"), "chunked") {
-				return "Transfer-Encoding other than chunked\n"
+				return "Transfer-Encoding other than chunked\n", conds
 			}
 			te = true
 		}
 	}
 	if cl && te {
-		return "Content-Length with Transfer-Encoding\n"
+		return "Content-Length with Transfer-Encoding\n", conds
 	}
-	return ""
+	return "", conds
 }
 
 // asciiEqualFold reports whether b is s, ASCII letters in either case.

@@ -136,6 +136,7 @@ func TestFastPathAnswersAsNetHTTP(t *testing.T) {
 		"GET /names/alice\r\nIf-None-Match: \"x\", *", "GET /names/alice\r\nIf-Match: \"nope\"",
 		"GET /names/alice\r\nIf-Modified-Since: Sun, 01 Mar 2026 13:00:00 GMT",
 		"GET /names/alice\r\nIf-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT",
+		"GET /names/alice\r\nif-none-match: *", "GET /names/alice\r\nIF-MATCH: \"nope\"",
 		"BREW /names/alice", "POST /names/alice", "GET /names/", "GET //x",
 	}
 	b := wireBackend()

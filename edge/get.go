@@ -286,7 +286,7 @@ func writeAnswerOn[K sink](s *Server, k K, dh *dbHandle, a *answer, proxiedTo st
 	}
 	k.writeHeader(http.StatusOK)
 	if !k.head() && len(a.value) > 0 {
-		k.write(a.value)
+		k.writeShared(a.value)
 	}
 	return http.StatusOK
 }

@@ -30,9 +30,11 @@ type sink interface {
 	// may keep v and must not modify it.
 	set(name string, v []string)
 	// writeHeader sends the status and the header; write sends body bytes
-	// after it.
+	// after it, writeShared bytes that are never modified (a node's
+	// value), which the sink may keep instead of copying.
 	writeHeader(status int)
 	write(p []byte)
+	writeShared(p []byte)
 	// record is the request's access log record, nil when not logged.
 	record() *accessRecord
 	// start is when the request started (its metrics' duration): the
@@ -56,6 +58,7 @@ func (k httpSink) fields(name string) []string { return k.r.Header[name] }
 func (k httpSink) set(name string, v []string) { k.w.Header()[name] = v }
 func (k httpSink) writeHeader(status int)      { k.w.WriteHeader(status) }
 func (k httpSink) write(p []byte)              { k.w.Write(p) } //nolint:errcheck // the client went away; nothing to do
+func (k httpSink) writeShared(p []byte)        { k.write(p) }
 func (k httpSink) record() *accessRecord       { return accessNote(k.w) }
 
 func (k httpSink) start() time.Time {
