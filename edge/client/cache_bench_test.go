@@ -37,57 +37,71 @@ func zipfKey(r *rand.Rand) []byte {
 
 // BenchmarkNATSCachePaired runs the NATS lookups (get, part, mget100) of
 // nodes with the answer cache off and on (the default size), under
-// uniform and Zipf (0.99) keys, in alternating 25 ms slices as
-// BenchmarkNATSPaired does, so that every one sees the same machine. It
-// reports each one's rate and the ratios <op>-<keys>-on/off: the cache's
-// gain under Zipf, its cost (a miss's) under uniform keys.
+// uniform and Zipf (0.99) keys, in 25 ms slices as BenchmarkNATSPaired
+// does: each lookup with the cache off right beside the same with it on,
+// which of the two goes first alternating by round, so that each pair
+// sees the same machine. It reports each one's rate and CPU time per
+// key, the ratios
+// <op>-<keys>-on/off of keys/s — the cache's gain under Zipf, its cost
+// (a miss's) under uniform keys — and <op>-<keys>-cpu-on/off of the
+// process's CPU time per key (client, NATS server and node: one
+// process), which other processes on the machine move less than rates.
 func BenchmarkNATSCachePaired(b *testing.B) {
 	off := func(c *node.Config) { c.HotCacheBytes = 0 }
-	type variant struct {
-		name string
-		ops  []benchOp
+	// pairs[i] is one lookup under one distribution of keys, off and on.
+	type pair struct {
+		name    string
+		off, on benchOp
 	}
-	var variants []variant
+	var pairs []pair
 	for _, keys := range []struct {
 		name string
 		key  func(*rand.Rand) []byte
 	}{{"uniform", nil}, {"zipf", zipfKey}} {
-		for _, cache := range []struct {
-			name string
-			node func(*node.Config)
-		}{{"off", off}, {"on", nil}} {
-			ops := setupBenchWith(b, benchSetup{node: cache.node, key: keys.key})
-			ops = slices.DeleteFunc(ops, func(op benchOp) bool { return op.name == "echo" })
-			variants = append(variants, variant{keys.name + "-" + cache.name, ops})
+		setup := func(node func(*node.Config)) []benchOp {
+			ops := setupBenchWith(b, benchSetup{node: node, key: keys.key})
+			return slices.DeleteFunc(ops, func(op benchOp) bool { return op.name == "echo" })
+		}
+		offOps, onOps := setup(off), setup(nil)
+		for i := range offOps {
+			pairs = append(pairs, pair{offOps[i].name + "-" + keys.name, offOps[i], onOps[i]})
 		}
 	}
 	const slice = 25 * time.Millisecond
 	for _, conc := range []int{1, 64} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
-			rate := map[string]float64{}
 			count := map[string]int64{}
 			busy := map[string]time.Duration{}
-			for range b.N {
-				for _, v := range variants {
-					for _, op := range v.ops {
-						n, d, err := runSlice(conc, slice, op.do)
-						if err != nil {
-							b.Fatal(err)
-						}
-						name := op.name + "-" + v.name
-						count[name] += n * int64(op.keys)
-						busy[name] += d
+			cpu := map[string]time.Duration{}
+			run := func(name string, op benchOp) {
+				c0 := processCPU()
+				n, d, err := runSlice(conc, slice, op.do)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu[name] += processCPU() - c0
+				count[name] += n * int64(op.keys)
+				busy[name] += d
+			}
+			for round := range b.N {
+				for _, p := range pairs {
+					if round%2 == 0 {
+						run(p.name+"-off", p.off)
+						run(p.name+"-on", p.on)
+					} else {
+						run(p.name+"-on", p.on)
+						run(p.name+"-off", p.off)
 					}
 				}
 			}
 			for name, n := range count {
-				rate[name] = float64(n) / busy[name].Seconds()
-				b.ReportMetric(rate[name], name+"-keys/s")
+				b.ReportMetric(float64(n)/busy[name].Seconds(), name+"-keys/s")
+				b.ReportMetric(float64(cpu[name].Nanoseconds())/float64(n), name+"-cpu-ns/key")
 			}
-			for _, op := range variants[0].ops {
-				for _, keys := range []string{"uniform", "zipf"} {
-					b.ReportMetric(rate[op.name+"-"+keys+"-on"]/rate[op.name+"-"+keys+"-off"], op.name+"-"+keys+"-on/off")
-				}
+			for _, p := range pairs {
+				on, off := p.name+"-on", p.name+"-off"
+				b.ReportMetric(float64(count[on])/busy[on].Seconds()/(float64(count[off])/busy[off].Seconds()), p.name+"-on/off")
+				b.ReportMetric(float64(cpu[on])/float64(count[on])/(float64(cpu[off])/float64(count[off])), p.name+"-cpu-on/off")
 			}
 		})
 	}
