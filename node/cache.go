@@ -33,21 +33,28 @@ import (
 // again (epoch), so a dropped version's entries do not linger, holding
 // memory, until evicted.
 //
+// otter holds an entry under a 64-bit slot, a seeded hash of its name
+// (slot), and the entry the name itself, which a hit checks: a struct
+// key of the version, key and raw cost every lookup the runtime's
+// generic hash of the struct (maphash.Comparable) and otter's compare of
+// it, and the doorkeeper a second hash of the key; otter hashes a uint64
+// with two multiplications, and the key's hash is computed once per
+// lookup, for the slot and the doorkeeper. Two names of one slot (a chance of
+// 2^-64 a pair, the seed unknown outside the process) take turns in it:
+// each is a miss of the other.
+//
 // Only complete answers are cached: a value found, or a key missing from
 // every partition that may hold it. A peer's lookup (a version named,
 // never proxied) that skipped an alternate partition this node does not
 // hold is not one.
 
-// cacheKey names a cached answer.
-type cacheKey struct {
-	v   *version
-	key string
-	raw bool
-}
-
-// cacheEntry is a cached answer: what a hit's Result takes beyond the
-// version's and the db's own fields. Never modified once stored.
+// cacheEntry is a cached answer, named by (v, key, raw): what a hit's
+// Result takes beyond the version's and the db's own fields. Never
+// modified once stored.
 type cacheEntry struct {
+	v         *version
+	key       string
+	raw       bool
 	value     []byte
 	etag      []string // Result.ETag
 	proxiedTo string
@@ -55,8 +62,7 @@ type cacheEntry struct {
 }
 
 // cacheEntryOverhead is the memory an entry costs beyond its key's and
-// value's bytes: the cacheKey and cacheEntry, the ETag's string and
-// slice, otter's
+// value's bytes: the cacheEntry, the ETag's string and slice, otter's
 // node and its hash table's share. Measured by TestCacheEntryOverhead,
 // rounded up.
 const cacheEntryOverhead = 256
@@ -64,7 +70,7 @@ const cacheEntryOverhead = 256
 // answerCache is the bounded cache of answers. Safe for concurrent use;
 // a nil *answerCache caches nothing.
 type answerCache struct {
-	c        *otter.Cache[cacheKey, *cacheEntry]
+	c        *otter.Cache[uint64, *cacheEntry]
 	counter  *stats.Counter
 	budget   int64 // Config.HotCacheBytes: the memory the cache may add
 	maxEntry int   // larger entries are not cached
@@ -85,7 +91,7 @@ type answerCache struct {
 	door     []atomic.Uint64
 	doorSet  atomic.Int64
 	doorKeys int64
-	seed     maphash.Seed
+	seed     maphash.Seed // of hash
 }
 
 // newAnswerCache returns a cache that adds about budget bytes to the
@@ -111,13 +117,13 @@ func newAnswerCache(budget int64) (*answerCache, error) {
 	}
 	h.doorKeys = int64(len(h.door)) // doorWords
 
-	c, err := otter.New(&otter.Options[cacheKey, *cacheEntry]{
+	c, err := otter.New(&otter.Options[uint64, *cacheEntry]{
 		MaximumWeight: uint64(maxBytes),
-		Weigher: func(k cacheKey, e *cacheEntry) uint32 {
-			return uint32(cacheEntryOverhead + len(k.key) + len(e.value))
+		Weigher: func(_ uint64, e *cacheEntry) uint32 {
+			return uint32(cacheEntryOverhead + len(e.key) + len(e.value))
 		},
 		StatsRecorder: h.counter,
-		OnDeletion: func(e otter.DeletionEvent[cacheKey, *cacheEntry]) {
+		OnDeletion: func(e otter.DeletionEvent[uint64, *cacheEntry]) {
 			if e.Cause == otter.CauseOverflow {
 				h.evictions.Add(1)
 			}
@@ -183,12 +189,12 @@ func doorWords(maxBytes int64) int {
 	return int(min(uint64(1)<<(64-bits.LeadingZeros64(words-1)), 1<<20))
 }
 
-// admit reports whether a miss of key should be cached: true when key
-// was missed before since the doorkeeper's last reset; otherwise it
-// marks key and returns false. Safe for concurrent use; approximate by
-// design (a false positive admits a key once early).
-func (h *answerCache) admit(key []byte) bool {
-	x := maphash.Bytes(h.seed, key)
+// admit reports whether a miss of the key of hash x (hash) should be
+// cached: true when the key was missed before since the doorkeeper's
+// last reset; otherwise it marks the key and returns false. Safe for
+// concurrent use; approximate by design (a false positive admits a key
+// once early).
+func (h *answerCache) admit(x uint64) bool {
 	mask := uint64(len(h.door)*64 - 1)
 	i, j := x&mask, (x>>32)&mask
 	bi, bj := uint64(1)<<(i%64), uint64(1)<<(j%64)
@@ -206,6 +212,27 @@ func (h *answerCache) admit(key []byte) bool {
 	return false
 }
 
+// hash returns the hash of key that get and put take: computed once
+// per lookup. 0 without a cache.
+func (h *answerCache) hash(key []byte) uint64 {
+	if h == nil {
+		return 0
+	}
+	return maphash.Bytes(h.seed, key)
+}
+
+// slot returns otter's key of the entry (v, key, raw), kh the key's
+// hash. Versions are apart by their addresses (the collector does not
+// move objects, and an entry holds its version, so a version's address
+// is not another's while one of its entries is cached).
+func slot(v *version, kh uint64, raw bool) uint64 {
+	x := kh ^ uint64(uintptr(unsafe.Pointer(v)))*0x9e3779b97f4a7c15
+	if raw {
+		x = ^x
+	}
+	return x
+}
+
 // epochNow returns the epoch to give put for a lookup starting now: load
 // it before picking the version.
 func (h *answerCache) epochNow() uint64 {
@@ -215,29 +242,33 @@ func (h *answerCache) epochNow() uint64 {
 	return h.epoch.Load()
 }
 
-// get returns the answer cached for key in v, if any. It does not retain
-// key.
-func (h *answerCache) get(v *version, key []byte, raw bool) (*cacheEntry, bool) {
+// get returns the answer cached for key in v, if any; kh is hash's of
+// key. It does not retain key.
+func (h *answerCache) get(v *version, kh uint64, key []byte, raw bool) (*cacheEntry, bool) {
 	if h == nil {
 		return nil, false
 	}
-	return h.c.GetIfPresent(cacheKey{v: v, key: unsafe.String(unsafe.SliceData(key), len(key)), raw: raw})
+	e, ok := h.c.GetIfPresent(slot(v, kh, raw))
+	if !ok || e.v != v || e.raw != raw || e.key != string(key) {
+		return nil, false
+	}
+	return e, true
 }
 
-// put caches res, the complete answer of v to key, when its key was
-// missed before (admit) and it is small enough; epoch is epochNow's,
-// loaded before v was picked. It sets res.ETag for a found value. The
-// key is copied; res.Value is not, and is shared from now on.
-func (h *answerCache) put(v *version, key []byte, raw bool, res *Result, epoch uint64) {
-	if h == nil || len(key)+len(res.Value) > h.maxEntry || !h.admit(key) {
+// put caches res, the complete answer of v to key (of hash kh), when
+// its key was missed before (admit) and it is small enough; epoch is
+// epochNow's, loaded before v was picked. It sets res.ETag for a found
+// value. The key is copied; res.Value is not, and is shared from now on.
+func (h *answerCache) put(v *version, kh uint64, key []byte, raw bool, res *Result, epoch uint64) {
+	if h == nil || len(key)+len(res.Value) > h.maxEntry || !h.admit(kh) {
 		return
 	}
-	e := &cacheEntry{value: res.Value, proxiedTo: res.ProxiedTo, found: res.Found}
+	e := &cacheEntry{v: v, key: string(key), raw: raw, value: res.Value, proxiedTo: res.ProxiedTo, found: res.Found}
 	if res.Found {
 		e.etag = []string{ETag(res.Value)}
 		res.ETag = e.etag
 	}
-	k := cacheKey{v: v, key: string(key), raw: raw}
+	k := slot(v, kh, raw)
 	h.c.Set(k, e)
 	if h.epoch.Load() != epoch {
 		// A drop ran meanwhile and may have missed this entry: v may be
@@ -257,9 +288,9 @@ func (h *answerCache) drop(gone ...*version) {
 	if len(gone) == 0 {
 		return
 	}
-	for k := range h.c.Keys() {
+	for k, e := range h.c.All() {
 		for _, v := range gone {
-			if k.v == v {
+			if e.v == v {
 				if _, ok := h.c.Invalidate(k); ok {
 					h.dropped.Add(1)
 				}
@@ -280,7 +311,7 @@ func (h *answerCache) dropProxied(v *version) {
 	}
 	h.epoch.Add(1)
 	for k, e := range h.c.All() {
-		if k.v == v && e.proxiedTo != "" {
+		if e.v == v && e.proxiedTo != "" {
 			if _, ok := h.c.Invalidate(k); ok {
 				h.dropped.Add(1)
 			}
@@ -307,27 +338,25 @@ func (h *answerCache) dropCarrying(gone []*version, from, to *version, changed [
 	for _, k := range changed {
 		skip[string(k)] = true
 	}
-	type carriedEntry struct {
-		k cacheKey
-		e *cacheEntry
-	}
-	var keep []carriedEntry
-	for k, e := range h.c.All() {
-		if k.v == from && e.proxiedTo == "" && !skip[k.key] {
-			keep = append(keep, carriedEntry{cacheKey{v: to, key: k.key, raw: k.raw}, e})
+	var keep []*cacheEntry
+	for _, e := range h.c.All() {
+		if e.v == from && e.proxiedTo == "" && !skip[e.key] {
+			c := *e
+			c.v = to
+			keep = append(keep, &c)
 		}
 	}
 	h.drop(gone...)
 	epoch := h.epoch.Load()
-	for _, c := range keep {
-		h.c.Set(c.k, c.e)
+	for _, e := range keep {
+		h.c.Set(slot(to, maphash.String(h.seed, e.key), e.raw), e)
 	}
 	h.carried.Add(uint64(len(keep)))
 	if h.epoch.Load() != epoch {
 		// A drop ran meanwhile and may have missed these: to may be a
 		// version it dropped.
-		for _, c := range keep {
-			h.c.Invalidate(c.k)
+		for _, e := range keep {
+			h.c.Invalidate(slot(to, maphash.String(h.seed, e.key), e.raw))
 		}
 	}
 }

@@ -7,6 +7,64 @@ import (
 	"time"
 )
 
+// getKey, putKey and admitKey are get, put and admit as a lookup calls
+// them, with key's hash.
+func (h *answerCache) getKey(v *version, key []byte, raw bool) (*cacheEntry, bool) {
+	return h.get(v, h.hash(key), key, raw)
+}
+
+func (h *answerCache) putKey(v *version, key []byte, raw bool, res *Result, epoch uint64) {
+	h.put(v, h.hash(key), key, raw, res, epoch)
+}
+
+func (h *answerCache) admitKey(key []byte) bool { return h.admit(h.hash(key)) }
+
+// TestCacheSlotShared: names whose hashes put them in one slot (forced
+// here: one hash for every key) never answer for each other: a key,
+// another version's entry or the other raw of a key in its slot is a
+// miss, and storing it takes the slot.
+func TestCacheSlotShared(t *testing.T) {
+	h, err := newAnswerCache(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kh = 42
+	v1, v2 := &version{name: "1"}, &version{name: "2"}
+	store := func(v *version, key string, raw bool, value string) {
+		t.Helper()
+		h.admit(kh)
+		res := Result{Found: true, Value: []byte(value)}
+		h.put(v, kh, []byte(key), raw, &res, h.epochNow())
+	}
+	store(v1, "a", false, "a1")
+	if e, ok := h.get(v1, kh, []byte("a"), false); !ok || string(e.value) != "a1" {
+		t.Fatalf("a in v1: %v %v, want a1", e, ok)
+	}
+	if e, ok := h.get(v1, kh, []byte("b"), false); ok {
+		t.Fatalf("b in v1 answered by a's entry: %q", e.value)
+	}
+	// Another version and the other raw are other slots of one hash;
+	// forced into a's, they are a's misses.
+	for _, c := range []struct {
+		v   *version
+		raw bool
+	}{{v2, false}, {v1, true}} {
+		if e, ok := h.c.GetIfPresent(slot(v1, kh, false)); !ok || e.v == c.v && e.raw == c.raw {
+			t.Fatal("a's entry is not where it was stored")
+		}
+		if e, ok := h.get(c.v, kh, []byte("a"), c.raw); ok {
+			t.Errorf("a in version %s, raw %v, answered by v1's entry: %q", c.v.name, c.raw, e.value)
+		}
+	}
+	store(v1, "b", false, "b1") // b takes a's slot
+	if e, ok := h.get(v1, kh, []byte("b"), false); !ok || string(e.value) != "b1" {
+		t.Fatalf("b in v1: %v %v, want b1", e, ok)
+	}
+	if e, ok := h.get(v1, kh, []byte("a"), false); ok {
+		t.Fatalf("a in v1 answered by b's entry: %q", e.value)
+	}
+}
+
 // TestCacheEntryOverhead measures the heap an entry takes beyond its
 // key's and value's bytes, as a lookup's miss stores it (an ETag of a
 // found value included), and checks that cacheEntryOverhead (what the
@@ -34,12 +92,12 @@ func TestCacheEntryOverhead(t *testing.T) {
 		values[i] = make([]byte, valueLen)
 	}
 	for _, k := range keys {
-		h.admit(k) // put caches a key's second miss
+		h.admitKey(k) // put caches a key's second miss
 	}
 	before := heap()
 	for i, k := range keys {
 		res := Result{Found: true, Version: v.name, Value: values[i]}
-		h.put(v, k, false, &res, 0)
+		h.putKey(v, k, false, &res, 0)
 	}
 	h.c.CleanUp()
 	after := heap()
@@ -65,22 +123,22 @@ func TestCacheDoorkeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.admit([]byte("hot")) {
+	if h.admitKey([]byte("hot")) {
 		t.Fatal("a key's first miss was admitted")
 	}
-	if !h.admit([]byte("hot")) {
+	if !h.admitKey([]byte("hot")) {
 		t.Fatal("a key's second miss was not admitted")
 	}
 	// Keys missed once long ago: the filter is cleared before they come back.
 	const old = 100
 	for i := range old {
-		h.admit(fmt.Appendf(nil, "old-%d", i))
+		h.admitKey(fmt.Appendf(nil, "old-%d", i))
 	}
 	// A uniform load: every key once, many times the filter's capacity.
 	const keys = 1_000_000
 	admitted := 0
 	for i := range keys {
-		if h.admit(fmt.Appendf(nil, "key-%08d", i)) {
+		if h.admitKey(fmt.Appendf(nil, "key-%08d", i)) {
 			admitted++
 		}
 	}
@@ -93,7 +151,7 @@ func TestCacheDoorkeeper(t *testing.T) {
 	// admit them all.
 	remembered := 0
 	for i := range old {
-		if h.admit(fmt.Appendf(nil, "old-%d", i)) {
+		if h.admitKey(fmt.Appendf(nil, "old-%d", i)) {
 			remembered++
 		}
 	}
@@ -112,18 +170,18 @@ func TestCacheDropRace(t *testing.T) {
 	}
 	v := &version{name: "1"}
 	key := []byte("k")
-	h.admit(key)
+	h.admitKey(key)
 	epoch := h.epochNow() // the lookup starts, picks v, reads…
 	h.drop(v)             // …v is switched away from…
 	res := Result{Found: true, Version: "1", Value: []byte("x")}
-	h.put(v, key, false, &res, epoch) // …and the lookup stores its answer.
-	if _, ok := h.get(v, key, false); ok {
+	h.putKey(v, key, false, &res, epoch) // …and the lookup stores its answer.
+	if _, ok := h.getKey(v, key, false); ok {
 		t.Fatal("an entry of a dropped version was kept")
 	}
-	h.admit(key)
+	h.admitKey(key)
 	res = Result{Found: true, Version: "1", Value: []byte("x")}
-	h.put(v, key, false, &res, h.epochNow())
-	if _, ok := h.get(v, key, false); !ok {
+	h.putKey(v, key, false, &res, h.epochNow())
+	if _, ok := h.getKey(v, key, false); !ok {
 		t.Fatal("an answer stored without a drop was not kept")
 	}
 }

@@ -70,13 +70,14 @@ func (n *Node) Get(ctx context.Context, db string, key []byte, opts GetOptions) 
 // value read here (blocks.GetLimit): a larger one is blocks.ErrTooLarge
 // before it is copied.
 func (n *Node) lookup(ctx context.Context, d *db, key []byte, opts GetOptions, mayProxy bool, limit int) (Result, error) {
+	kh := n.cache.hash(key)
 	for {
 		epoch := n.cache.epochNow()
 		v, err := d.pick(opts.Version)
 		if err != nil {
 			return Result{}, err
 		}
-		if e, ok := n.cache.get(v, key, opts.Raw); ok {
+		if e, ok := n.cache.get(v, kh, key, opts.Raw); ok {
 			return d.cached(v, e, opts.Raw), nil
 		}
 		r := reader{d: d, v: v}
@@ -90,7 +91,7 @@ func (n *Node) lookup(ctx context.Context, d *db, key []byte, opts GetOptions, m
 			continue
 		}
 		if res, err = d.finish(ctx, v, res, err, opts.Raw); err == nil && complete {
-			n.cache.put(v, key, opts.Raw, &res, epoch)
+			n.cache.put(v, kh, key, opts.Raw, &res, epoch)
 		}
 		return res, err
 	}

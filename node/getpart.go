@@ -31,6 +31,7 @@ func (n *Node) GetPart(ctx context.Context, db, version string, p int, key []byt
 		return Result{}, ErrUnknownDB
 	}
 	opts.Version = ""
+	kh := n.cache.hash(key)
 	for {
 		epoch := n.cache.epochNow()
 		v := d.active.Load()
@@ -44,7 +45,7 @@ func (n *Node) GetPart(ctx context.Context, db, version string, p int, key []byt
 		if np > 0 && parts[0] != p && (np == 1 || parts[1] != p) {
 			return Result{}, fmt.Errorf("%w: the key is in partition %d of version %s, not %d", ErrWrongPartition, parts[0], v.name, p)
 		}
-		if e, ok := n.cache.get(v, key, opts.Raw); ok {
+		if e, ok := n.cache.get(v, kh, key, opts.Raw); ok {
 			return d.cached(v, e, opts.Raw), nil
 		}
 		res, complete, err := reader{d: d, v: v}.getPart(ctx, p, key, parts[:np])
@@ -52,7 +53,7 @@ func (n *Node) GetPart(ctx context.Context, db, version string, p int, key []byt
 			continue // retired under us: its successor is active
 		}
 		if res, err = d.finish(ctx, v, res, err, opts.Raw); err == nil && complete {
-			n.cache.put(v, key, opts.Raw, &res, epoch)
+			n.cache.put(v, kh, key, opts.Raw, &res, epoch)
 		}
 		return res, err
 	}
