@@ -48,6 +48,7 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 	err = eachFileRecord(ctx, files, func(fi int) func(k, v []byte) error {
 		fs := &scans[fi]
 		fs.digests = make([]blocks.Digester, n)
+		var read, keyBytes int64 // of the first records, to reserve the rest
 		return func(k, v []byte) error {
 			if len(k) == 0 || len(k) > 32768 {
 				return errSlowPath // the build says why
@@ -57,6 +58,14 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 				return errSlowPath
 			}
 			fs.ib.add(k, fs.digests[p].AddHash(k, v))
+			if r := len(fs.ib.ents); r <= reserveAfter {
+				read += int64(len(k)+len(v)) + recordFraming
+				keyBytes += int64(len(k))
+				if r == reserveAfter && files[fi].Size > read {
+					more := (files[fi].Size - read) * reserveAfter / read
+					fs.ib.reserve(int(more*9/8), int(more*9/8*keyBytes/reserveAfter))
+				}
+			}
 			return nil
 		}
 	})
@@ -67,7 +76,7 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 	parts := make([]blocks.Digest, n)
 	counts := make([]int, n)
 	for i := range scans {
-		counts[i] = len(scans[i].ib.kh)
+		counts[i] = len(scans[i].ib.ents)
 		ibs[i] = &scans[i].ib
 		for p := range parts {
 			parts[p] = parts[p].Add(scans[i].digests[p].Digest)
@@ -79,6 +88,14 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 	}
 	return blocks.NewVersionDigest(ls.part.Identity(), parts), x, counts, total, nil
 }
+
+// A scan reserves room for a file's records once it has read
+// reserveAfter of them, from their size (with recordFraming bytes each
+// for a SequenceFile's lengths) and the file's.
+const (
+	reserveAfter  = 1024
+	recordFraming = 16
+)
 
 // eachFileRecord reads every SequenceFile of files, GOMAXPROCS at once:
 // open(i) returns the function given file i's records in order.
@@ -168,26 +185,30 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 	dw := blocks.NewDeletesWriter(df)
 	// The walk: upsert marks the records to write, by their place in the
 	// order read.
-	upsert := make([]bool, len(x.kh))
+	upsert := make([]bool, len(x.ents))
+	var deleted []uint32 // the base's records deleted, by ord
 	i, j := 0, 0
-	for i < len(x.kh) || j < len(base.kh) {
+	for i < len(x.ents) || j < len(base.ents) {
 		switch {
-		case j == len(base.kh) || (i < len(x.kh) && x.kh[i] < base.kh[j]):
-			upsert[x.ord[i]] = true
+		case j == len(base.ents) || (i < len(x.ents) && x.ents[i].kh < base.ents[j].kh):
+			upsert[x.ents[i].ord] = true
 			rep.Upserts++
 			i++
-		case i == len(x.kh) || base.kh[j] < x.kh[i]:
-			if err := dw.Add(base.key(j)); err != nil {
-				return rep, 0, err
-			}
+		case i == len(x.ents) || base.ents[j].kh < x.ents[i].kh:
+			deleted = append(deleted, base.ents[j].ord)
 			rep.Deletes++
 			j++
 		default: // one key (see deltaIndex)
-			if x.rh[i] != base.rh[j] {
-				upsert[x.ord[i]] = true
+			if x.ents[i].rh != base.ents[j].rh {
+				upsert[x.ents[i].ord] = true
 				rep.Upserts++
 			}
 			i, j = i+1, j+1
+		}
+	}
+	for _, k := range base.keysOf(deleted) {
+		if err := dw.Add(k); err != nil {
+			return rep, 0, err
 		}
 	}
 	if err := dw.Close(); err != nil {

@@ -277,3 +277,61 @@ func TestFastDeltaFallsBack(t *testing.T) {
 		t.Errorf("presharded: %v", err)
 	}
 }
+
+// TestIndexKeysOf: an index finds its records' keys by their place in
+// the order read, over builders' parts (an empty one among them) and
+// once written and read again (one part).
+func TestIndexKeysOf(t *testing.T) {
+	var ibs [3]indexBuilder
+	for _, k := range []string{"a", "bb"} {
+		ibs[0].add([]byte(k), 1)
+	}
+	ibs[2].add([]byte("ccc"), 2)
+	x, ok := finishAll(deltaIndexHeader{DB: "d", Version: "v", Partitioner: "p"}, []*indexBuilder{&ibs[0], &ibs[1], &ibs[2]})
+	if !ok {
+		t.Fatal("finishAll")
+	}
+	path := filepath.Join(t.TempDir(), "d.idx")
+	if err := x.write(path); err != nil {
+		t.Fatal(err)
+	}
+	load, err := openDeltaIndex(path, "d", "v", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ix := range []*deltaIndex{x, y} {
+		got := ix.keysOf([]uint32{2, 0, 1, 2})
+		if want := []string{"ccc", "a", "bb", "ccc"}; fmt.Sprintf("%s", got) != fmt.Sprintf("%s", want) {
+			t.Errorf("keysOf: %s, want %s", got, want)
+		}
+	}
+}
+
+// TestIndexDuplicateHash: two entries of one key hash are found
+// whatever their order and whatever sorts between them, within a
+// builder and across two (the fast path then leaves the version to the
+// build).
+func TestIndexDuplicateHash(t *testing.T) {
+	const base = uint64(0x1234) << 48 // the same top bits
+	for _, khs := range [][]uint64{{5, 6, 5}, {6, 5, 5}, {5, 5, 6}, {5, 9, 7, 6, 5}, {9, 5, 8, 6, 7, 5, 4}} {
+		for split := 0; split <= len(khs); split++ {
+			var ibs [2]indexBuilder
+			for i, kh := range khs {
+				ib := &ibs[0]
+				if i >= split {
+					ib = &ibs[1]
+				}
+				ib.ents = append(ib.ents, indexEntry{kh: base + kh, ord: uint32(len(ib.ents))})
+				ib.klen = append(ib.klen, 1)
+				ib.keys = append(ib.keys, 'k')
+			}
+			if _, ok := finishAll(deltaIndexHeader{}, []*indexBuilder{&ibs[0], &ibs[1]}); ok {
+				t.Errorf("%v split at %d: a shared hash not found", khs, split)
+			}
+		}
+	}
+}

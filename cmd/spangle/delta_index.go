@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -31,14 +33,19 @@ import (
 // are seen as the index is sorted: the build decides.
 type deltaIndex struct {
 	deltaIndexHeader
-	kh, rh []uint64 // sorted by kh
-	// ord is, per entry, the record's place in the order read; the keys
-	// are kept in that order: record r's is keys[offs[r]:offs[r+1]], of
-	// length klen[r].
-	ord  []uint32
-	klen []uint16
-	offs []uint64
-	keys []byte
+	ents []indexEntry // sorted by key hash
+	// The keys, in the order read (an entry's ord), in parts: part p
+	// holds len(klens[p]) keys, back to back in keys[p] (a builder's
+	// each, as finishAll found them; one, read from a file).
+	klens [][]uint16
+	keys  [][]byte
+}
+
+// An indexEntry is a key's hash, its record's hash and its place in the
+// order read.
+type indexEntry struct {
+	kh, rh uint64
+	ord    uint32
 }
 
 // deltaIndexHeader is the index file's first line (JSON).
@@ -70,18 +77,27 @@ func deltaIndexPath(cache, db string) string {
 // indexBuilder collects a version's key hashes, record hashes and keys
 // in the order read.
 type indexBuilder struct {
-	kh, rh []uint64
-	klen   []uint16
-	keys   []byte
+	ents []indexEntry // ord: the place in the builder
+	klen []uint16
+	keys []byte
 }
 
 // add adds key k (at most 32768 bytes, as a build takes) and its
 // record's hash rh (blocks.Digester.AddHash).
 func (ib *indexBuilder) add(k []byte, rh uint64) {
-	ib.kh = append(ib.kh, xxhash.Sum64(k))
-	ib.rh = append(ib.rh, rh)
+	ib.ents = append(ib.ents, indexEntry{xxhash.Sum64(k), rh, uint32(len(ib.ents))})
 	ib.klen = append(ib.klen, uint16(len(k)))
 	ib.keys = append(ib.keys, k...)
+}
+
+// reserve makes room for about records more keys of keyBytes in all: a
+// scan that knows its file's size does not grow its slices by doubling
+// (each new page of memory is a page fault: they were most of the
+// publisher's system CPU).
+func (ib *indexBuilder) reserve(records, keyBytes int) {
+	ib.ents = slices.Grow(ib.ents, records)
+	ib.klen = slices.Grow(ib.klen, records)
+	ib.keys = slices.Grow(ib.keys, keyBytes)
 }
 
 // finish sorts the entries by key hash and returns the index; ok false
@@ -100,76 +116,103 @@ const (
 )
 
 // finishAll is finish over the entries of ibs, in that order (an
-// entry's ord counts from the first builder's first entry).
+// entry's ord counts from the first builder's first entry). The index
+// keeps the builders' keys as they are, each a part.
 func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 	n, keyBytes := 0, 0
-	for _, ib := range ibs {
-		if n+len(ib.kh) > math.MaxUint32 {
+	first := make([]uint32, len(ibs))
+	for f, ib := range ibs {
+		if n+len(ib.ents) > math.MaxUint32 {
 			return nil, false
 		}
-		n += len(ib.kh)
+		first[f] = uint32(n)
+		n += len(ib.ents)
 		keyBytes += len(ib.keys)
 	}
-	type ent struct {
-		kh, rh uint64
-		ord    uint32
-	}
-	a, b := make([]ent, 0, n), make([]ent, n)
-	x := &deltaIndex{deltaIndexHeader: h, klen: make([]uint16, 0, n), keys: make([]byte, 0, keyBytes)}
-	for _, ib := range ibs {
-		for i, kh := range ib.kh {
-			a = append(a, ent{kh, ib.rh[i], uint32(len(a))})
-		}
-		x.klen = append(x.klen, ib.klen...)
-		x.keys = append(x.keys, ib.keys...)
-	}
-	// Two stable counting passes, the lower bits first.
+	// Two stable counting passes, the lower bits first: the first from
+	// the builders, the second into the index's entries.
+	a, b := make([]indexEntry, n), make([]indexEntry, n)
 	for pass := range 2 {
 		shift := 64 - sortBits + pass*sortPassBits
+		digit := func(kh uint64) uint64 { return (kh >> shift) & (1<<sortPassBits - 1) }
 		var counts [1<<sortPassBits + 1]uint32
-		for _, e := range a {
-			counts[(e.kh>>shift)&(1<<sortPassBits-1)+1]++
+		if pass == 0 {
+			for _, ib := range ibs {
+				for _, e := range ib.ents {
+					counts[digit(e.kh)+1]++
+				}
+			}
+		} else {
+			for _, e := range b {
+				counts[digit(e.kh)+1]++
+			}
 		}
 		for d := 1; d < len(counts); d++ {
 			counts[d] += counts[d-1]
 		}
-		for _, e := range a {
-			d := (e.kh >> shift) & (1<<sortPassBits - 1)
-			b[counts[d]] = e
-			counts[d]++
+		if pass == 0 {
+			for f, ib := range ibs {
+				for _, e := range ib.ents {
+					d := digit(e.kh)
+					e.ord += first[f]
+					b[counts[d]] = e
+					counts[d]++
+				}
+			}
+		} else {
+			for _, e := range b {
+				d := digit(e.kh)
+				a[counts[d]] = e
+				counts[d]++
+			}
 		}
-		a, b = b, a
 	}
 	for i := 1; i < n; i++ { // entries sharing their top bits
 		for j := i; j > 0 && a[j].kh < a[j-1].kh; j-- {
 			a[j], a[j-1] = a[j-1], a[j]
 		}
 	}
-	x.kh, x.rh, x.ord = make([]uint64, n), make([]uint64, n), make([]uint32, n)
-	for i, e := range a {
-		if i > 0 && e.kh == x.kh[i-1] {
+	for i := 1; i < n; i++ {
+		if a[i-1].kh == a[i].kh {
 			return nil, false
 		}
-		x.kh[i], x.rh[i], x.ord[i] = e.kh, e.rh, e.ord
 	}
-	x.offs = keyOffsets(x.klen)
-	x.Format, x.Entries, x.KeyBytes = deltaIndexFormat, n, len(x.keys)
+	x := &deltaIndex{deltaIndexHeader: h, ents: a}
+	for _, ib := range ibs {
+		x.klens = append(x.klens, ib.klen)
+		x.keys = append(x.keys, ib.keys)
+	}
+	x.Format, x.Entries, x.KeyBytes = deltaIndexFormat, n, keyBytes
 	return x, true
 }
 
-// keyOffsets returns where each key starts, and their total length last.
-func keyOffsets(klen []uint16) []uint64 {
-	offs := make([]uint64, len(klen)+1)
-	for r, l := range klen {
-		offs[r+1] = offs[r] + uint64(l)
+// keysOf returns the keys of the records ords (places in the order
+// read, each less than the entries), in that order: one pass over the
+// key lengths.
+func (x *deltaIndex) keysOf(ords []uint32) [][]byte {
+	order := make([]int, len(ords))
+	for i := range order {
+		order[i] = i
 	}
-	return offs
-}
-
-// key returns entry i's key.
-func (x *deltaIndex) key(i int) []byte {
-	r := x.ord[i]
-	return x.keys[x.offs[r]:x.offs[r+1]]
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ords[a], ords[b]) })
+	out := make([][]byte, len(ords))
+	var r uint32 // record r is klens[p][i], at keys[p][off:]
+	p, i, off := 0, 0, 0
+	for _, o := range order {
+		for {
+			for i == len(x.klens[p]) {
+				p, i, off = p+1, 0, 0
+			}
+			if r == ords[o] {
+				break
+			}
+			off += int(x.klens[p][i])
+			i++
+			r++
+		}
+		out[o] = x.keys[p][off : off+int(x.klens[p][i])]
+	}
+	return out
 }
 
 // write writes the index to path, through a temporary file renamed.
@@ -202,20 +245,24 @@ func (x *deltaIndex) writeTemp(path string) (err error) {
 		return err
 	}
 	w.Write(append(hdr, '\n')) //nolint:errcheck // Flush says
-	for _, s := range [][]uint64{x.kh, x.rh} {
-		writeInts(w, s, 8, func(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) })
+	writeInts(w, x.ents, 8, func(b []byte, e indexEntry) []byte { return binary.LittleEndian.AppendUint64(b, e.kh) })
+	writeInts(w, x.ents, 8, func(b []byte, e indexEntry) []byte { return binary.LittleEndian.AppendUint64(b, e.rh) })
+	writeInts(w, x.ents, 4, func(b []byte, e indexEntry) []byte { return binary.LittleEndian.AppendUint32(b, e.ord) })
+	for _, kl := range x.klens {
+		writeInts(w, kl, 2, binary.LittleEndian.AppendUint16)
 	}
-	writeInts(w, x.ord, 4, func(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) })
-	writeInts(w, x.klen, 2, func(b []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(b, v) })
-	w.Write(x.keys) //nolint:errcheck // Flush says
+	for _, k := range x.keys {
+		w.Write(k) //nolint:errcheck // Flush says
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	return f.Close()
 }
 
-// writeInts writes s, size bytes a value, encoded a chunk at a time.
-func writeInts[T uint16 | uint32 | uint64](w *bufio.Writer, s []T, size int, put func([]byte, T) []byte) {
+// writeInts writes s, size bytes a value (put appends one), encoded a
+// chunk at a time.
+func writeInts[T any](w *bufio.Writer, s []T, size int, put func([]byte, T) []byte) {
 	buf := make([]byte, 0, 64<<10)
 	for len(s) > 0 {
 		c := s[:min(len(s), cap(buf)/size)]
@@ -228,8 +275,8 @@ func writeInts[T uint16 | uint32 | uint64](w *bufio.Writer, s []T, size int, put
 	}
 }
 
-// readInts fills s from r, size bytes a value.
-func readInts[T uint16 | uint32 | uint64](r io.Reader, s []T, size int, get func([]byte) T) error {
+// readInts fills s from r, size bytes a value (set reads one into *T).
+func readInts[T any](r io.Reader, s []T, size int, set func(*T, []byte)) error {
 	buf := make([]byte, 64<<10)
 	for len(s) > 0 {
 		c := s[:min(len(s), len(buf)/size)]
@@ -239,7 +286,7 @@ func readInts[T uint16 | uint32 | uint64](r io.Reader, s []T, size int, get func
 			return err
 		}
 		for i := range c {
-			c[i] = get(b[i*size:])
+			set(&c[i], b[i*size:])
 		}
 	}
 	return nil
@@ -290,27 +337,30 @@ func readIndexHeader(f *os.File, r *bufio.Reader, path, db, version, partitioner
 // readBody reads the index's entries and keys (the header read).
 func (x *deltaIndex) readBody(r io.Reader) error {
 	n := x.Entries
-	x.kh, x.rh, x.ord, x.klen = make([]uint64, n), make([]uint64, n), make([]uint32, n), make([]uint16, n)
-	for _, s := range [][]uint64{x.kh, x.rh} {
-		if readInts(r, s, 8, binary.LittleEndian.Uint64) != nil {
+	x.ents = make([]indexEntry, n)
+	klen, keys := make([]uint16, n), make([]byte, x.KeyBytes)
+	if readInts(r, x.ents, 8, func(e *indexEntry, b []byte) { e.kh = binary.LittleEndian.Uint64(b) }) != nil ||
+		readInts(r, x.ents, 8, func(e *indexEntry, b []byte) { e.rh = binary.LittleEndian.Uint64(b) }) != nil ||
+		readInts(r, x.ents, 4, func(e *indexEntry, b []byte) { e.ord = binary.LittleEndian.Uint32(b) }) != nil ||
+		readInts(r, klen, 2, func(l *uint16, b []byte) { *l = binary.LittleEndian.Uint16(b) }) != nil {
+		return errNoIndex
+	}
+	if _, err := io.ReadFull(r, keys); err != nil {
+		return errNoIndex
+	}
+	for i, e := range x.ents {
+		if (i > 0 && x.ents[i-1].kh >= e.kh) || e.ord >= uint32(n) {
 			return errNoIndex
 		}
 	}
-	if readInts(r, x.ord, 4, binary.LittleEndian.Uint32) != nil || readInts(r, x.klen, 2, binary.LittleEndian.Uint16) != nil {
+	total := 0
+	for _, l := range klen {
+		total += int(l)
+	}
+	if total != x.KeyBytes {
 		return errNoIndex
 	}
-	x.keys = make([]byte, x.KeyBytes)
-	if _, err := io.ReadFull(r, x.keys); err != nil {
-		return errNoIndex
-	}
-	for i := range n {
-		if (i > 0 && x.kh[i-1] >= x.kh[i]) || x.ord[i] >= uint32(n) {
-			return errNoIndex
-		}
-	}
-	if x.offs = keyOffsets(x.klen); x.offs[n] != uint64(x.KeyBytes) {
-		return errNoIndex
-	}
+	x.klens, x.keys = [][]uint16{klen}, [][]byte{keys}
 	return nil
 }
 
