@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node/cluster"
 )
 
@@ -148,5 +149,65 @@ func TestClusterHealPartial(t *testing.T) {
 	}
 	if h := n1.Status().DBs["d"].Versions["v1"].Heal; h == nil || !slices.Equal(h.Healed, picks) || h.Failures != 0 {
 		t.Errorf("node1's heal status %+v, want %v healed", h, picks)
+	}
+}
+
+// TestBuildOnceNextBuilderWaits: d/v1's builder and the next in line are
+// live nodes that never build it (their source has no db d), with
+// build_once_wait 4s. The first leaves after the three others have
+// waited for it half of that: the next builder gets build_once_wait of
+// its own, so they fall back (each building its own partitions) no
+// sooner than 4s after the first left, not 2s. (The version is never
+// served: the two ghosts hold some partitions alone.) It fails without
+// the wait starting again for the next builder.
+func TestBuildOnceNextBuilderWaits(t *testing.T) {
+	const wait = 4 * time.Second
+	ids := []string{"node1", "node2", "node3"}
+	var g1, g2 string
+	for i := 10; g1 == ""; i++ {
+		for j := 10; j < 200 && g1 == ""; j++ {
+			a, b := fmt.Sprint(i), fmt.Sprint(j)
+			if a != b && cluster.Builder(append(slices.Clone(ids), "node"+a, "node"+b), "d", "v1") == "node"+a &&
+				cluster.Builder(append(slices.Clone(ids), "node"+b), "d", "v1") == "node"+b {
+				g1, g2 = a, b
+			}
+		}
+	}
+	root, empty := t.TempDir(), t.TempDir()
+	all := startNodesOn(t, func(i int) string {
+		if i >= 3 {
+			return empty
+		}
+		return root
+	}, []string{"1", "2", "3", g1, g2}, func(int) healOpts {
+		return healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = wait }}
+	})
+	nodes, first := all[:3], all[3]
+	writeOnceVersion(t, root)
+	for _, n := range nodes {
+		n.Refresh()
+	}
+	for _, n := range nodes {
+		edgetest.WaitFor(t, n.ID()+" waits for the builder", func() error {
+			vs, ok := n.Status().DBs["d"].Versions["v1"]
+			if !ok || vs.Build == nil || vs.Build.WaitingForBuilder == "" {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+	// Half of build_once_wait spent on the first builder: a timer, the
+	// scenario's clock, not a wait for a condition.
+	time.Sleep(wait / 2)
+	left := time.Now() // before its entry goes
+	first.Node.Stop(t)
+	edgetest.WaitFor(t, "the three nodes fell back", func() error {
+		if got := outcomes(t, nodes); got["fallback"] != 3 {
+			return fmt.Errorf("outcomes %v", got)
+		}
+		return nil
+	})
+	if got := time.Since(left); got < wait {
+		t.Errorf("the nodes fell back %v after the first builder left: they did not wait build_once_wait (%v) for the next", got, wait)
 	}
 }

@@ -243,6 +243,7 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 		return nil, errNoHolder
 	}
 	var timer *time.Timer
+	var waitingFor string // the builder timer waits for
 	for {
 		changed := nd.cfg.Cluster.Changed()
 		builder, self, ok := bo.VersionBuilder(vi)
@@ -288,11 +289,18 @@ func (d *db) buildOnce(ctx context.Context, spec blocks.BuildSpec, name string, 
 			outcome.WithLabelValues(d.name, onceFallback).Inc()
 			return nil, nil // the caller builds every partition from the source
 		}
-		if timer == nil {
+		if builder != waitingFor {
+			// The first builder, or the next after one left the view
+			// (killed, or shut down): it has build_once_wait of its own.
 			wait := bo.PeerWait()
 			log.Info("build once: waiting for the version's builder", "builder", builder, "build_once_wait", wait)
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
+			if timer == nil {
+				timer = time.NewTimer(wait)
+				defer timer.Stop()
+			} else {
+				timer.Reset(wait)
+			}
+			waitingFor = builder
 		}
 		d.setWaitingFor(name, builder)
 		select {
