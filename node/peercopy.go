@@ -123,12 +123,13 @@ func (d *db) holders(name string, n int) map[int][]string {
 }
 
 // maxCopyParallel bounds the files a node copies at once.
-const maxCopyParallel = 4
+const maxCopyParallel = 8
 
-// copyParallel is how many files to copy at once: one per peer holding
-// some of parts (copies spread over the holders, each sends one), at most
-// maxCopyParallel. Each peer bounds what it sends with its own
-// peer_copy_concurrency and peer_copy_bandwidth.
+// copyParallel is how many files to copy at once: two per peer holding
+// some of parts, at most maxCopyParallel. A copy takes one file at a
+// time from each peer (peerSlots); the second slot has the peer's next
+// file ready for when the first is done. Each peer bounds what it sends
+// with its own peer_copy_concurrency and peer_copy_bandwidth.
 func copyParallel(holders map[int][]string, parts []int) int {
 	peers := map[string]bool{}
 	for _, p := range parts {
@@ -136,7 +137,7 @@ func copyParallel(holders map[int][]string, parts []int) int {
 			peers[h] = true
 		}
 	}
-	return min(max(len(peers), 1), maxCopyParallel)
+	return min(max(2*len(peers), 1), maxCopyParallel)
 }
 
 // peerFetch returns a manifest of version name from a holder and the
@@ -195,6 +196,7 @@ func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int, hol
 	if bo, ok := nd.cfg.Cluster.(BuildOnce); ok {
 		busyWait = bo.PeerWait()
 	}
+	var slots peerSlots // one file at a time from each peer
 	fetch := func(ctx context.Context, p int, f *os.File) (blocks.PartitionInfo, error) {
 		// Holders in turn, from the p-th on: copies spread over them.
 		k := p % len(holders[p])
@@ -204,7 +206,7 @@ func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int, hol
 		var giveUp time.Time
 		for {
 			busy := false
-			for _, peer := range peers {
+			for _, peer := range slots.freeFirst(peers) {
 				m := manifest(ctx, peer)
 				if m == nil {
 					continue
@@ -215,7 +217,11 @@ func (d *db) peerFetch(ctx context.Context, name string, n int, parts []int, hol
 				}
 				pi := m.PartitionInfo[i]
 				before := c.resumed
+				if !slots.take(ctx, peer) {
+					return pi, ctx.Err()
+				}
 				err := c.from(ctx, pf, nd.cfg.DataDir, peer, d.name, name, pi)
+				slots.give(peer)
 				if c.resumed > before {
 					nd.metrics.peerCopyResumed.WithLabelValues(d.name).Inc()
 				}
