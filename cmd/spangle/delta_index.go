@@ -107,12 +107,14 @@ func (ib *indexBuilder) finish(h deltaIndexHeader) (*deltaIndex, bool) {
 	return finishAll(h, []*indexBuilder{ib})
 }
 
-// sortBits are the top bits of the key hash the entries are sorted by,
-// in two passes of a radix sort (the rest is put in order after: the
-// hashes are uniform, so entries sharing those bits are few).
+// The entries are sorted by their key hash's top sortBits (a counting
+// sort from the builders into the index), then each of those buckets by
+// the next sortInnerBits (through a scratch buffer the size of the
+// largest: one array of entries in all), then put in order where they
+// share those bits (the hashes are uniform: a few at a time).
 const (
-	sortPassBits = 11
-	sortBits     = 2 * sortPassBits
+	sortBits      = 11
+	sortInnerBits = 8
 )
 
 // finishAll is finish over the entries of ibs, in that order (an
@@ -129,61 +131,70 @@ func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 		n += len(ib.ents)
 		keyBytes += len(ib.keys)
 	}
-	// Two stable counting passes, the lower bits first: the first from
-	// the builders, the second into the index's entries.
-	a, b := make([]indexEntry, n), make([]indexEntry, n)
-	for pass := range 2 {
-		shift := 64 - sortBits + pass*sortPassBits
-		digit := func(kh uint64) uint64 { return (kh >> shift) & (1<<sortPassBits - 1) }
-		var counts [1<<sortPassBits + 1]uint32
-		if pass == 0 {
-			for _, ib := range ibs {
-				for _, e := range ib.ents {
-					counts[digit(e.kh)+1]++
-				}
-			}
-		} else {
-			for _, e := range b {
-				counts[digit(e.kh)+1]++
-			}
-		}
-		for d := 1; d < len(counts); d++ {
-			counts[d] += counts[d-1]
-		}
-		if pass == 0 {
-			for f, ib := range ibs {
-				for _, e := range ib.ents {
-					d := digit(e.kh)
-					e.ord += first[f]
-					b[counts[d]] = e
-					counts[d]++
-				}
-			}
-		} else {
-			for _, e := range b {
-				d := digit(e.kh)
-				a[counts[d]] = e
-				counts[d]++
-			}
+	var bounds [1<<sortBits + 1]uint32
+	for _, ib := range ibs {
+		for _, e := range ib.ents {
+			bounds[e.kh>>(64-sortBits)+1]++
 		}
 	}
+	largest := uint32(0)
+	for d := 1; d < len(bounds); d++ {
+		largest = max(largest, bounds[d])
+		bounds[d] += bounds[d-1]
+	}
+	ents := make([]indexEntry, n)
+	next := bounds
+	for f, ib := range ibs {
+		for _, e := range ib.ents {
+			d := e.kh >> (64 - sortBits)
+			e.ord += first[f]
+			ents[next[d]] = e
+			next[d]++
+		}
+	}
+	scratch := make([]indexEntry, largest)
+	for d := range 1 << sortBits {
+		sortBucket(ents[bounds[d]:bounds[d+1]], scratch)
+	}
 	for i := 1; i < n; i++ { // entries sharing their top bits
-		for j := i; j > 0 && a[j].kh < a[j-1].kh; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
+		for j := i; j > 0 && ents[j].kh < ents[j-1].kh; j-- {
+			ents[j], ents[j-1] = ents[j-1], ents[j]
 		}
 	}
 	for i := 1; i < n; i++ {
-		if a[i-1].kh == a[i].kh {
+		if ents[i-1].kh == ents[i].kh {
 			return nil, false
 		}
 	}
-	x := &deltaIndex{deltaIndexHeader: h, ents: a}
+	x := &deltaIndex{deltaIndexHeader: h, ents: ents}
 	for _, ib := range ibs {
 		x.klens = append(x.klens, ib.klen)
 		x.keys = append(x.keys, ib.keys)
 	}
 	x.Format, x.Entries, x.KeyBytes = deltaIndexFormat, n, keyBytes
 	return x, true
+}
+
+// sortBucket sorts s, entries sharing their key hash's top sortBits, by
+// the next sortInnerBits, through scratch.
+func sortBucket(s, scratch []indexEntry) {
+	if len(s) < 2 {
+		return
+	}
+	const shift = 64 - sortBits - sortInnerBits
+	var counts [1<<sortInnerBits + 1]uint32
+	for _, e := range s {
+		counts[(e.kh>>shift)&(1<<sortInnerBits-1)+1]++
+	}
+	for d := 1; d < len(counts); d++ {
+		counts[d] += counts[d-1]
+	}
+	for _, e := range s {
+		d := (e.kh >> shift) & (1<<sortInnerBits - 1)
+		scratch[counts[d]] = e
+		counts[d]++
+	}
+	copy(s, scratch[:len(s)])
 }
 
 // keysOf returns the keys of the records ords (places in the order
