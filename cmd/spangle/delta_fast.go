@@ -58,7 +58,7 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 				return errSlowPath
 			}
 			fs.ib.add(k, fs.digests[p].AddHash(k, v))
-			if r := len(fs.ib.ents); r <= reserveAfter {
+			if r := len(fs.ib.hashes); r <= reserveAfter {
 				read += int64(len(k)+len(v)) + recordFraming
 				keyBytes += int64(len(k))
 				if r == reserveAfter && files[fi].Size > read {
@@ -76,7 +76,7 @@ func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*bl
 	parts := make([]blocks.Digest, n)
 	counts := make([]int, n)
 	for i := range scans {
-		counts[i] = len(scans[i].ib.ents)
+		counts[i] = len(scans[i].ib.hashes)
 		ibs[i] = &scans[i].ib
 		for p := range parts {
 			parts[p] = parts[p].Add(scans[i].digests[p].Digest)
@@ -99,10 +99,16 @@ const (
 
 // eachFileRecord reads every SequenceFile of files, GOMAXPROCS at once:
 // open(i) returns the function given file i's records in order.
-// A file of another format is errSlowPath.
+// A file of another format is errSlowPath. The workers' read buffers
+// are used again from file to file (new memory is page faults).
 func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i int) func(k, v []byte) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
+	workers := runtime.GOMAXPROCS(0)
+	g.SetLimit(workers)
+	readers := make(chan *bufio.Reader, workers) // a worker takes one, or nil: none made yet
+	for range workers {
+		readers <- nil
+	}
 	for fi, f := range files {
 		g.Go(func() error {
 			fn := open(fi)
@@ -111,7 +117,13 @@ func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i 
 				return err
 			}
 			defer rc.Close()
-			br := bufio.NewReaderSize(rc, 256<<10)
+			br := <-readers
+			if br == nil {
+				br = bufio.NewReaderSize(rc, 256<<10)
+			} else {
+				br.Reset(rc)
+			}
+			defer func() { readers <- br }()
 			head, _ := br.Peek(4)
 			if blocks.DetectFormat(head) != blocks.FormatSequenceFile {
 				return errSlowPath

@@ -325,7 +325,7 @@ func TestIndexDuplicateHash(t *testing.T) {
 				if i >= split {
 					ib = &ibs[1]
 				}
-				ib.ents = append(ib.ents, indexEntry{kh: base + kh, ord: uint32(len(ib.ents))})
+				ib.hashes = append(ib.hashes, recordHashes{kh: base + kh})
 				ib.klen = append(ib.klen, 1)
 				ib.keys = append(ib.keys, 'k')
 			}

@@ -48,6 +48,10 @@ type indexEntry struct {
 	ord    uint32
 }
 
+// recordHashes are a record's key hash and record hash, as a builder
+// keeps them (the place is the builder's order).
+type recordHashes struct{ kh, rh uint64 }
+
 // deltaIndexHeader is the index file's first line (JSON).
 type deltaIndexHeader struct {
 	Format        int    `json:"format"`
@@ -77,15 +81,15 @@ func deltaIndexPath(cache, db string) string {
 // indexBuilder collects a version's key hashes, record hashes and keys
 // in the order read.
 type indexBuilder struct {
-	ents []indexEntry // ord: the place in the builder
-	klen []uint16
-	keys []byte
+	hashes []recordHashes
+	klen   []uint16
+	keys   []byte
 }
 
 // add adds key k (at most 32768 bytes, as a build takes) and its
 // record's hash rh (blocks.Digester.AddHash).
 func (ib *indexBuilder) add(k []byte, rh uint64) {
-	ib.ents = append(ib.ents, indexEntry{xxhash.Sum64(k), rh, uint32(len(ib.ents))})
+	ib.hashes = append(ib.hashes, recordHashes{xxhash.Sum64(k), rh})
 	ib.klen = append(ib.klen, uint16(len(k)))
 	ib.keys = append(ib.keys, k...)
 }
@@ -95,7 +99,7 @@ func (ib *indexBuilder) add(k []byte, rh uint64) {
 // (each new page of memory is a page fault: they were most of the
 // publisher's system CPU).
 func (ib *indexBuilder) reserve(records, keyBytes int) {
-	ib.ents = slices.Grow(ib.ents, records)
+	ib.hashes = slices.Grow(ib.hashes, records)
 	ib.klen = slices.Grow(ib.klen, records)
 	ib.keys = slices.Grow(ib.keys, keyBytes)
 }
@@ -124,16 +128,16 @@ func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 	n, keyBytes := 0, 0
 	first := make([]uint32, len(ibs))
 	for f, ib := range ibs {
-		if n+len(ib.ents) > math.MaxUint32 {
+		if n+len(ib.hashes) > math.MaxUint32 {
 			return nil, false
 		}
 		first[f] = uint32(n)
-		n += len(ib.ents)
+		n += len(ib.hashes)
 		keyBytes += len(ib.keys)
 	}
 	var bounds [1<<sortBits + 1]uint32
 	for _, ib := range ibs {
-		for _, e := range ib.ents {
+		for _, e := range ib.hashes {
 			bounds[e.kh>>(64-sortBits)+1]++
 		}
 	}
@@ -145,10 +149,9 @@ func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 	ents := make([]indexEntry, n)
 	next := bounds
 	for f, ib := range ibs {
-		for _, e := range ib.ents {
+		for i, e := range ib.hashes {
 			d := e.kh >> (64 - sortBits)
-			e.ord += first[f]
-			ents[next[d]] = e
+			ents[next[d]] = indexEntry{e.kh, e.rh, first[f] + uint32(i)}
 			next[d]++
 		}
 	}
