@@ -122,3 +122,26 @@ func TestPartFileLimits(t *testing.T) {
 		return ts.do(t, "HEAD", "/d/?partfile=0&version=1", "X-Spangle-Peer-Token", "secret").status == 200
 	})
 }
+
+// TestPartFileRate: peer_copy_bandwidth bounds what a sender sends, its
+// burst included: two files at 256 KiB/s take at least their bytes less
+// one burst (1/64 s of the bandwidth, at least a 64 KiB chunk) over the
+// bandwidth. A burst as large as the bandwidth (a second's worth) would
+// send them in half that.
+func TestPartFileRate(t *testing.T) {
+	const bandwidth = 256 << 10
+	ts, _ := startPartFileNode(t, func(c *edge.Config) { c.PeerCopyBandwidth = bandwidth })
+	start := time.Now()
+	var n int
+	for _, p := range []string{"0", "1"} {
+		resp := ts.do(t, "GET", "/d/?partfile="+p+"&version=1", "X-Spangle-Peer-Token", "secret")
+		if resp.status != http.StatusOK {
+			t.Fatalf("partition %s: %d", p, resp.status)
+		}
+		n += len(resp.body)
+	}
+	min := time.Duration(float64(n-64<<10) / bandwidth * float64(time.Second))
+	if took := time.Since(start); took < min || n < bandwidth {
+		t.Fatalf("%d bytes in %v at %d bytes a second: want at least %v (and at least a second's worth of bytes)", n, took, bandwidth, min)
+	}
+}
