@@ -86,8 +86,9 @@ type answerCache struct {
 	// already (admit), so a key asked once — most of a uniform load —
 	// costs a bit, not an insertion into the full cache and an eviction
 	// (4 µs of CPU per GET at 50 connections). doorSet counts the keys
-	// marked since the reset (admit's false answers); when it reaches
-	// doorKeys the filter is cleared.
+	// marked since the reset (admit's false answers); once it reaches
+	// doorKeys the filter is cleared, by the lookup that sets it back
+	// to 0.
 	door     []atomic.Uint64
 	doorSet  atomic.Int64
 	doorKeys int64
@@ -203,11 +204,15 @@ func (h *answerCache) admit(x uint64) bool {
 	if oi&bi != 0 && oj&bj != 0 {
 		return true
 	}
-	if n := h.doorSet.Add(1); n == h.doorKeys {
+	// Any count past doorKeys clears, not doorKeys alone: when the count
+	// ran past it unseen (a clearing lookup descheduled while others
+	// marked doorKeys keys more, its later subtraction leaving the count
+	// above doorKeys for good), the filter filled and admitted every
+	// miss from then on. Marks made while it is cleared may be lost.
+	if n := h.doorSet.Add(1); n >= h.doorKeys && h.doorSet.CompareAndSwap(n, 0) {
 		for k := range h.door {
 			h.door[k].Store(0)
 		}
-		h.doorSet.Add(-n)
 	}
 	return false
 }
