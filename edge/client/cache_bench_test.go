@@ -37,15 +37,15 @@ func zipfKey(r *rand.Rand) []byte {
 
 // BenchmarkNATSCachePaired runs the NATS lookups (get, part, mget100) of
 // nodes with the answer cache off and on (the default size), under
-// uniform and Zipf (0.99) keys, in 25 ms slices as BenchmarkNATSPaired
-// does: each lookup with the cache off right beside the same with it on,
-// which of the two goes first alternating by round, so that each pair
-// sees the same machine. It reports each one's rate and CPU time per
-// key, the ratios
-// <op>-<keys>-on/off of keys/s — the cache's gain under Zipf, its cost
-// (a miss's) under uniform keys — and <op>-<keys>-cpu-on/off of the
-// process's CPU time per key (client, NATS server and node: one
-// process), which other processes on the machine move less than rates.
+// uniform and Zipf (0.99) keys, one sub-benchmark each
+// (c=<requesters>/<op>-<keys>), in 25 ms slices as BenchmarkNATSPaired
+// does: the cache off right beside on, which of the two goes first
+// alternating by round, so that each pair sees the same machine. It
+// reports each one's rate and CPU time per key, on/off of keys/s — the
+// cache's gain under Zipf, its cost (a miss's) under uniform keys — and
+// cpu-on/off of the process's CPU time per key (client, NATS server and
+// node: one process), which other processes on the machine move less
+// than rates.
 func BenchmarkNATSCachePaired(b *testing.B) {
 	off := func(c *node.Config) { c.HotCacheBytes = 0 }
 	// pairs[i] is one lookup under one distribution of keys, off and on.
@@ -69,40 +69,39 @@ func BenchmarkNATSCachePaired(b *testing.B) {
 	}
 	const slice = 25 * time.Millisecond
 	for _, conc := range []int{1, 64} {
-		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
-			count := map[string]int64{}
-			busy := map[string]time.Duration{}
-			cpu := map[string]time.Duration{}
-			run := func(name string, op benchOp) {
-				c0 := processCPU()
-				n, d, err := runSlice(conc, slice, op.do)
-				if err != nil {
-					b.Fatal(err)
+		for _, p := range pairs {
+			b.Run(fmt.Sprintf("c=%d/%s", conc, p.name), func(b *testing.B) {
+				var count [2]int64
+				var busy, cpu [2]time.Duration
+				run := func(i int, op benchOp) {
+					c0 := processCPU()
+					n, d, err := runSlice(conc, slice, op.do)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cpu[i] += processCPU() - c0
+					count[i] += n * int64(op.keys)
+					busy[i] += d
 				}
-				cpu[name] += processCPU() - c0
-				count[name] += n * int64(op.keys)
-				busy[name] += d
-			}
-			for round := range b.N {
-				for _, p := range pairs {
+				for round := range b.N {
 					if round%2 == 0 {
-						run(p.name+"-off", p.off)
-						run(p.name+"-on", p.on)
+						run(0, p.off)
+						run(1, p.on)
 					} else {
-						run(p.name+"-on", p.on)
-						run(p.name+"-off", p.off)
+						run(1, p.on)
+						run(0, p.off)
 					}
 				}
-			}
-			for name, n := range count {
-				b.ReportMetric(float64(n)/busy[name].Seconds(), name+"-keys/s")
-				b.ReportMetric(float64(cpu[name].Nanoseconds())/float64(n), name+"-cpu-ns/key")
-			}
-			for _, p := range pairs {
-				on, off := p.name+"-on", p.name+"-off"
-				b.ReportMetric(float64(count[on])/busy[on].Seconds()/(float64(count[off])/busy[off].Seconds()), p.name+"-on/off")
-				b.ReportMetric(float64(cpu[on])/float64(count[on])/(float64(cpu[off])/float64(count[off])), p.name+"-cpu-on/off")
-			}
-		})
+				var rate, perKey [2]float64
+				for i, name := range []string{"off", "on"} {
+					rate[i] = float64(count[i]) / busy[i].Seconds()
+					perKey[i] = float64(cpu[i].Nanoseconds()) / float64(count[i])
+					b.ReportMetric(rate[i], name+"-keys/s")
+					b.ReportMetric(perKey[i], name+"-cpu-ns/key")
+				}
+				b.ReportMetric(rate[1]/rate[0], "on/off")
+				b.ReportMetric(perKey[1]/perKey[0], "cpu-on/off")
+			})
+		}
 	}
 }
