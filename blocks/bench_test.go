@@ -121,33 +121,45 @@ func BenchmarkBuild(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			var stored int64
-			var cpu time.Duration
-			i := 0
 			b.ResetTimer()
-			for b.Loop() {
-				i++
-				c0 := cpuTime()
-				v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: fmt.Sprint("v", i),
+			cpu, last := loopVersions(b, s, func(version string) (*Version, error) {
+				return s.Build(context.Background(), BuildSpec{DB: "db", Version: version,
 					Files: files, Partitioner: sequinsPartitioner{}, Compression: bc.comp})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				cpu += cpuTime() - c0
-				stored = v.Manifest().StoredBytes
-				v.Close()
-				if err := s.Remove("db", fmt.Sprint("v", i)); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-			}
+			})
 			b.ReportMetric(float64(bc.records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(float64(stored)/float64(bc.records), "stored-B/record")
+			b.ReportMetric(float64(last.StoredBytes)/float64(bc.records), "stored-B/record")
 			// The machine may be shared: CPU time is the steadier figure.
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
+}
+
+// loopVersions runs b.Loop, each round making version v<round> of db in s
+// with newVersion, timed, then closing and removing it, untimed. It returns the
+// process CPU time the makes took (cpuTime) and the last one's manifest.
+func loopVersions(b *testing.B, s *Store, newVersion func(version string) (*Version, error)) (time.Duration, *Manifest) {
+	b.Helper()
+	var cpu time.Duration
+	var last *Manifest
+	i := 0
+	for b.Loop() {
+		i++
+		version := fmt.Sprint("v", i)
+		c0 := cpuTime()
+		v, err := newVersion(version)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cpu += cpuTime() - c0
+		last = v.Manifest()
+		v.Close()
+		if err := s.Remove("db", version); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	return cpu, last
 }
 
 // buildBenchVersion builds the files names of dir (writeBenchDataset)

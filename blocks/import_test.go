@@ -13,34 +13,13 @@ import (
 // with FileSum as they are copied) reads as the built one and reopens
 // verified; a Fetch error leaves nothing; a complete version is ErrExists.
 func TestImport(t *testing.T) {
-	src := t.TempDir()
-	d := buildOnDisk(t, src)
-	ss := openTestStore(t, src, Options{})
-	sv, err := ss.Open("db", "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sv.Close()
+	d, sv := importSource(t)
 	from := sv.Manifest()
-	fetch := func(ctx context.Context, p int, f *os.File) (PartitionInfo, error) {
-		in, pi, err := sv.OpenPartitionFile(p)
-		if err != nil {
-			return pi, err
-		}
-		defer in.Close()
-		sum, err := NewFileSum(pi.FileChecksum)
-		if err != nil {
-			return pi, err
-		}
-		if _, err := io.Copy(io.MultiWriter(f, sum), in); err != nil {
-			return pi, err
-		}
-		return pi, sum.Check()
-	}
+	fetch := fetchFrom(sv)
 	dir := t.TempDir()
 	s := openTestStore(t, dir, Options{})
 	failed := errors.New("peer gone")
-	_, err = s.Import(context.Background(), ImportSpec{DB: "db", Version: "v1", From: from, Partitions: from.Partitions,
+	_, err := s.Import(context.Background(), ImportSpec{DB: "db", Version: "v1", From: from, Partitions: from.Partitions,
 		Fetch: func(ctx context.Context, p int, f *os.File) (PartitionInfo, error) {
 			if p == from.Partitions[len(from.Partitions)-1] {
 				return PartitionInfo{}, failed
@@ -79,14 +58,7 @@ func TestImport(t *testing.T) {
 // Import still fails when no partition could be fetched. Without Partial
 // the first import fails (TestImport).
 func TestImportPartial(t *testing.T) {
-	src := t.TempDir()
-	d := buildOnDisk(t, src)
-	ss := openTestStore(t, src, Options{})
-	sv, err := ss.Open("db", "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sv.Close()
+	d, sv := importSource(t)
 	from := sv.Manifest()
 	failed := errors.New("no holder gives it")
 	lost := from.Partitions[1]
@@ -95,13 +67,7 @@ func TestImportPartial(t *testing.T) {
 			_, _ = f.WriteString("half a file")
 			return PartitionInfo{}, failed
 		}
-		in, pi, err := sv.OpenPartitionFile(p)
-		if err != nil {
-			return pi, err
-		}
-		defer in.Close()
-		_, err = io.Copy(f, in)
-		return pi, err
+		return fetchFrom(sv)(ctx, p, f)
 	}
 	dir := t.TempDir()
 	s := openTestStore(t, dir, Options{})
@@ -133,4 +99,40 @@ func TestImportPartial(t *testing.T) {
 		t.Fatalf("after the build of the rest: %v", v.Manifest().Partitions)
 	}
 	checkVersion(t, v, d)
+}
+
+// importSource builds the test dataset (buildOnDisk) as version v1 of db
+// in a store of its own: the source an import copies from. The store and
+// the version are closed when t ends.
+func importSource(t *testing.T) (*dataset, *Version) {
+	t.Helper()
+	src := t.TempDir()
+	d := buildOnDisk(t, src)
+	sv, err := openTestStore(t, src, Options{}).Open("db", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sv.Close() })
+	return d, sv
+}
+
+// fetchFrom is an ImportSpec.Fetch that copies sv's partition files,
+// checking each against its checksum as it writes it (FileSum), as a
+// peer copy does.
+func fetchFrom(sv *Version) func(ctx context.Context, p int, f *os.File) (PartitionInfo, error) {
+	return func(ctx context.Context, p int, f *os.File) (PartitionInfo, error) {
+		in, pi, err := sv.OpenPartitionFile(p)
+		if err != nil {
+			return pi, err
+		}
+		defer in.Close()
+		sum, err := NewFileSum(pi.FileChecksum)
+		if err != nil {
+			return pi, err
+		}
+		if _, err := io.Copy(io.MultiWriter(f, sum), in); err != nil {
+			return pi, err
+		}
+		return pi, sum.Check()
+	}
 }
