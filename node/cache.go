@@ -93,6 +93,15 @@ type answerCache struct {
 	doorSet  atomic.Int64
 	doorKeys int64
 	seed     maphash.Seed // of hash
+
+	// held is a filter of the cached keys (cache_held.go): a lookup of
+	// a key not in it misses without otter's probe. heldAdds counts the
+	// keys held since it was made; at heldKeys it is made again, as
+	// heldNext until it replaces held.
+	held     atomic.Pointer[heldFilter]
+	heldNext atomic.Pointer[heldFilter]
+	heldAdds atomic.Int64
+	heldKeys int64
 }
 
 // newAnswerCache returns a cache that adds about budget bytes to the
@@ -117,6 +126,10 @@ func newAnswerCache(budget int64) (*answerCache, error) {
 		seed:     maphash.MakeSeed(),
 	}
 	h.doorKeys = int64(len(h.door)) // doorWords
+	// As many words as the doorkeeper: 32 bits or more per entry of
+	// 100-byte values.
+	h.held.Store(&heldFilter{words: make([]atomic.Uint64, len(h.door))})
+	h.heldKeys = max(maxBytes/(cacheEntryOverhead+128), 1)
 
 	c, err := otter.New(&otter.Options[uint64, *cacheEntry]{
 		MaximumWeight: uint64(maxBytes),
@@ -253,6 +266,10 @@ func (h *answerCache) get(v *version, kh uint64, key []byte, raw bool) (*cacheEn
 	if h == nil {
 		return nil, false
 	}
+	if !h.held.Load().has(kh) {
+		h.counter.RecordMisses(1)
+		return nil, false
+	}
 	e, ok := h.c.GetIfPresent(slot(v, kh, raw))
 	if !ok || e.v != v || e.raw != raw || e.key != string(key) {
 		return nil, false
@@ -275,6 +292,7 @@ func (h *answerCache) put(v *version, kh uint64, key []byte, raw bool, res *Resu
 	}
 	k := slot(v, kh, raw)
 	h.c.Set(k, e)
+	h.hold(kh)
 	if h.epoch.Load() != epoch {
 		// A drop ran meanwhile and may have missed this entry: v may be
 		// a version it dropped. The next miss caches it again.
@@ -354,7 +372,9 @@ func (h *answerCache) dropCarrying(gone []*version, from, to *version, changed [
 	h.drop(gone...)
 	epoch := h.epoch.Load()
 	for _, e := range keep {
-		h.c.Set(slot(to, maphash.String(h.seed, e.key), e.raw), e)
+		kh := maphash.String(h.seed, e.key)
+		h.c.Set(slot(to, kh, e.raw), e)
+		h.hold(kh)
 	}
 	h.carried.Add(uint64(len(keep)))
 	if h.epoch.Load() != epoch {

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -62,6 +63,56 @@ func TestCacheSlotShared(t *testing.T) {
 	}
 	if e, ok := h.get(v1, kh, []byte("a"), false); ok {
 		t.Fatalf("a in v1 answered by b's entry: %q", e.value)
+	}
+}
+
+// TestCacheHeld: every key cached is in the held filter, through the
+// remakes of many more keys stored than the cache holds, stored from
+// several goroutines at once; keys never cached seldom pass it.
+func TestCacheHeld(t *testing.T) {
+	h, err := newAnswerCache(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &version{name: "1"}
+	const workers = 4
+	keys := int(h.heldKeys) * 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < keys; i += workers {
+				k := fmt.Appendf(nil, "key-%d", i)
+				h.admitKey(k)
+				res := Result{Found: true, Value: []byte("v")}
+				h.putKey(v, k, false, &res, h.epochNow())
+			}
+		})
+	}
+	wg.Wait()
+	h.c.CleanUp()
+	cached := 0
+	for _, e := range h.c.All() {
+		cached++
+		if !h.held.Load().has(h.hash([]byte(e.key))) {
+			t.Fatalf("%s is cached but not held", e.key)
+		}
+		if _, ok := h.getKey(v, []byte(e.key), false); !ok {
+			t.Fatalf("%s is cached but its lookup missed", e.key)
+		}
+	}
+	passed := 0
+	const never = 10_000
+	for i := range never {
+		if h.held.Load().has(h.hash(fmt.Appendf(nil, "never-%d", i))) {
+			passed++
+		}
+	}
+	t.Logf("%d keys stored, %d cached (heldKeys %d); %d of %d keys never cached passed the filter", keys, cached, h.heldKeys, passed, never)
+	if cached == 0 {
+		t.Fatal("nothing cached")
+	}
+	if passed > never/30 {
+		t.Errorf("%d of %d keys never cached passed the held filter", passed, never)
 	}
 }
 
