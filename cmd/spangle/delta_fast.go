@@ -170,14 +170,16 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 		return rep, 0, errSlowPath
 	}
 	loaded := make(chan error, 1)
-	var base *deltaIndex
+	var base *baseIndex
 	go func() {
 		var err error
 		base, err = load()
 		loaded <- err
 	}()
 	vd, x, counts, full, err := ls.scanDir(ctx, db, version, dir)
-	if lerr := <-loaded; err == nil && lerr != nil {
+	if lerr := <-loaded; lerr == nil {
+		defer base.close()
+	} else if err == nil {
 		err = errSlowPath
 	}
 	if err != nil {
@@ -200,18 +202,18 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 	upsert := make([]bool, len(x.ents))
 	var deleted []uint32 // the base's records deleted, by ord
 	i, j := 0, 0
-	for i < len(x.ents) || j < len(base.ents) {
+	for i < len(x.ents) || j < base.Entries {
 		switch {
-		case j == len(base.ents) || (i < len(x.ents) && x.ents[i].kh < base.ents[j].kh):
+		case j == base.Entries || (i < len(x.ents) && x.ents[i].kh < base.khAt(j)):
 			upsert[x.ents[i].ord] = true
 			rep.Upserts++
 			i++
-		case i == len(x.ents) || base.ents[j].kh < x.ents[i].kh:
-			deleted = append(deleted, base.ents[j].ord)
+		case i == len(x.ents) || base.khAt(j) < x.ents[i].kh:
+			deleted = append(deleted, base.ordAt(j))
 			rep.Deletes++
 			j++
 		default: // one key (see deltaIndex)
-			if x.ents[i].rh != base.ents[j].rh {
+			if x.ents[i].rh != base.rhAt(j) {
 				upsert[x.ents[i].ord] = true
 				rep.Upserts++
 			}

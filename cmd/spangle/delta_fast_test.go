@@ -278,9 +278,9 @@ func TestFastDeltaFallsBack(t *testing.T) {
 	}
 }
 
-// TestIndexKeysOf: an index finds its records' keys by their place in
-// the order read, over builders' parts (an empty one among them) and
-// once written and read again (one part).
+// TestIndexKeysOf: an index written from builders' parts (an empty one
+// among them) and read again has its entries, and finds its records'
+// keys by their place in the order read.
 func TestIndexKeysOf(t *testing.T) {
 	var ibs [3]indexBuilder
 	for _, k := range []string{"a", "bb"} {
@@ -303,10 +303,14 @@ func TestIndexKeysOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ix := range []*deltaIndex{x, y} {
-		got := ix.keysOf([]uint32{2, 0, 1, 2})
-		if want := []string{"ccc", "a", "bb", "ccc"}; fmt.Sprintf("%s", got) != fmt.Sprintf("%s", want) {
-			t.Errorf("keysOf: %s, want %s", got, want)
+	defer y.close()
+	got := y.keysOf([]uint32{2, 0, 1, 2})
+	if want := []string{"ccc", "a", "bb", "ccc"}; fmt.Sprintf("%s", got) != fmt.Sprintf("%s", want) {
+		t.Errorf("keysOf: %s, want %s", got, want)
+	}
+	for j, e := range x.ents {
+		if y.khAt(j) != e.kh || y.rhAt(j) != e.rh || y.ordAt(j) != e.ord {
+			t.Errorf("entry %d: read %x %x %d, written %+v", j, y.khAt(j), y.rhAt(j), y.ordAt(j), e)
 		}
 	}
 }

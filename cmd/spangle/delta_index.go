@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -200,35 +199,6 @@ func sortBucket(s, scratch []indexEntry) {
 	copy(s, scratch[:len(s)])
 }
 
-// keysOf returns the keys of the records ords (places in the order
-// read, each less than the entries), in that order: one pass over the
-// key lengths.
-func (x *deltaIndex) keysOf(ords []uint32) [][]byte {
-	order := make([]int, len(ords))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ords[a], ords[b]) })
-	out := make([][]byte, len(ords))
-	var r uint32 // record r is klens[p][i], at keys[p][off:]
-	p, i, off := 0, 0, 0
-	for _, o := range order {
-		for {
-			for i == len(x.klens[p]) {
-				p, i, off = p+1, 0, 0
-			}
-			if r == ords[o] {
-				break
-			}
-			off += int(x.klens[p][i])
-			i++
-			r++
-		}
-		out[o] = x.keys[p][off : off+int(x.klens[p][i])]
-	}
-	return out
-}
-
 // write writes the index to path, through a temporary file renamed.
 func (x *deltaIndex) write(path string) error {
 	if err := x.writeTemp(path); err != nil {
@@ -289,92 +259,118 @@ func writeInts[T any](w *bufio.Writer, s []T, size int, put func([]byte, T) []by
 	}
 }
 
-// readInts fills s from r, size bytes a value (set reads one into *T).
-func readInts[T any](r io.Reader, s []T, size int, set func(*T, []byte)) error {
-	buf := make([]byte, 64<<10)
-	for len(s) > 0 {
-		c := s[:min(len(s), len(buf)/size)]
-		s = s[len(c):]
-		b := buf[:len(c)*size]
-		if _, err := io.ReadFull(r, b); err != nil {
-			return err
-		}
-		for i := range c {
-			set(&c[i], b[i*size:])
-		}
-	}
-	return nil
-}
-
 // errNoIndex: the cache holds no usable index of the base.
 var errNoIndex = errors.New("no index of the base in the cache")
 
+// A baseIndex is an index file as it lies (mapped where the system
+// can, else read whole): the walk reads the base's entries in place,
+// and the few keys it deletes, instead of decoding every entry into new
+// memory (each new page of it a page fault).
+type baseIndex struct {
+	deltaIndexHeader
+	b                       []byte // the file, from its header line
+	kh, rh, ord, klen, keys int    // where each part starts in b
+	release                 func()
+}
+
+func (x *baseIndex) khAt(j int) uint64  { return binary.LittleEndian.Uint64(x.b[x.kh+8*j:]) }
+func (x *baseIndex) rhAt(j int) uint64  { return binary.LittleEndian.Uint64(x.b[x.rh+8*j:]) }
+func (x *baseIndex) ordAt(j int) uint32 { return binary.LittleEndian.Uint32(x.b[x.ord+4*j:]) }
+
+// close releases the file's bytes: the keys keysOf returned with them.
+func (x *baseIndex) close() { x.release() }
+
+// keysOf returns the keys of the records ords (places in the order
+// read, each less than the entries), in that order: one pass over the
+// key lengths.
+func (x *baseIndex) keysOf(ords []uint32) [][]byte {
+	order := make([]int, len(ords))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ords[a], ords[b]) })
+	out := make([][]byte, len(ords))
+	r, off := 0, x.keys // record r's key is at b[off:]
+	for _, o := range order {
+		for ; r < int(ords[o]); r++ {
+			off += int(binary.LittleEndian.Uint16(x.b[x.klen+2*r:]))
+		}
+		out[o] = x.b[off : off+int(binary.LittleEndian.Uint16(x.b[x.klen+2*r:]))]
+	}
+	return out
+}
+
 // openDeltaIndex opens the index at path and checks its header: it must
-// be of version of db, under partitioner, else errNoIndex. load reads
-// the rest, and must be called: it closes the file.
-func openDeltaIndex(path, db, version, partitioner string) (load func() (*deltaIndex, error), _ error) {
+// be of version of db, under partitioner, else errNoIndex. load maps or
+// reads the rest and checks it, and must be called: it closes the file.
+func openDeltaIndex(path, db, version, partitioner string) (load func() (*baseIndex, error), _ error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, errNoIndex
 	}
-	r := bufio.NewReaderSize(f, 1<<20)
-	x, err := readIndexHeader(f, r, path, db, version, partitioner)
+	x, size, err := readIndexHeader(f, path, db, version, partitioner)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() (*deltaIndex, error) {
+	return func() (*baseIndex, error) {
 		defer f.Close()
-		return x, x.readBody(r)
+		b, release, err := mapFile(f, size)
+		if err != nil {
+			return nil, errNoIndex
+		}
+		x.release = release
+		if err := x.check(b); err != nil {
+			release()
+			return nil, err
+		}
+		return x, nil
 	}, nil
 }
 
-// readIndexHeader reads the header line of the index f (read through
-// r) and checks it, and the file's size, against what is wanted.
-func readIndexHeader(f *os.File, r *bufio.Reader, path, db, version, partitioner string) (*deltaIndex, error) {
-	line, err := r.ReadSlice('\n')
-	if err != nil || len(line) > 64<<10 {
-		return nil, errNoIndex
+// readIndexHeader reads the header line of the index f and checks it,
+// and the file's size, against what is wanted.
+func readIndexHeader(f *os.File, path, db, version, partitioner string) (*baseIndex, int64, error) {
+	line, err := bufio.NewReaderSize(f, 64<<10).ReadSlice('\n')
+	if err != nil {
+		return nil, 0, errNoIndex
 	}
-	x := &deltaIndex{}
+	x := &baseIndex{}
 	if json.Unmarshal(line, &x.deltaIndexHeader) != nil || x.Format != deltaIndexFormat || x.DB != db ||
 		x.Version != version || x.Partitioner != partitioner || x.Presharded || x.Entries < 0 || x.KeyBytes < 0 {
-		return nil, errNoIndex
+		return nil, 0, errNoIndex
 	}
 	fi, err := f.Stat()
 	if err != nil || fi.Size() != int64(len(line))+int64(x.Entries)*entryBytes+int64(x.KeyBytes) {
-		return nil, fmt.Errorf("delta index %s: %w", path, errNoIndex)
+		return nil, 0, fmt.Errorf("delta index %s: %w", path, errNoIndex)
 	}
-	return x, nil
+	n := x.Entries
+	x.kh = len(line)
+	x.rh = x.kh + 8*n
+	x.ord = x.rh + 8*n
+	x.klen = x.ord + 4*n
+	x.keys = x.klen + 2*n
+	return x, fi.Size(), nil
 }
 
-// readBody reads the index's entries and keys (the header read).
-func (x *deltaIndex) readBody(r io.Reader) error {
+// check checks the index's entries in b (the whole file): key hashes
+// strictly increasing, places within the entries, key lengths summing
+// to the keys' bytes.
+func (x *baseIndex) check(b []byte) error {
+	x.b = b
 	n := x.Entries
-	x.ents = make([]indexEntry, n)
-	klen, keys := make([]uint16, n), make([]byte, x.KeyBytes)
-	if readInts(r, x.ents, 8, func(e *indexEntry, b []byte) { e.kh = binary.LittleEndian.Uint64(b) }) != nil ||
-		readInts(r, x.ents, 8, func(e *indexEntry, b []byte) { e.rh = binary.LittleEndian.Uint64(b) }) != nil ||
-		readInts(r, x.ents, 4, func(e *indexEntry, b []byte) { e.ord = binary.LittleEndian.Uint32(b) }) != nil ||
-		readInts(r, klen, 2, func(l *uint16, b []byte) { *l = binary.LittleEndian.Uint16(b) }) != nil {
-		return errNoIndex
-	}
-	if _, err := io.ReadFull(r, keys); err != nil {
-		return errNoIndex
-	}
-	for i, e := range x.ents {
-		if (i > 0 && x.ents[i-1].kh >= e.kh) || e.ord >= uint32(n) {
+	for j := range n {
+		if (j > 0 && x.khAt(j-1) >= x.khAt(j)) || x.ordAt(j) >= uint32(n) {
 			return errNoIndex
 		}
 	}
 	total := 0
-	for _, l := range klen {
-		total += int(l)
+	for r := range n {
+		total += int(binary.LittleEndian.Uint16(x.b[x.klen+2*r:]))
 	}
 	if total != x.KeyBytes {
 		return errNoIndex
 	}
-	x.klens, x.keys = [][]uint16{klen}, [][]byte{keys}
 	return nil
 }
 
