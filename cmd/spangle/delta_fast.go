@@ -200,30 +200,36 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 	// The walk: upsert marks the records to write, by their place in the
 	// order read.
 	upsert := make([]bool, len(x.ents))
-	var deleted []uint32 // the base's records deleted, by ord
-	i, j := 0, 0
-	for i < len(x.ents) || j < base.Entries {
-		switch {
-		case j == base.Entries || (i < len(x.ents) && x.ents[i].kh < base.khAt(j)):
-			upsert[x.ents[i].ord] = true
-			rep.Upserts++
-			i++
-		case i == len(x.ents) || base.khAt(j) < x.ents[i].kh:
-			deleted = append(deleted, base.ordAt(j))
-			rep.Deletes++
-			j++
-		default: // one key (see deltaIndex)
-			if x.ents[i].rh != base.rhAt(j) {
+	err = readMapped(func() error {
+		var deleted []uint32 // the base's records deleted, by ord
+		i, j := 0, 0
+		for i < len(x.ents) || j < base.Entries {
+			switch {
+			case j == base.Entries || (i < len(x.ents) && x.ents[i].kh < base.khAt(j)):
 				upsert[x.ents[i].ord] = true
 				rep.Upserts++
+				i++
+			case i == len(x.ents) || base.khAt(j) < x.ents[i].kh:
+				deleted = append(deleted, base.ordAt(j))
+				rep.Deletes++
+				j++
+			default: // one key (see deltaIndex)
+				if x.ents[i].rh != base.rhAt(j) {
+					upsert[x.ents[i].ord] = true
+					rep.Upserts++
+				}
+				i, j = i+1, j+1
 			}
-			i, j = i+1, j+1
 		}
-	}
-	for _, k := range base.keysOf(deleted) {
-		if err := dw.Add(k); err != nil {
-			return rep, 0, err
+		for _, k := range base.keysOf(deleted) {
+			if err := dw.Add(k); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return rep, 0, err
 	}
 	if err := dw.Close(); err != nil {
 		return rep, 0, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/spangledb/spangle/blocks"
@@ -337,5 +338,48 @@ func TestIndexDuplicateHash(t *testing.T) {
 				t.Errorf("%v split at %d: a shared hash not found", khs, split)
 			}
 		}
+	}
+}
+
+// TestIndexCutShort: an index file cut short beneath its mapping is
+// errNoIndex where the walk reads it (Linux maps it), not a SIGBUS.
+func TestIndexCutShort(t *testing.T) {
+	var ib indexBuilder
+	for i := range 5000 {
+		k := fmt.Appendf(nil, "key-%d", i)
+		ib.add(k, uint64(i))
+	}
+	x, ok := ib.finish(deltaIndexHeader{DB: "d", Version: "v", Partitioner: "p"})
+	if !ok {
+		t.Fatal("finish")
+	}
+	path := filepath.Join(t.TempDir(), "d.idx")
+	if err := x.write(path); err != nil {
+		t.Fatal(err)
+	}
+	load, err := openDeltaIndex(path, "d", "v", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.close()
+	if err := os.Truncate(path, 100); err != nil {
+		t.Fatal(err)
+	}
+	err = readMapped(func() error {
+		var sum uint64
+		for j := range y.Entries {
+			sum += y.rhAt(j)
+		}
+		if sum == 42 { // the reads kept
+			return errors.New("sum")
+		}
+		return nil
+	})
+	if runtime.GOOS == "linux" && !errors.Is(err, errNoIndex) {
+		t.Fatalf("a mapped index cut short: %v, want errNoIndex", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -300,6 +301,22 @@ func (x *baseIndex) keysOf(ords []uint32) [][]byte {
 	return out
 }
 
+// readMapped runs fn, which reads a baseIndex's bytes: a fault reading
+// a mapped file cut short beneath it (SIGBUS) is errNoIndex, not the
+// end of the process.
+func readMapped(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			err = errNoIndex
+		}
+	}()
+	return fn()
+}
+
 // openDeltaIndex opens the index at path and checks its header: it must
 // be of version of db, under partitioner, else errNoIndex. load maps or
 // reads the rest and checks it, and must be called: it closes the file.
@@ -320,7 +337,7 @@ func openDeltaIndex(path, db, version, partitioner string) (load func() (*baseIn
 			return nil, errNoIndex
 		}
 		x.release = release
-		if err := x.check(b); err != nil {
+		if err := readMapped(func() error { return x.check(b) }); err != nil {
 			release()
 			return nil, err
 		}
