@@ -314,17 +314,12 @@ func printMap(w io.Writer, m client.Map) {
 // build failed there and why (a builder's peers build theirs then: build
 // once).
 func printBuildFailures(tw io.Writer, m client.Map) {
-	first := true
+	sec := section{w: tw, heading: "DB\tVERSION\tNODE\tLAST BUILD FAILED"}
 	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
 		failed := m.Nodes[id].BuildFailed
 		for _, db := range slices.Sorted(maps.Keys(failed)) {
-			if first {
-				fmt.Fprintln(tw)
-				fmt.Fprintln(tw, "DB\tVERSION\tNODE\tLAST BUILD FAILED")
-				first = false
-			}
 			f := failed[db]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", db, f.Version, id, errtext.Strip(f.Reason))
+			sec.row("%s\t%s\t%s\t%s\n", db, f.Version, id, errtext.Strip(f.Reason))
 		}
 	}
 }
@@ -334,18 +329,13 @@ type dbVersion struct{ db, version string }
 
 // printRefusals prints the versions a node's guards refuse, and why.
 func printRefusals(tw io.Writer, keys []dbVersion, groups map[dbVersion][]advert.Partitions) {
-	first := true
+	sec := section{w: tw, heading: "DB\tVERSION\tNODE\tREFUSED BY ITS GUARDS (spangle activate --force DB VERSION activates it)"}
 	for _, k := range keys {
 		for _, e := range groups[k] {
 			if e.Refused == "" {
 				continue
 			}
-			if first {
-				fmt.Fprintln(tw)
-				fmt.Fprintln(tw, "DB\tVERSION\tNODE\tREFUSED BY ITS GUARDS (spangle activate --force DB VERSION activates it)")
-				first = false
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.DB, e.Version, e.NodeID, e.Refused)
+			sec.row("%s\t%s\t%s\t%s\n", e.DB, e.Version, e.NodeID, e.Refused)
 		}
 	}
 }
@@ -353,15 +343,10 @@ func printRefusals(tw io.Writer, keys []dbVersion, groups map[dbVersion][]advert
 // printNodePins prints each node's answer to each db's pin: the version
 // it follows, or why it cannot.
 func printNodePins(tw io.Writer, m client.Map) {
-	first := true
+	sec := section{w: tw, heading: "DB\tNODE\tPINNED TO\tFOLLOWS"}
 	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
 		pins := m.Nodes[id].Pins
 		for _, db := range slices.Sorted(maps.Keys(pins)) {
-			if first {
-				fmt.Fprintln(tw)
-				fmt.Fprintln(tw, "DB\tNODE\tPINNED TO\tFOLLOWS")
-				first = false
-			}
 			p := pins[db]
 			follows := p.Target
 			switch {
@@ -370,9 +355,28 @@ func printNodePins(tw io.Writer, m client.Map) {
 			case follows == "":
 				follows = "(not answered yet)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", db, id, p.Pin, follows)
+			sec.row("%s\t%s\t%s\t%s\n", db, id, p.Pin, follows)
 		}
 	}
+}
+
+// section is a table of the cluster map under its heading: the blank
+// line and the heading are printed before its first row, and nothing when
+// it has none.
+type section struct {
+	w       io.Writer
+	heading string
+	started bool
+}
+
+// row prints a row of the table, with fmt.Fprintf's format and args.
+func (s *section) row(format string, args ...any) {
+	if !s.started {
+		fmt.Fprintln(s.w)
+		fmt.Fprintln(s.w, s.heading)
+		s.started = true
+	}
+	fmt.Fprintf(s.w, format, args...)
 }
 
 // replicas counts the replicas of each of n partitions over the entries.
