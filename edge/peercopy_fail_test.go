@@ -79,16 +79,7 @@ func TestPeerCopyPartial(t *testing.T) {
 	nodes := startCopyCluster(t, make([]healOpts, 3))
 	n3 := nodes[2]
 	for _, n := range nodes[:2] {
-		path := filepath.Join(n.data, "dbs", "d", "v1", fmt.Sprintf("p-%05d.bolt", 2))
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := f.Stat()
-		if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		damagePart(t, n, 2)
 	}
 	wipeRestart(t, n3)
 	if got := n3.metric(t, "spangle_peer_copy_fallback_partitions_total"); got != 1 {
@@ -121,16 +112,7 @@ func TestClusterHealPartial(t *testing.T) {
 		t.Fatalf("node1 would heal %v: the test needs two partitions in its load", picks)
 	}
 	n1, n2 := nodes[0], nodes[1]
-	path := filepath.Join(n2.data, "dbs", "d", "v1", fmt.Sprintf("p-%05d.bolt", picks[0]))
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := f.Stat()
-	if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	damagePart(t, n2, picks[0])
 	read := n1.metric(t, "spangle_source_read_bytes_total")
 	nodes[2].Stop(t)
 	all := []int{0, 1, 2, 3, 4, 5}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,6 +59,13 @@ func wipeRestart(t *testing.T, hn *healNode) {
 		return nil
 	})
 	waitActive(t, []*clusterNode{hn.clusterNode}, "d", "v1")
+}
+
+// damagePart damages hn's file of partition p of d/v1 in place
+// (nodetest.Damage).
+func damagePart(t *testing.T, hn *healNode, p int) {
+	t.Helper()
+	nodetest.Damage(t, filepath.Join(hn.data, "dbs", "d", "v1", fmt.Sprintf("p-%05d.bolt", p)))
 }
 
 // checkCopyKeys reads every key from n over HTTP.
@@ -126,16 +132,7 @@ func TestPeerCopyCorrupt(t *testing.T) {
 	nodes := startCopyCluster(t, make([]healOpts, 3))
 	n1, n3 := nodes[0], nodes[2]
 	for p := range healParts {
-		path := filepath.Join(n1.data, "dbs", "d", "v1", fmt.Sprintf("p-%05d.bolt", p))
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := f.Stat()
-		if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		damagePart(t, n1, p)
 	}
 	wipeRestart(t, n3)
 	if got := copyMetric(t, n3, "mismatch"); got == 0 {

@@ -285,15 +285,7 @@ func TestPeerCopyProcesses(t *testing.T) {
 		t.Fatalf("node 3's partition files: %v %v", files, err)
 	}
 	for _, path := range files {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := f.Stat()
-		if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		nodetest.Damage(t, path)
 	}
 	n4 := startCopyNode(t, bin, root, 4, nats.url, entryTTL, sharding)
 	nodes = append(nodes, n4)

@@ -1,6 +1,7 @@
 package nodetest
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -16,4 +17,23 @@ func SmallDisk(t testing.TB, size string) string {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	return dir
+}
+
+// Damage overwrites 8 bytes in the middle of the file at path, its size
+// unchanged: a partition file damaged in place, which its manifest's
+// checksum no longer matches.
+func Damage(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("damaged!"), st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
 }
