@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/spangledb/spangle/edge"
-	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -16,21 +15,11 @@ import (
 // peer_copy_bandwidth is set: the rate it gets, and that over the limit
 // (of-limit: 1 when the limit is what bounds the copy).
 func BenchmarkPartFile(b *testing.B) {
-	root := b.TempDir()
 	recs := make([]nodetest.Record, 200_000)
 	for i := range recs {
 		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "k%07d", i), Value: fmt.Appendf(nil, "%0100x", i*7919*7919*7919)}
 	}
-	nodetest.WriteVersion(b, root, "d", "1", 4, recs)
-	cfg := node.DefaultConfig()
-	cfg.Source, cfg.DataDir = root, b.TempDir()
-	cfg.RequireSuccessFile = true
-	cfg.Compression = "none"
-	n, err := node.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	nodetest.Start(b, n)
+	n, _ := partFileNode(b, recs)
 	for _, limit := range []int64{64 << 20, 256 << 20, 1 << 30} {
 		b.Run(fmt.Sprintf("limit=%dMiB", limit>>20), func(b *testing.B) {
 			ts := startServer(b, n, func(c *edge.Config) {

@@ -23,25 +23,34 @@ var _ edge.PartFiles = (*node.Node)(nil)
 // version's directory.
 func startPartFileNode(t *testing.T, opts ...func(*edge.Config)) (*testServer, string) {
 	t.Helper()
-	root := t.TempDir()
 	recs := make([]nodetest.Record, 20000)
 	for i := range recs {
 		recs[i] = nodetest.Record{Key: fmt.Appendf(nil, "k%06d", i), Value: fmt.Appendf(nil, "%x", i*7919*7919*7919)}
 	}
+	n, dir := partFileNode(t, recs)
+	ts := startServer(t, n, append([]func(*edge.Config){func(c *edge.Config) {
+		c.PeerToken, c.PartFiles = "secret", n
+	}}, opts...)...)
+	return ts, dir
+}
+
+// partFileNode starts a node holding recs as version 1 of db d (4
+// partitions), stored uncompressed (files as large as the records: a
+// copy lasts); it returns the node and the version's directory.
+func partFileNode(t testing.TB, recs []nodetest.Record) (*node.Node, string) {
+	t.Helper()
+	root := t.TempDir()
 	nodetest.WriteVersion(t, root, "d", "1", 4, recs)
 	cfg := node.DefaultConfig()
 	cfg.Source, cfg.DataDir = root, t.TempDir()
 	cfg.RequireSuccessFile = true
-	cfg.Compression = "none" // files as large as the records: a copy lasts
+	cfg.Compression = "none"
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodetest.Start(t, n)
-	ts := startServer(t, n, append([]func(*edge.Config){func(c *edge.Config) {
-		c.PeerToken, c.PartFiles = "secret", n
-	}}, opts...)...)
-	return ts, filepath.Join(cfg.DataDir, "dbs", "d", "1")
+	return n, filepath.Join(cfg.DataDir, "dbs", "d", "1")
 }
 
 // TestPartFile: a peer with the token gets a held partition's file,
