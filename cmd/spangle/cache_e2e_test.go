@@ -79,39 +79,29 @@ cache_control = "public, max-age=300"
 negative_cache_control = "public, max-age=300"
 [dbs.c.purge]
 command = ["find", %q, "-type", "f", "-delete"]
-[dbs.k]
+`, varnishPort, nginxCache)
+	// k, r and m: purged by path (a Varnish BAN of a paths regex; none,
+	// a short max-age; nginx's cache files removed); kd, rd and md the
+	// same, their versions published as deltas.
+	for _, suffix := range []string{"", "d"} {
+		cfg += fmt.Sprintf(`[dbs.k%[1]s]
 cache_control = "public, max-age=300"
 negative_cache_control = "public, max-age=300"
-[dbs.k.purge]
-url = "http://127.0.0.1:%d/"
+[dbs.k%[1]s.purge]
+url = "http://127.0.0.1:%[2]d/"
 method = "BAN"
 max_keys = 10
 headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}", X-Spangle-Paths = "{paths_regex}" }
-[dbs.r]
+[dbs.r%[1]s]
 cache_control = "public, max-age=1"
-[dbs.m]
+[dbs.m%[1]s]
 cache_control = "public, max-age=300"
 negative_cache_control = "public, max-age=300"
-[dbs.m.purge]
+[dbs.m%[1]s.purge]
 max_keys = 10
-command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1-32); rm -f \"$0/$(echo $h | cut -c32)/$(echo $h | cut -c30-31)/$h\"; done", %q, "{paths}"]
-[dbs.kd]
-cache_control = "public, max-age=300"
-negative_cache_control = "public, max-age=300"
-[dbs.kd.purge]
-url = "http://127.0.0.1:%d/"
-method = "BAN"
-max_keys = 10
-headers = { X-Spangle-DB = "{db}", X-Spangle-Version = "{version}", X-Spangle-Paths = "{paths_regex}" }
-[dbs.rd]
-cache_control = "public, max-age=1"
-[dbs.md]
-cache_control = "public, max-age=300"
-negative_cache_control = "public, max-age=300"
-[dbs.md.purge]
-max_keys = 10
-command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1-32); rm -f \"$0/$(echo $h | cut -c32)/$(echo $h | cut -c30-31)/$h\"; done", %q, "{paths}"]
-`, varnishPort, nginxCache, varnishPort, nginxCache, varnishPort, nginxCache)
+command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1-32); rm -f \"$0/$(echo $h | cut -c32)/$(echo $h | cut -c30-31)/$h\"; done", %[3]q, "{paths}"]
+`, suffix, varnishPort, nginxCache)
+	}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
