@@ -38,7 +38,7 @@ func TestClusterDeltaOverRetained(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	writeDelta(t, root, "d", "v3", "v1", []edgetest.Record{{Key: []byte("key-1"), Value: []byte("v3:1")}}, "key-2")
+	edgetest.WriteDelta(t, root, "d", "v3", "v1", []edgetest.Record{{Key: []byte("key-1"), Value: []byte("v3:1")}}, "key-2")
 	n.Refresh()
 	waitActive(t, nodes, "d", "v3")
 	for key, want := range map[string]string{"key-1": "v3:1", "key-2": "", "key-3": "v1:3", "key-39": "v1:39"} {
@@ -96,7 +96,7 @@ func TestClusterDeltaBaseLacksPartitions(t *testing.T) {
 		}
 		return nil
 	})
-	writeDelta(t, root, "d", "v2", "v1", []edgetest.Record{{Key: []byte("key-1"), Value: []byte("v2:1")}}, "key-2")
+	edgetest.WriteDelta(t, root, "d", "v2", "v1", []edgetest.Record{{Key: []byte("key-1"), Value: []byte("v2:1")}}, "key-2")
 	a.Refresh()
 	var failed string
 	edgetest.WaitFor(t, "v2 active on node 1", func() error {

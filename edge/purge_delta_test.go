@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,44 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spangledb/spangle/blocks"
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
 	"github.com/spangledb/spangle/node/nodetest"
 )
-
-// writeDelta writes version of db under root as a delta over base: the
-// upserts in one SequenceFile, the deleted keys in _DELETES, complete
-// at once (renamed into place).
-func writeDelta(t *testing.T, root, db, version, base string, upserts []edgetest.Record, deletes ...string) {
-	t.Helper()
-	tmp := t.TempDir()
-	edgetest.WriteVersion(t, tmp, db, version, 1, upserts)
-	dir := filepath.Join(tmp, db, version)
-	if err := os.WriteFile(filepath.Join(dir, blocks.BaseFileName), []byte(base+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(dir, blocks.DeletesFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := blocks.NewDeletesWriter(f)
-	for _, k := range deletes {
-		if err := w.Add([]byte(k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(dir, filepath.Join(root, db, version)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestPurgeDeltaKeys: a switch to a delta version purges exactly the
 // keys the delta changed (those its build noted: added, given another
@@ -103,7 +69,7 @@ func TestPurgeDeltaKeys(t *testing.T) {
 		return nil
 	})
 
-	writeDelta(t, root, "d", "v2", "v1", []edgetest.Record{
+	edgetest.WriteDelta(t, root, "d", "v2", "v1", []edgetest.Record{
 		{Key: []byte("key-1"), Value: []byte("v2")},   // changed
 		{Key: []byte("key-2"), Value: []byte("v1:2")}, // upserted unchanged
 		{Key: []byte("new-1"), Value: []byte("v2")},   // added

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spangledb/spangle/blocks"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -274,7 +272,7 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 		nodetest.WriteVersion(t, root, db, "v2", 2, recs)
 	}
 	for _, db := range []string{"kd", "md", "rd"} {
-		writeDeltaVersion(t, root, db, "v2", "v1", []nodetest.Record{{Key: []byte("key-1"), Value: []byte("v2:1")}, newKey}, "key-3")
+		nodetest.WriteDelta(t, root, db, "v2", "v1", []nodetest.Record{{Key: []byte("key-1"), Value: []byte("v2:1")}, newKey}, "key-3")
 	}
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -347,35 +345,6 @@ command = ["sh", "-c", "for p in $1; do h=$(printf %%s \"$p\" | md5sum | cut -c1
 		if got := metricValue(metrics, `spangle_delta_builds_total{db="`+db+`"}`); got != 1 {
 			t.Errorf("%s's v2 built as a delta %v times, want 1", db, got)
 		}
-	}
-}
-
-// writeDeltaVersion writes version of db under root as a batch job writes
-// a delta over base: the upserts in one SequenceFile, the deleted keys in
-// _DELETES, _BASE; complete at once (renamed into place).
-func writeDeltaVersion(t *testing.T, root, db, version, base string, upserts []nodetest.Record, deletes ...string) {
-	t.Helper()
-	tmp := t.TempDir()
-	nodetest.WriteVersion(t, tmp, db, version, 1, upserts)
-	dir := filepath.Join(tmp, db, version)
-	if err := os.WriteFile(filepath.Join(dir, blocks.BaseFileName), []byte(base+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	w := blocks.NewDeletesWriter(&b)
-	for _, k := range deletes {
-		if err := w.Add([]byte(k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, blocks.DeletesFileName), b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(dir, filepath.Join(root, db, version)); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -4,9 +4,9 @@
 // loopback. Everything shuts down at test cleanup, in the order spangle
 // serve uses. Timings are short and configurable; nothing sleeps to wait.
 //
-// The source is written by node/nodetest; Record, WriteVersion and
-// Numbered pass through to it, so that these tests import one helper
-// package.
+// The source is written by node/nodetest; Record, WriteVersion,
+// WriteDelta and Numbered pass through to it, so that these tests import
+// one helper package.
 package edgetest
 
 import (
@@ -51,6 +51,14 @@ type Record = nodetest.Record
 func WriteVersion(t testing.TB, root, db, version string, files int, records []Record) {
 	t.Helper()
 	nodetest.WriteVersion(t, root, db, version, files, records)
+}
+
+// WriteDelta writes version of db under root as a delta over base (the
+// upserts, the deletes in _DELETES, _BASE), complete at once:
+// node/nodetest.WriteDelta.
+func WriteDelta(t testing.TB, root, db, version, base string, upserts []Record, deletes ...string) {
+	t.Helper()
+	nodetest.WriteDelta(t, root, db, version, base, upserts, deletes...)
 }
 
 // Numbered returns n records key-<i> → <version>:<i>:

@@ -1,10 +1,10 @@
 package s3_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/spangledb/spangle/blocks"
+	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // TestNodeDelta: a delta version in S3 (_BASE, a data file of upserts,
@@ -18,16 +18,8 @@ func TestNodeDelta(t *testing.T) {
 	n := startNode(t, f.source(t, p), nil)
 	waitServing(t, n, "db", "v1", "v1", keys)
 
-	var dels bytes.Buffer
-	w := blocks.NewDeletesWriter(&dels)
-	if err := w.Add([]byte("key-2")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	f.put(t, p+"db/v2/part-00000", seqFile(t, [][2]string{{"key-1", "v2:1"}, {"new", "v2:new"}}))
-	f.put(t, p+"db/v2/"+blocks.DeletesFileName, dels.Bytes())
+	f.put(t, p+"db/v2/"+blocks.DeletesFileName, nodetest.Deletes(t, "key-2"))
 	f.put(t, p+"db/v2/"+blocks.BaseFileName, []byte("v1\n"))
 	f.put(t, p+"db/v2/_SUCCESS", nil)
 	waitFor(t, "v2", func() bool {
