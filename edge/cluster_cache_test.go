@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -65,16 +64,11 @@ func TestClusterCacheProxied(t *testing.T) {
 	}
 	get := func() (version, proxiedTo, body string) {
 		t.Helper()
-		resp, err := http.Get(a.HTTPURL + "/d/" + key)
-		if err != nil {
-			t.Fatal(err)
+		resp, data := httpGet(t, a.HTTPURL+"/d/"+key)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", key, resp.StatusCode)
 		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d, %v", key, resp.StatusCode, err)
-		}
-		return resp.Header.Get("X-Spangle-Version"), resp.Header.Get("X-Spangle-Proxied-To"), string(data)
+		return resp.Header.Get("X-Spangle-Version"), resp.Header.Get("X-Spangle-Proxied-To"), data
 	}
 	peer := strings.TrimPrefix(b.HTTPURL, "http://")
 	asked := func() float64 { return nodetest.Metric(t, reg, "spangle_proxy_requests_total", "outcome", "ok") }

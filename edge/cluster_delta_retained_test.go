@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,12 +41,7 @@ func TestClusterDeltaOverRetained(t *testing.T) {
 	n.Refresh()
 	waitActive(t, nodes, "d", "v3")
 	for key, want := range map[string]string{"key-1": "v3:1", "key-2": "", "key-3": "v1:3", "key-39": "v1:39"} {
-		resp, err := http.Get(n.HTTPURL + "/d/" + key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := httpGet(t, n.HTTPURL+"/d/"+key)
 		got := fmt.Sprintf("%d %s", resp.StatusCode, body)
 		if want == "" && resp.StatusCode != http.StatusNotFound || want != "" && got != "200 "+want {
 			t.Errorf("v3's %s: %s, want %q", key, got, want)
@@ -117,12 +111,7 @@ func TestClusterDeltaBaseLacksPartitions(t *testing.T) {
 	}
 	for i := range 60 {
 		key := fmt.Sprint("key-", i)
-		resp, err := http.Get(a.HTTPURL + "/d/" + key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := httpGet(t, a.HTTPURL+"/d/"+key)
 		want := fmt.Sprintf("200 v1:%d", i)
 		switch i {
 		case 1:

@@ -3,7 +3,6 @@ package edge_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -167,13 +166,8 @@ func checkAllKeys(t *testing.T, nodes []*clusterNode, version string, count int)
 		parts, _, _ := held(n, "d", version)
 		for i := range count {
 			key := fmt.Sprintf("key-%d", i)
-			resp, err := http.Get(n.HTTPURL + "/d/" + key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || string(body) != fmt.Sprintf("%s:%d", version, i) {
+			resp, body := httpGet(t, n.HTTPURL+"/d/"+key)
+			if resp.StatusCode != http.StatusOK || body != fmt.Sprintf("%s:%d", version, i) {
 				t.Fatalf("%s: GET %s: %d %q", n.ID(), key, resp.StatusCode, body)
 			}
 			if v := resp.Header.Get("X-Spangle-Version"); v != version {

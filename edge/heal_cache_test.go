@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 )
@@ -18,14 +17,9 @@ func TestClusterHealCacheProxied(t *testing.T) {
 	n := nodes[0]
 	get := func(i int) (proxiedTo string) {
 		t.Helper()
-		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK || string(body) != fmt.Sprintf("v1:%d", i) {
-			t.Fatalf("GET key-%d: %d %q, %v", i, resp.StatusCode, body, err)
+		resp, body := httpGet(t, fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
+		if resp.StatusCode != http.StatusOK || body != fmt.Sprintf("v1:%d", i) {
+			t.Fatalf("GET key-%d: %d %q", i, resp.StatusCode, body)
 		}
 		return resp.Header.Get("X-Spangle-Proxied-To")
 	}

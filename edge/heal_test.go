@@ -313,13 +313,8 @@ func TestClusterHeal(t *testing.T) {
 		t.Errorf("the restart built %v versions", b)
 	}
 	for i := range healKeys {
-		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || string(body) != fmt.Sprintf("v1:%d", i) || resp.Header.Get("X-Spangle-Proxied-To") != "" {
+		resp, body := httpGet(t, fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
+		if resp.StatusCode != http.StatusOK || body != fmt.Sprintf("v1:%d", i) || resp.Header.Get("X-Spangle-Proxied-To") != "" {
 			t.Fatalf("restarted node1: GET key-%d: %d %q via %q", i, resp.StatusCode, body, resp.Header.Get("X-Spangle-Proxied-To"))
 		}
 	}

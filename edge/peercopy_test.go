@@ -72,13 +72,8 @@ func damagePart(t *testing.T, hn *healNode, p int) {
 func checkCopyKeys(t *testing.T, n *healNode) {
 	t.Helper()
 	for i := 0; i < copyKeys; i += 7 {
-		resp, err := http.Get(fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || string(b) != copyValue(i) {
+		resp, b := httpGet(t, fmt.Sprintf("%s/d/key-%d", n.HTTPURL, i))
+		if resp.StatusCode != 200 || b != copyValue(i) {
 			t.Fatalf("%s key-%d: %d %q", n.ID(), i, resp.StatusCode, b)
 		}
 	}
