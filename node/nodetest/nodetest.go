@@ -1,13 +1,16 @@
 // Package nodetest runs a bare node.Node for a test: started, waited for
 // until it has loaded its first source listing, and shut down at test
 // cleanup. It also writes the source a node reads: versions of
-// SequenceFiles (WriteVersion, WriteFile, Numbered). It is for tests only.
+// SequenceFiles (WriteVersion, WriteFile, Numbered) and deltas over them
+// (WriteDelta, Deletes). It is for tests only.
 // (In-process clusters with the NATS and HTTP front doors are
 // edge/internal/edgetest, which writes sources with this package.)
 //
 // It does not import node, so that node's own in-package tests can use
 // it too: Start takes the few methods it needs of a *node.Node as the
-// interface Node. Of ours it imports only blocks/seqfile.
+// interface Node. Of ours it imports only blocks and blocks/seqfile (a
+// delta's _DELETES is blocks' format), so the in-package tests of blocks
+// and of what blocks imports cannot use it.
 //
 // # Caveats
 //
