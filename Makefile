@@ -55,6 +55,9 @@ deps-test: deps-cache deps-deploy deps-inputs
 	@command -v goaccess >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends goaccess) || \
 		echo "deps-test: goaccess could not be installed; TestAccessLogGoAccess will skip"
+	@command -v h2load >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-client) || \
+		echo "deps-test: h2load could not be installed; cmd/spangle-bench's TestH2load will skip"
 
 # nginx and Varnish for the end-to-end cache test (TestBehindCaches);
 # varnishd compiles its VCL with gcc.
