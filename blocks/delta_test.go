@@ -342,7 +342,7 @@ func TestDeltaCopiesBlockCRC(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := bytes.Index(file, stored)
-	if at < 0 || bytes.Index(file[at+1:], stored) >= 0 {
+	if at < 0 || bytes.Contains(file[at+1:], stored) {
 		t.Fatal("the block's bytes are not once in the file")
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)

@@ -24,7 +24,7 @@ type peerSlots struct {
 func (s *peerSlots) freeFirst(peers []string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	busy := func(p string) bool { c := s.slots[p]; return c != nil && len(c) > 0 }
+	busy := func(p string) bool { return len(s.slots[p]) > 0 }
 	out := slices.DeleteFunc(slices.Clone(peers), busy)
 	for _, p := range peers {
 		if busy(p) {
