@@ -313,7 +313,7 @@ func TestAuthRefusedThenAccepted(t *testing.T) {
 	}
 	pub, seed := nkeyUser()
 	otherPub, _ := nkeyUser()
-	port, storeDir := freePort(t), t.TempDir()
+	port, storeDir := natstest.FreePort(t), t.TempDir()
 	run := func(user string) *server.Server {
 		return natstest.RunServer(t, &server.Options{Port: port, StoreDir: storeDir, Nkeys: []*server.NkeyUser{{Nkey: user}}})
 	}

@@ -123,17 +123,6 @@ func hasNoKey(k *KV, b Bucket, key string) func() error {
 	}
 }
 
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // rawKV is a plain client's handle on bucket b of cluster "test", closed
 // at cleanup: it plays another writer, or inspects what is on the server.
 func rawKV(t testing.TB, url string, b Bucket) jetstream.KeyValue {
@@ -285,7 +274,7 @@ func clusterConfigs(t testing.TB, n int) []Config {
 	ports := make([]int, n)
 	routes := make([]string, n)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = natstest.FreePort(t)
 		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(ports[i])
 	}
 	cfgs := make([]Config, n)

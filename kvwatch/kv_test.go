@@ -445,7 +445,7 @@ func TestLifecycle(t *testing.T) {
 	})
 	t.Run("start times out, then shutdown", func(t *testing.T) {
 		// Nothing listens on this port: Start retries until its context ends.
-		k := newKV(t, testConfig(t, "nats://127.0.0.1:"+strconv.Itoa(freePort(t))))
+		k := newKV(t, testConfig(t, "nats://127.0.0.1:"+strconv.Itoa(natstest.FreePort(t))))
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		if err := k.Start(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -453,7 +453,7 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("shutdown cancels start", func(t *testing.T) {
-		k := newKV(t, testConfig(t, "nats://127.0.0.1:"+strconv.Itoa(freePort(t))))
+		k := newKV(t, testConfig(t, "nats://127.0.0.1:"+strconv.Itoa(natstest.FreePort(t))))
 		errc := make(chan error, 1)
 		go func() { errc <- k.Start(context.Background()) }()
 		waitFor(t, 3*time.Second, "Start under way", func() error {

@@ -40,7 +40,7 @@ func TestRegion(t *testing.T) {
 func testRegion(t *testing.T, users bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*mirrorWait)
 	defer cancel()
-	leaf := freePort(t)
+	leaf := natstest.FreePort(t)
 	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
 	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
 	hub := natstest.RunServer(t, o)
@@ -178,7 +178,7 @@ func TestRegionPermissions(t *testing.T) {
 	opsRA := scope
 	opsRA.Region = "ra"
 
-	leaf := freePort(t)
+	leaf := natstest.FreePort(t)
 	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
 	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
 	o.Users = []*server.User{

@@ -23,7 +23,7 @@ const resumeWithin = 3 * time.Second
 // entry is re-put at once, and the watchers see new writes without the
 // silence of a stale ordered consumer.
 func TestServerRestart(t *testing.T) {
-	o := &server.Options{Port: freePort(t), StoreDir: t.TempDir()}
+	o := &server.Options{Port: natstest.FreePort(t), StoreDir: t.TempDir()}
 	s1 := natstest.RunServer(t, o)
 	url := s1.ClientURL()
 	c := testConfig(t, url)

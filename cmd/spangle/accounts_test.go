@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // accountsConfig returns the accounts block spangle nats-permissions
@@ -66,7 +67,7 @@ func TestAccountsExternal(t *testing.T) {
 	const keys = 20
 	bin, natsBin := buildBinary(t), buildNATSServer(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	srv := &natsProc{name: "nats", url: fmt.Sprintf("nats://127.0.0.1:%d", port),
 		storeDir: filepath.Join(dir, "store"), logPath: filepath.Join(dir, "nats.log")}
 	accounts, lookupSeed := accountsConfig(t, bin)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -61,7 +62,7 @@ func TestBehindCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(nginxCache, 0o777) // nginx's workers may run as another user
-	varnishPort, nginxPort := freePort(t), freePort(t)
+	varnishPort, nginxPort := natstest.FreePort(t), natstest.FreePort(t)
 	cfgPath := filepath.Join(work, "spangle.toml")
 	cfg := fmt.Sprintf(`cache_control = "public, max-age=2"
 negative_cache_control = "public, max-age=1"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -37,17 +37,6 @@ func (p *clusterProc) log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.logs.String()
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // startClusterProc starts node id (shard id) of a cluster sharing the NATS
@@ -397,7 +386,7 @@ func TestEmbeddedNATSKilled(t *testing.T) {
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", files, keys)
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	// Replication 2 over two nodes: each holds everything.
 	n1 := startClusterProc(t, bin, root, 1, natsPort, 500*time.Millisecond, 10*time.Second, "")
 	n2 := startClusterProc(t, bin, root, 2, natsPort, 500*time.Millisecond, 10*time.Second, "")
@@ -510,8 +499,8 @@ func TestEmbeddedNATSCluster(t *testing.T) {
 	bin := buildBinary(t)
 	var clientPorts, routes []string
 	for range 3 {
-		clientPorts = append(clientPorts, fmt.Sprint(freePort(t)))
-		routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))))
+		clientPorts = append(clientPorts, fmt.Sprint(natstest.FreePort(t)))
+		routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))))
 	}
 	var nodes []*clusterProc
 	for i := range 3 {

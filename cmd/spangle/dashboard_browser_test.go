@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node"
 )
 
@@ -76,7 +77,7 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 	}
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
 		nats := fmt.Sprintf("listen = \"127.0.0.1:%d\"", natsPort)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -28,7 +29,7 @@ func TestClusterDelta(t *testing.T) {
 	recs := nodetest.Numbered("v1", keys)
 	nodetest.WriteVersion(t, root, "d", "v1", files, recs)
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
 		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, 500*time.Millisecond, 10*time.Second, ""))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // TestActivateForce drives a real node whose db has a guard
@@ -25,7 +27,7 @@ func TestActivateForce(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte("[dbs.g]\nmin_records = 15\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	s := startServe(t, bin, true, "--source", root, "--config", cfgPath, "--data-dir", filepath.Join(t.TempDir(), "data"), "--nats-listen", natsAddr)
 	s.logOnFailure(t)
 	serves := func(version string) func() error {

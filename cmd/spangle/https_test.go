@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/batchwire"
 	"github.com/spangledb/spangle/node/nodetest"
 )
@@ -47,7 +48,7 @@ func TestClusterHTTPS(t *testing.T) {
 	// The lines after [sharding]'s end the table and open [http].
 	sharding := fmt.Sprintf("peer_token = \"s3cret\"\nproxy_conns_per_peer = 1\n[http]\ntls_cert = %q\ntls_key = %q\ntls_peer_ca = %q\ntls_client_ca = %q\n",
 		filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.pem"))
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
 		n := startClusterProc(t, bin, root, id, natsPort, 2*time.Second, 30*time.Second, sharding)

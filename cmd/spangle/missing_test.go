@@ -109,7 +109,7 @@ func TestSourceEmptiedProcess(t *testing.T) {
 	bin := buildBinary(t)
 	root, aside, data := t.TempDir(), t.TempDir(), t.TempDir()
 	writeVersion(t, root, "d", "v1", 3, keys)
-	debug := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	debug := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	s := startServe(t, bin, false, "--source", root, "--data-dir", data, "--debug-bind", debug)
 	s.logOnFailure(t)
 	waitFor(t, "v1 served", func() error { return readAll(s.http, "v1", keys) })
@@ -192,7 +192,7 @@ func TestSourceEmptiedCluster(t *testing.T) {
 	bin := buildBinary(t)
 	root, aside := t.TempDir(), t.TempDir()
 	writeVersion(t, root, "d", "v1", 4, keys)
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	n1 := startClusterProc(t, bin, root, 1, natsPort, testTimeout/4, testTimeout, "")
 	n2 := startClusterProc(t, bin, root, 2, natsPort, testTimeout/4, testTimeout, "")
 	nodes := []*clusterProc{n1, n2}
@@ -241,7 +241,7 @@ func TestObjectSourceEmptiedCluster(t *testing.T) {
 	}
 	const keys, bucket = 30, "emptied"
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	n1 := startClusterProc(t, bin, "nats-object://"+bucket, 1, natsPort, testTimeout/4, testTimeout, "")
 	n2 := startClusterProc(t, bin, "nats-object://"+bucket, 2, natsPort, testTimeout/4, testTimeout, "")
@@ -307,7 +307,7 @@ func TestRegionMirrorEmptied(t *testing.T) {
 	writeVersion(t, src, "d", "v1", 3, keys)
 	publish := publisher(t, bin, src, "nats-object://"+bucket, hub.url)
 	waitFor(t, "publish v1 at the hub", func() error { return publish("v1") })
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	a := startRegionNode(t, bin, 1, bucket, fmt.Sprintf(`require_success_file = true
 refresh_period = "1s"
 [nats]

@@ -18,7 +18,7 @@ import (
 func startNATSServer(t *testing.T, bin string) *natsProc {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	p := &natsProc{
 		name:     "single",
 		url:      fmt.Sprintf("nats://127.0.0.1:%d", port),

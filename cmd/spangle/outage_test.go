@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 var (
@@ -58,8 +60,8 @@ func startNATSCluster(t *testing.T, bin string) []*natsProc {
 	var clientPorts, routePorts []int
 	var routes []string
 	for range 3 {
-		clientPorts = append(clientPorts, freePort(t))
-		routePorts = append(routePorts, freePort(t))
+		clientPorts = append(clientPorts, natstest.FreePort(t))
+		routePorts = append(routePorts, natstest.FreePort(t))
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[len(routePorts)-1]))
 	}
 	var procs []*natsProc

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -125,7 +126,7 @@ func wipeRestart(t *testing.T, n *clusterProc) {
 func startPlainNATS(t *testing.T, bin string) *natsProc {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	conf := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "store"))
 	p := &natsProc{name: "nats", url: fmt.Sprintf("nats://127.0.0.1:%d", port),
 		storeDir: filepath.Join(dir, "store"), logPath: filepath.Join(dir, "nats.log")}
@@ -410,7 +411,7 @@ func TestPeerCopyTLSProcesses(t *testing.T) {
 	client := &http.Client{Transport: tr, Timeout: testTimeout}
 	https := func(n *clusterProc) { n.base = strings.Replace(n.base, "http://", "https://", 1) }
 
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
 		n := startClusterProc(t, bin, root, id, natsPort, 2*time.Second, 3*time.Second, sharding)

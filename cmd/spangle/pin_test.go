@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/advert"
 )
 
@@ -40,7 +41,7 @@ func TestRollbackAndActivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	start := func() *served {
 		s := startServe(t, bin, true, "--source", root, "--config", cfgPath, "--data-dir", dataDir, "--nats-listen", natsAddr)
 		s.logOnFailure(t)

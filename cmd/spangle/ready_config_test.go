@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -63,7 +64,7 @@ func TestReadyFollowsConfig(t *testing.T) {
 		}
 	}
 	cfgPath, data := serve(fmt.Sprintf("bind = \"127.0.0.1:%d\"\n[http]\ntls_cert = %q\ntls_key = %q\ntls_client_ca = %q\n",
-		freePort(t), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")))
+		natstest.FreePort(t), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")))
 	waitReady("HTTPS from the recorded URL", "--config", cfgPath)
 	b, err := os.ReadFile(filepath.Join(data, probeFile))
 	if err != nil || !strings.HasPrefix(string(b), "https://127.0.0.1:") {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
@@ -93,7 +94,7 @@ func hubConfig(t *testing.T, bin string, legacy bool) string {
 // attacks are made with the regions' logins at the hub).
 func startHubAndRegions(t *testing.T, bin, natsBin string, legacy bool) *hubAttackSetup {
 	dir := t.TempDir()
-	hubPort, leafPort := freePort(t), freePort(t)
+	hubPort, leafPort := natstest.FreePort(t), natstest.FreePort(t)
 	s := &hubAttackSetup{leafPort: leafPort}
 	s.hub = &natsProc{name: "hub", url: fmt.Sprintf("nats://127.0.0.1:%d", hubPort),
 		storeDir: filepath.Join(dir, "hub"), logPath: filepath.Join(dir, "hub.log")}
@@ -105,7 +106,7 @@ leafnodes { listen: "127.0.0.1:%d", no_advertise: true }
 	s.hub.start(t, natsBin)
 	s.hub.cleanup(t)
 	for _, r := range []string{"ra", "rb"} {
-		port := freePort(t)
+		port := natstest.FreePort(t)
 		p := &natsProc{name: r, url: fmt.Sprintf("nats://127.0.0.1:%d", port),
 			storeDir: filepath.Join(dir, r), logPath: filepath.Join(dir, r+".log")}
 		p.args = []string{"-c", writeFile(t, dir, r+".conf", fmt.Sprintf(`server_name: %s

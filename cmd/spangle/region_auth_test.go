@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/spangledb/spangle/kvwatch/names"
+	"github.com/spangledb/spangle/kvwatch/natstest"
 	"github.com/spangledb/spangle/kvwatch/region"
 )
 
@@ -83,7 +84,7 @@ func testRegionLeastPrivilege(t *testing.T, accounts bool) {
 	}
 
 	hubDir := t.TempDir()
-	hubPort, leafPort := freePort(t), freePort(t)
+	hubPort, leafPort := natstest.FreePort(t), natstest.FreePort(t)
 	hub := &natsProc{name: "hub", url: fmt.Sprintf("nats://127.0.0.1:%d", hubPort),
 		storeDir: filepath.Join(hubDir, "store"), logPath: filepath.Join(hubDir, "nats.log")}
 	users := fmt.Sprintf(`authorization {
@@ -114,7 +115,7 @@ leafnodes { listen: "127.0.0.1:%d", no_advertise: true }
 	hub.cleanup(t)
 
 	rbDir := t.TempDir()
-	rbPort := freePort(t)
+	rbPort := natstest.FreePort(t)
 	rb := &natsProc{name: "rb", url: fmt.Sprintf("nats://127.0.0.1:%d", rbPort),
 		storeDir: filepath.Join(rbDir, "store"), logPath: filepath.Join(rbDir, "nats.log")}
 	rb.args = []string{"-c", writeFile(t, rbDir, "rb.conf", fmt.Sprintf(`server_name: rb

@@ -36,7 +36,7 @@ type hubProc struct {
 func startHub(t *testing.T, bin string) *hubProc {
 	t.Helper()
 	dir := t.TempDir()
-	port, leaf, mon := freePort(t), freePort(t), freePort(t)
+	port, leaf, mon := natstest.FreePort(t), natstest.FreePort(t), natstest.FreePort(t)
 	conf := fmt.Sprintf(`server_name: hub
 listen: "127.0.0.1:%d"
 http: "127.0.0.1:%d"
@@ -61,7 +61,7 @@ leafnodes { listen: "127.0.0.1:%d", no_advertise: true, compression: off }
 func startRegionServer(t *testing.T, bin, name, leafURL string) *natsProc {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	conf := fmt.Sprintf(`server_name: %s
 listen: "127.0.0.1:%d"
 jetstream { domain: %s, store_dir: %q }

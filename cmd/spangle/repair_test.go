@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // TestClusterBucketRepair runs three spangle serve processes (replication
@@ -29,7 +31,7 @@ func TestClusterBucketRepair(t *testing.T) {
 	root := t.TempDir()
 	writeVersion(t, root, "d", "v1", files, keys)
 	bin := buildBinary(t)
-	natsPort := freePort(t)
+	natsPort := natstest.FreePort(t)
 	var nodes []*clusterProc
 	for id := 1; id <= 3; id++ {
 		nodes = append(nodes, startClusterProc(t, bin, root, id, natsPort, 500*time.Millisecond, entryTTL, ""))

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // TestStartupErrors runs serve as a new operator's mistakes would (issue
@@ -23,7 +25,7 @@ func TestStartupErrors(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	first := startServe(t, bin, true, "--data-dir", dataDir, "--nats-listen", natsAddr)
 	first.logOnFailure(t)
 	bind := strings.TrimPrefix(first.http, "http://")

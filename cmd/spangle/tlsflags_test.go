@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spangledb/spangle/kvwatch/natstest"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 (its own CA,
@@ -70,7 +72,7 @@ func TestCLIHTTPS(t *testing.T) {
 	if err := os.WriteFile(config, fmt.Appendf(nil, "source = %q\n[http]\ntls_cert = %q\ntls_key = %q\n", root, cert, key), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	srv := exec.Command(bin, "serve", "--config", config, "--data-dir", filepath.Join(dir, "data"), "--bind", addr, "--nats-listen", "127.0.0.1:0")
 	logFile := filepath.Join(dir, "serve.log")
 	logs, err := os.Create(logFile)

@@ -25,7 +25,7 @@ import (
 func TestLeafPermissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*natstest.MirrorWait)
 	defer cancel()
-	leaf := freePort(t)
+	leaf := natstest.FreePort(t)
 	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
 	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
 	// The hub's users (nats-server's authorization { users }), which its

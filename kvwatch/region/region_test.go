@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +104,7 @@ func TestRemote(t *testing.T) {
 // connection to each.
 func hubAndRegion(t *testing.T) (hubSrv *server.Server, hub, region *nats.Conn, regionSrv *server.Server) {
 	t.Helper()
-	leaf := freePort(t)
+	leaf := natstest.FreePort(t)
 	o := &server.Options{ServerName: "hub", JetStreamDomain: "hub"}
 	o.LeafNode.Host, o.LeafNode.Port, o.LeafNode.NoAdvertise = "127.0.0.1", leaf, true
 	h := natstest.RunServer(t, o)
@@ -130,16 +129,6 @@ func connect(t *testing.T, url string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestMirrors creates both mirrors in a region, twice (idempotent), and
