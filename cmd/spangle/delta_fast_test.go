@@ -292,6 +292,23 @@ func TestIndexKeysOf(t *testing.T) {
 	if !ok {
 		t.Fatal("finishAll")
 	}
+	y, _ := writeAndLoad(t, x)
+	got := y.keysOf([]uint32{2, 0, 1, 2})
+	if want := []string{"ccc", "a", "bb", "ccc"}; fmt.Sprintf("%s", got) != fmt.Sprintf("%s", want) {
+		t.Errorf("keysOf: %s, want %s", got, want)
+	}
+	for j, e := range x.ents {
+		if y.khAt(j) != e.kh || y.rhAt(j) != e.rh || y.ordAt(j) != e.ord {
+			t.Errorf("entry %d: read %x %x %d, written %+v", j, y.khAt(j), y.rhAt(j), y.ordAt(j), e)
+		}
+	}
+}
+
+// writeAndLoad writes x (of db "d", version "v", partitioner "p") to a
+// file of the test's and loads it back, closed at cleanup; it returns
+// the loaded index and the file's path.
+func writeAndLoad(t *testing.T, x *deltaIndex) (*baseIndex, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "d.idx")
 	if err := x.write(path); err != nil {
 		t.Fatal(err)
@@ -304,16 +321,8 @@ func TestIndexKeysOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer y.close()
-	got := y.keysOf([]uint32{2, 0, 1, 2})
-	if want := []string{"ccc", "a", "bb", "ccc"}; fmt.Sprintf("%s", got) != fmt.Sprintf("%s", want) {
-		t.Errorf("keysOf: %s, want %s", got, want)
-	}
-	for j, e := range x.ents {
-		if y.khAt(j) != e.kh || y.rhAt(j) != e.rh || y.ordAt(j) != e.ord {
-			t.Errorf("entry %d: read %x %x %d, written %+v", j, y.khAt(j), y.rhAt(j), y.ordAt(j), e)
-		}
-	}
+	t.Cleanup(func() { y.close() })
+	return y, path
 }
 
 // TestIndexDuplicateHash: two entries of one key hash are found
@@ -353,23 +362,11 @@ func TestIndexCutShort(t *testing.T) {
 	if !ok {
 		t.Fatal("finish")
 	}
-	path := filepath.Join(t.TempDir(), "d.idx")
-	if err := x.write(path); err != nil {
-		t.Fatal(err)
-	}
-	load, err := openDeltaIndex(path, "d", "v", "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.close()
+	y, path := writeAndLoad(t, x)
 	if err := os.Truncate(path, 100); err != nil {
 		t.Fatal(err)
 	}
-	err = readMapped(func() error {
+	err := readMapped(func() error {
 		var sum uint64
 		for j := range y.Entries {
 			sum += y.rhAt(j)
