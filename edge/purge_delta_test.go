@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/spangledb/spangle/edge"
 	"github.com/spangledb/spangle/edge/internal/edgetest"
 	"github.com/spangledb/spangle/node"
-	"github.com/spangledb/spangle/node/nodetest"
 )
 
 // TestPurgeDeltaKeys: a switch to a delta version purges exactly the
@@ -25,16 +23,7 @@ import (
 func TestPurgeDeltaKeys(t *testing.T) {
 	root := t.TempDir()
 	edgetest.WriteVersion(t, root, "d", "v1", 2, edgetest.Numbered("v1", 10))
-	cfg := node.DefaultConfig()
-	cfg.Source = root
-	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Logger = edgetest.Logger()
-	cfg.ChangedKeys = 10
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodetest.Start(t, n)
+	n := startPlainNode(t, root, func(c *node.Config) { c.ChangedKeys = 10 })
 
 	var mu sync.Mutex
 	var paths []string

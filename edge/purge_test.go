@@ -20,13 +20,17 @@ import (
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
-// startPlainNode starts a stand-alone node serving root.
-func startPlainNode(t *testing.T, root string) *node.Node {
+// startPlainNode starts a stand-alone node serving root, its config
+// changed by change.
+func startPlainNode(t *testing.T, root string, change ...func(*node.Config)) *node.Node {
 	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.Source = root
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.Logger = edgetest.Logger()
+	for _, c := range change {
+		c(&cfg)
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -170,16 +174,7 @@ func TestPurgeChangedKeys(t *testing.T) {
 		return rs
 	}
 	edgetest.WriteVersion(t, root, "d", "v1", 2, recs("v1"))
-	cfg := node.DefaultConfig()
-	cfg.Source = root
-	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Logger = edgetest.Logger()
-	cfg.ChangedKeys = 3
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodetest.Start(t, n)
+	n := startPlainNode(t, root, func(c *node.Config) { c.ChangedKeys = 3 })
 
 	var mu sync.Mutex
 	var got []string
