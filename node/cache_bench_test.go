@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -32,12 +31,7 @@ func BenchmarkCache(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%d", i)
 	}
-	cdf := make([]float64, records)
-	sum := 0.0
-	for i := range cdf {
-		sum += 1 / math.Pow(float64(i+1), 0.99)
-		cdf[i] = sum
-	}
+	cdf, sum := zipfCDF(records)
 	r := rand.New(rand.NewPCG(1, 2))
 	pick := map[string]func() []byte{
 		"uniform": func() []byte { return keys[r.IntN(records)] },

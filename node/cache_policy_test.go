@@ -17,18 +17,25 @@ type policyRun struct {
 	took                             time.Duration
 }
 
+// zipfCDF returns the cumulative weights of records keys under Zipf
+// (0.99), unnormalised, and their total: a key is picked by searching
+// for a uniform draw times sum.
+func zipfCDF(records int) (cdf []float64, sum float64) {
+	cdf = make([]float64, records)
+	for i := range cdf {
+		sum += 1 / math.Pow(float64(i+1), 0.99)
+		cdf[i] = sum
+	}
+	return cdf, sum
+}
+
 // policyStream returns n lookups of records keys, uniform or Zipf (0.99).
 func policyStream(records, n int, zipf bool) [][]byte {
 	keys := make([][]byte, records)
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%012d", i)
 	}
-	cdf := make([]float64, records)
-	sum := 0.0
-	for i := range cdf {
-		sum += 1 / math.Pow(float64(i+1), 0.99)
-		cdf[i] = sum
-	}
+	cdf, sum := zipfCDF(records)
 	r := rand.New(rand.NewPCG(1, 2))
 	stream := make([][]byte, n)
 	for i := range stream {
