@@ -101,6 +101,9 @@ type BuildProgress struct {
 	// size is unknown.
 	BytesRead, BytesTotal int64
 	Records               int64 // records read
+	// StreamedPartitions counts the partitions written straight from
+	// their Sparkey logs, in the logs' key order (no load, no sort).
+	StreamedPartitions int
 }
 
 // Limits on records, as bbolt enforces them.
@@ -448,11 +451,12 @@ func (b *builder) reportProgress() (stop func()) {
 
 func (b *builder) progress() BuildProgress {
 	return BuildProgress{
-		FilesDone:  int(b.filesDone.Load()),
-		FilesTotal: int(b.filesTotal.Load()),
-		BytesRead:  b.bytesRead.Load(),
-		BytesTotal: b.bytesTotal.Load(),
-		Records:    b.records.Load(),
+		FilesDone:          int(b.filesDone.Load()),
+		FilesTotal:         int(b.filesTotal.Load()),
+		BytesRead:          b.bytesRead.Load(),
+		BytesTotal:         b.bytesTotal.Load(),
+		Records:            b.records.Load(),
+		StreamedPartitions: int(b.streamed.Load()),
 	}
 }
 

@@ -53,7 +53,7 @@ func builtStreamed(t *testing.T, log *syncBuffer, db string) int {
 // are the same, with every compression (s2 and zstd sample the logs for
 // their dictionaries first) and with some partitions held.
 // The streamed partitions are counted in the build's log line (0 before
-// the stream was built).
+// the stream was built) and in its last progress.
 func TestSparkeyStreamed(t *testing.T) {
 	const n = 4
 	dir := t.TempDir()
@@ -167,6 +167,9 @@ func TestSparkeyStreamed(t *testing.T) {
 				}
 				if got := builtStreamed(t, log, "spk"); got != streamed {
 					t.Errorf("%d partitions streamed, want %d", got, streamed)
+				}
+				if last.StreamedPartitions != streamed {
+					t.Errorf("progress at the end counts %d partitions streamed, want %d", last.StreamedPartitions, streamed)
 				}
 			})
 		}

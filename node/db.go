@@ -529,7 +529,9 @@ func (d *db) build(name string) error {
 	log.Info("building version", "files", len(files), "bytes", total, "partitions", len(all))
 
 	lastLog := started
+	var streamed atomic.Int64 // of the last build's last progress
 	spec.Progress = func(p blocks.BuildProgress) {
+		streamed.Store(int64(p.StreamedPartitions))
 		bp := progressOf(p, started, &retries)
 		d.mu.Lock()
 		state.progress = &bp
@@ -578,6 +580,7 @@ func (d *db) build(name string) error {
 	}
 	d.mu.Unlock()
 	n.metrics.builds.WithLabelValues(d.name, "ok").Inc()
+	n.metrics.streamed.WithLabelValues(d.name).Add(float64(streamed.Load()))
 	n.metrics.buildDuration.WithLabelValues(d.name).Set(elapsed.Seconds())
 	n.metrics.buildProgress.WithLabelValues(d.name).Set(1)
 	log.Info("version built", "records", m.Records, "bytes", m.Bytes, "seconds", elapsed.Seconds(),

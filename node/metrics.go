@@ -12,6 +12,7 @@ type metrics struct {
 	buildProgress *prometheus.GaugeVec   // db
 	buildRecords  *prometheus.GaugeVec   // db
 	buildDuration *prometheus.GaugeVec   // db
+	streamed      *prometheus.CounterVec // db
 	records       *prometheus.GaugeVec   // db
 	bytes         *prometheus.GaugeVec   // db
 	active        *prometheus.GaugeVec   // db, version
@@ -64,6 +65,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"db"}),
 		buildDuration: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_build_duration_seconds", Help: "Duration of the db's last successful build.",
+		}, []string{"db"}),
+		streamed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spangle_build_streamed_partitions_total",
+			Help: "Partitions of successful builds written straight from their Sparkey logs, in the logs' key order (not loaded and sorted), by db.",
 		}, []string{"db"}),
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_version_records", Help: "Records held locally in the db's active version.",
@@ -148,7 +153,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
+		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.streamed, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
 			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.peerCopyRest, m.refusals, m.deltaBuilds, m.digestChecks)
 	}
