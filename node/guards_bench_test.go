@@ -132,16 +132,7 @@ func readAll(v *blocks.Version) error {
 	m := v.Manifest()
 	return v.View(func(r *blocks.Reader) error {
 		for _, p := range m.Partitions {
-			it, err := r.Iter(p, blocks.Range{})
-			if err != nil {
-				return err
-			}
-			for it.Next() {
-				if _, err := it.Value(); err != nil {
-					return err
-				}
-			}
-			if err := it.Err(); err != nil {
+			if err := r.Each(p, blocks.Range{}, func([]byte, []byte) error { return nil }); err != nil {
 				return err
 			}
 		}

@@ -52,18 +52,10 @@ func dump(t *testing.T, v *blocks.Version) []string {
 	var out []string
 	err := v.View(func(r *blocks.Reader) error {
 		for p := range v.Manifest().NumPartitions {
-			it, err := r.Iter(p, blocks.Range{})
-			if err != nil {
-				return err
-			}
-			for it.Next() {
-				val, err := it.Value()
-				if err != nil {
-					return err
-				}
-				out = append(out, fmt.Sprintf("%d %s=%s", p, it.Key(), val))
-			}
-			if err := it.Err(); err != nil {
+			if err := r.Each(p, blocks.Range{}, func(k, val []byte) error {
+				out = append(out, fmt.Sprintf("%d %s=%s", p, k, val))
+				return nil
+			}); err != nil {
 				return err
 			}
 		}

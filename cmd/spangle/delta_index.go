@@ -401,18 +401,10 @@ func indexOf(v *blocks.Version) (*deltaIndex, bool, error) {
 	)
 	for p := range m.NumPartitions {
 		err := v.View(func(r *blocks.Reader) error {
-			it, err := r.Iter(p, blocks.Range{})
-			if err != nil {
-				return err
-			}
-			for it.Next() {
-				val, err := it.Value()
-				if err != nil {
-					return err
-				}
-				ib.add(it.Key(), dg.AddHash(it.Key(), val))
-			}
-			return it.Err()
+			return r.Each(p, blocks.Range{}, func(k, val []byte) error {
+				ib.add(k, dg.AddHash(k, val))
+				return nil
+			})
 		})
 		if err != nil {
 			return nil, false, err
