@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -106,6 +107,22 @@ func TestForgedClusterEntries(t *testing.T) {
 		t.Fatalf("lookup: %q %v", res.Value, err)
 	}
 
+	c := startClient(t, nc)
+	r, err := c.Get(ctx, "d", []byte("key-7"))
+	if err != nil || string(r.Value) != "v1:7" {
+		t.Fatalf("client lookup: %q %v", r.Value, err)
+	}
+	for _, p := range c.Map().Partitions {
+		if p.NodeID == "ghost" || p.NumPartitions > 65536 {
+			t.Errorf("client map holds a forged entry: %s %s %d", p.NodeID, p.Version, p.NumPartitions)
+		}
+	}
+}
+
+// startClient starts a client of the test cluster on nc, closed at
+// cleanup.
+func startClient(t *testing.T, nc *nats.Conn) *client.Client {
+	t.Helper()
 	cfg := client.DefaultConfig()
 	cfg.Conn = nc
 	cfg.ClusterName = edgetest.Cluster
@@ -116,14 +133,10 @@ func TestForgedClusterEntries(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(ctx)
-	r, err := c.Get(ctx, "d", []byte("key-7"))
-	if err != nil || string(r.Value) != "v1:7" {
-		t.Fatalf("client lookup: %q %v", r.Value, err)
-	}
-	for _, p := range c.Map().Partitions {
-		if p.NodeID == "ghost" || p.NumPartitions > 65536 {
-			t.Errorf("client map holds a forged entry: %s %s %d", p.NodeID, p.Version, p.NumPartitions)
-		}
-	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), edgetest.Timeout)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
 }

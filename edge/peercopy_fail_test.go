@@ -23,25 +23,10 @@ import (
 // once and serve every key. It fails without the builder's failure in
 // its node entry (they would wait the 10 minutes).
 func TestBuildOnceBuilderFails(t *testing.T) {
-	shards := []string{"1", "2", "3"}
-	b := 0
-	for i, sh := range shards {
-		if cluster.Builder([]string{"node1", "node2", "node3"}, "d", "v1") == "node"+sh {
-			b = i
-		}
-	}
-	root, bad := t.TempDir(), t.TempDir() // bad: the builder's source
-	nodes := startNodesOn(t, func(i int) string {
-		if i == b {
-			return bad
-		}
-		return root
-	}, shards, func(int) healOpts {
-		return healOpts{replication: 2, disable: true, cluster: func(c *cluster.Config) { c.BuildOnceWait = 10 * time.Minute }}
-	})
-	writeOnceVersion(t, root)
-	writeOnceVersion(t, bad)
-	cut := filepath.Join(bad, "d", "v1", "part-00001")
+	c := startBuilderApart(t)
+	writeOnceVersion(t, c.root)
+	writeOnceVersion(t, c.broot)
+	cut := filepath.Join(c.broot, "d", "v1", "part-00001")
 	st, err := os.Stat(cut)
 	if err != nil {
 		t.Fatal(err)
@@ -49,22 +34,16 @@ func TestBuildOnceBuilderFails(t *testing.T) {
 	if err := os.Truncate(cut, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	var peers []*healNode
-	var cns []*clusterNode
-	for i, n := range nodes {
+	for _, n := range c.nodes {
 		n.Refresh()
-		if i != b {
-			peers = append(peers, n)
-			cns = append(cns, n.clusterNode)
-		}
 	}
 	start := time.Now()
-	waitActive(t, cns, "d", "v1")
+	waitActive(t, c.cns, "d", "v1")
 	t.Logf("the two peers serve d/v1 %v after it appeared (build_once_wait 10m)", time.Since(start).Round(time.Millisecond))
-	if got := outcomes(t, nodes); got["failed"] != 1 || got["fallback"] != 2 || got["copied"] != 0 {
+	if got := outcomes(t, c.nodes); got["failed"] != 1 || got["fallback"] != 2 || got["copied"] != 0 {
 		t.Errorf("build once outcomes %v: want 1 failed, 2 fallbacks", got)
 	}
-	for _, n := range peers {
+	for _, n := range c.peers {
 		checkCopyKeys(t, n)
 	}
 }
