@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/parquet-go/parquet-go"
 
@@ -243,6 +244,10 @@ func peakHeap() (stop func() uint64) {
 	return func() uint64 { close(done); wg.Wait(); return peak }
 }
 
+// fastEncoding makes BenchmarkBuildFormats build each format a second
+// time with S2's default encoding for the blocks instead of its better one.
+var fastEncoding = flag.Bool("fast-encoding", false, "BenchmarkBuildFormats: build each format with S2's default block encoding too")
+
 // BenchmarkBuildFormats builds the same 2M records (16-byte keys, 90 to
 // 110-byte random values) from SequenceFiles, snappy Parquet files and
 // sequins' Sparkey input (snappy logs of sorted keys, one per partition),
@@ -250,6 +255,9 @@ func peakHeap() (stop func() uint64) {
 // serving. Run the three in one invocation and compare their ns/op:
 //
 //	go test -run '^$' -bench BuildFormats -benchtime 3x -count 3 ./blocks/
+//
+// With -args -fast-encoding each is built with S2's default block
+// encoding too (…/fast-encoding), paired in the same run.
 func BenchmarkBuildFormats(b *testing.B) {
 	const records = 2_000_000
 	root := b.TempDir()
@@ -267,41 +275,63 @@ func BenchmarkBuildFormats(b *testing.B) {
 		}
 		names := bc.write(b, dir, records)
 		runtime.GC()
-		b.Run(bc.name, func(b *testing.B) {
-			files := sourceFiles(b, dir, names)
-			s, err := OpenStore(b.TempDir(), Options{Logger: benchLogger()})
-			if err != nil {
-				b.Fatal(err)
+		for _, fast := range []bool{false, true} {
+			if fast && !*fastEncoding {
+				continue
 			}
-			defer s.Close()
-			var cpu time.Duration
-			var peak uint64
-			i := 0
-			for b.Loop() {
-				i++
-				runtime.GC()
-				c0 := cpuTime()
-				stop := peakHeap()
-				v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: fmt.Sprint("v", i),
-					Files: files, Partitioner: sequinsPartitioner{}, Compression: CompressionS2Blocks})
-				peak = max(peak, stop())
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				cpu += cpuTime() - c0
-				if v.Manifest().Records != records {
-					b.Fatalf("%d records", v.Manifest().Records)
-				}
-				v.Close()
-				if err := s.Remove("db", fmt.Sprint("v", i)); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
+			name := bc.name
+			if fast {
+				name += "/fast-encoding"
 			}
-			b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
-			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
-		})
+			b.Run(name, func(b *testing.B) {
+				if fast {
+					blockEncode = s2.Encode
+					defer func() { blockEncode = s2.EncodeBetter }()
+				}
+				buildFormat(b, dir, names, records)
+			})
+		}
 	}
+}
+
+// buildFormat builds the files names of dir, records in all, as
+// BenchmarkBuildFormats says.
+func buildFormat(b *testing.B, dir string, names []string, records int64) {
+	files := sourceFiles(b, dir, names)
+	s, err := OpenStore(b.TempDir(), Options{Logger: benchLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var cpu time.Duration
+	var peak uint64
+	i := 0
+	for b.Loop() {
+		i++
+		runtime.GC()
+		c0 := cpuTime()
+		stop := peakHeap()
+		v, err := s.Build(context.Background(), BuildSpec{DB: "db", Version: fmt.Sprint("v", i),
+			Files: files, Partitioner: sequinsPartitioner{}, Compression: CompressionS2Blocks})
+		peak = max(peak, stop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cpu += cpuTime() - c0
+		if v.Manifest().Records != records {
+			b.Fatalf("%d records", v.Manifest().Records)
+		}
+		v.Close()
+		if err := s.Remove("db", fmt.Sprint("v", i)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	// CPU seconds per second of a build: how many cores it kept
+	// busy (the machine's load takes its share too).
+	b.ReportMetric(cpu.Seconds()/b.Elapsed().Seconds(), "cores")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/spangledb/spangle/blocks/seqfile"
 )
 
@@ -90,22 +92,31 @@ func BenchmarkBuild(b *testing.B) {
 		records int
 		comp    Compression
 		tx      bool
+		fast    bool // s2-blocks with S2's default encoding, not its better one
 	}{
-		{100_000, CompressionNone, false},
-		{100_000, CompressionNone, true},
-		{100_000, CompressionS2, false},
-		{100_000, CompressionZstd, false},
-		{1_000_000, CompressionNone, false},
-		{1_000_000, CompressionS2Blocks, false},
-		{1_000_000, CompressionS2, false},
-		{1_000_000, CompressionZstd, false},
-		{2_000_000, CompressionNone, false},
+		{100_000, CompressionNone, false, false},
+		{100_000, CompressionNone, true, false},
+		{100_000, CompressionS2, false, false},
+		{100_000, CompressionZstd, false, false},
+		{1_000_000, CompressionNone, false, false},
+		{1_000_000, CompressionS2Blocks, false, false},
+		{1_000_000, CompressionS2Blocks, false, true},
+		{1_000_000, CompressionS2, false, false},
+		{1_000_000, CompressionZstd, false, false},
+		{2_000_000, CompressionNone, false, false},
 	} {
 		name := fmt.Sprintf("records=%d/%s", bc.records, bc.comp)
 		if bc.tx {
 			name += "/tx"
 		}
+		if bc.fast {
+			name += "/fast-encoding"
+		}
 		b.Run(name, func(b *testing.B) {
+			if bc.fast {
+				blockEncode = s2.Encode
+				defer func() { blockEncode = s2.EncodeBetter }()
+			}
 			repetitive := bc.comp != CompressionNone
 			id := fmt.Sprintf("%d-%v", bc.records, repetitive)
 			dir := filepath.Join(root, id)
