@@ -5,32 +5,44 @@
 # files, with real hash indexes written by the Sparkey C library: each
 # server started on its own, one after another, ROUNDS times; a line
 # each: seconds from the process's start to the last key served (GET,
-# polled every 50 ms), its peak RSS and the load average.
+# polled every 50 ms), its peak RSS and the load average. For spangle,
+# where those seconds went, from its log: to the build's start (process,
+# config, source listing), the build (the "blocks: built" line's), the
+# checks and activation (built to "version active"), and active to the
+# key served (the poll's granularity); and each round's ratio of
+# SequenceFiles' time to Sparkey's.
 #
 #   cmd/spangle-bench/sparkey-serving.sh SPARKEY SEQUINS [ROUNDS]
 #
 # SPARKEY is a built spotify/sparkey source tree (see
 # blocks/sparkey/testdata/sparkey-c/gen.sh), SEQUINS a sequins binary
 # (cmd/spangle-bench/build-sequins.sh). Run from the repository's root.
+# SEQUINS "-" leaves sequins out; SPARKEY "-" too, and keeps the index
+# files the test writes (their header only: all spangle reads of them).
 set -eu
-sparkey=$(cd "$1" && pwd)
-sequins=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+sparkey=-
+sequins=-
+[ "$1" = - ] || sparkey=$(cd "$1" && pwd)
+[ "$2" = - ] || sequins=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+[ "$sparkey" != - ] || [ "$sequins" = - ] || { echo "sequins needs the indexes of the Sparkey C library: give SPARKEY"; exit 2; }
 rounds=${3:-3}
 tools=blocks/sparkey/testdata/sparkey-c
 work=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$work"' EXIT
-mkdir -p "$work/inc/sparkey"
-cp "$sparkey/src/sparkey.h" "$work/inc/sparkey/"
-gcc -O2 -o "$work/index" "$tools/index.c" -I"$work/inc" "$sparkey/src/.libs/libsparkey.a" -lsnappy -lzstd
-(cd "$tools" && go build -o "$work/frame" frame.go)
 go build -o "$work/spangle" ./cmd/spangle
 go test -count=1 -run TestWriteBenchFormats ./blocks/ -args -formats-out "$work/data" >/dev/null
-for f in "$work"/data/sparkey/*.spl; do
-	"$work/index" "$f"
-	"$work/frame" "${f%.spl}.spi" "${f%.spl}.spi.sz"
-	rm "${f%.spl}.spi"
-done
+if [ "$sparkey" != - ]; then
+	mkdir -p "$work/inc/sparkey"
+	cp "$sparkey/src/sparkey.h" "$work/inc/sparkey/"
+	gcc -O2 -o "$work/index" "$tools/index.c" -I"$work/inc" "$sparkey/src/.libs/libsparkey.a" -lsnappy -lzstd
+	(cd "$tools" && go build -o "$work/frame" frame.go)
+	for f in "$work"/data/sparkey/*.spl; do
+		"$work/index" "$f"
+		"$work/frame" "${f%.spl}.spi" "${f%.spl}.spi.sz"
+		rm "${f%.spl}.spi"
+	done
+fi
 for f in sparkey sequencefile; do
 	mkdir -p "$work/src-$f/bench"
 	mv "$work/data/$f" "$work/src-$f/bench/1"
@@ -69,10 +81,21 @@ serve() { # name format
 	rss=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
 	kill $pid && wait $pid || true
 	pid=
-	printf '%-8s %-12s %6.2f s  peak RSS %4d MiB  load %s\n' "$1" "$2" "$(echo "$end - $start" | bc)" $((rss / 1024)) "$(cut -d' ' -f1-3 /proc/loadavg)"
+	took=$(echo "$end - $start" | bc)
+	printf '%-8s %-12s %6.2f s  peak RSS %4d MiB  load %s\n' "$1" "$2" "$took" $((rss / 1024)) "$(cut -d' ' -f1-3 /proc/loadavg)"
+	[ "$1" = spangle ] || return 0
+	# Where it went, from the log's times (milliseconds).
+	at() { date -d "$(grep -m1 "$1" "$run/log" | sed 's/^time=\([^ ]*\) .*/\1/')" +%s.%N; }
+	local building built active
+	building=$(at 'msg="building version"') active=$(at 'msg="version active"')
+	built=$(grep -m1 'msg="blocks: built"' "$run/log" | sed 's/.* seconds=\([0-9.e-]*\) .*/\1/')
+	printf '         to the build %.2f s, build %.2f s, checks and activation %.2f s, active to served %.2f s\n' \
+		"$(echo "$building - $start" | bc)" "$built" "$(echo "$active - $building - $built" | bc)" "$(echo "$end - $active" | bc)"
+	eval "took_$2=$took"
 }
 for ((r = 0; r < rounds; r++)); do
 	serve spangle sequencefile
 	serve spangle sparkey
-	serve sequins sparkey
+	printf 'round %d: SequenceFiles / Sparkey %.2f\n' $((r + 1)) "$(echo "$took_sequencefile / $took_sparkey" | bc -l)"
+	[ "$sequins" = - ] || serve sequins sparkey
 done
