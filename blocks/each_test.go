@@ -9,7 +9,8 @@ import (
 
 // TestEach: Each calls fn with every record of the range in key order
 // (what Get serves), stops at fn's error and returns it, and returns
-// ErrPartitionNotHeld for a partition not held.
+// ErrPartitionNotHeld for a partition not held; its iterator is
+// released on fn's error and on fn's panic.
 
 func TestEach(t *testing.T) {
 	d := makeDataset(t, datasetOpts{files: 2, perFile: 500, seed: 21})
@@ -62,5 +63,21 @@ func TestEach(t *testing.T) {
 	})
 	if !errors.Is(err, ErrPartitionNotHeld) {
 		t.Errorf("Each of a partition not held = %v, want ErrPartitionNotHeld", err)
+	}
+
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Each: fn's panic was lost")
+			}
+		}()
+		_ = v.View(func(r *Reader) error {
+			return r.Each(1, Range{}, func([]byte, []byte) error { panic("fn") })
+		})
+	}()
+	// Close waits for every read transaction: it returns only if the
+	// iterators of fn's error and fn's panic were released.
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
