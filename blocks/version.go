@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,7 @@ type partition struct {
 	// (CompressionS2Blocks).
 	blocks   bool
 	blockMax int          // blocks: the largest block's uncompressed size
+	index    *blockIndex  // blocks: the blocks by first key; nil if the walk failed
 	zdict    []byte       // zstd dictionary, nil if none (the version's decoder holds it)
 	idle     chan *readTx // read transactions kept for reuse
 }
@@ -189,12 +191,28 @@ func openPartition(path string, p int) (part *partition, err error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if part.blocks {
+		part.index = buildBlockIndex(db)
+	}
 	return part, nil
 }
 
 // Manifest returns the version's manifest: the latest one, which lists
 // the partitions AddPartitions added. The caller must not modify it.
 func (v *Version) Manifest() *Manifest { return v.contents.Load().manifest }
+
+// IndexBytes is the memory of the version's indexes of blocks by first
+// key (CompressionS2Blocks): about 16 bytes a block besides its first
+// key, held while the version is open.
+func (v *Version) IndexBytes() int64 {
+	var n int64
+	for _, part := range v.contents.Load().parts {
+		if part != nil {
+			n += part.index.size()
+		}
+	}
+	return n
+}
 
 // Holds reports whether partition p is held here. Partitions are only ever
 // added: once true, it stays true.
@@ -238,8 +256,9 @@ func (v *Version) GetAppend(dst []byte, p int, key []byte) ([]byte, error) {
 }
 
 // getAppend is GetAppend; a limit of 0 or more bounds the value's size
-// (GetLimit), a negative one is none.
-func (v *Version) getAppend(dst []byte, p int, key []byte, limit int) (_ []byte, err error) {
+// (GetLimit), a negative one is none. A fault reading the memory map (a
+// file cut short beneath it) is a panic, recovered as the others are.
+func (v *Version) getAppend(dst []byte, p int, key []byte, limit int) (out []byte, err error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
@@ -250,19 +269,24 @@ func (v *Version) getAppend(dst []byte, p int, key []byte, limit int) (_ []byte,
 		return dst, ErrPartitionNotHeld
 	}
 	part := c.parts[p]
-	rt, err := part.acquire()
-	if err != nil {
-		return dst, fmt.Errorf("blocks: partition %d: %w", p, err)
-	}
-	out := dst
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var rt *readTx
 	defer func() {
 		if r := recover(); r != nil {
-			rt.discard()
+			if rt != nil {
+				rt.discard()
+			}
 			out, err = dst, fmt.Errorf("%w: %s/%s partition %d: %v", ErrCorrupt, c.manifest.DB, c.manifest.Version, p, r)
-			return
+		} else if rt != nil {
+			part.release(rt)
 		}
-		part.release(rt)
 	}()
+	if part.index != nil {
+		return part.index.get(dst, key, part.blockMax, limit)
+	}
+	if rt, err = part.acquire(); err != nil {
+		return dst, fmt.Errorf("blocks: partition %d: %w", p, err)
+	}
 	// val points into the memory map: decode (copy) it before releasing.
 	k, val := rt.cur.Seek(key)
 	if part.blocks {
@@ -277,14 +301,12 @@ func (v *Version) getAppend(dst []byte, p int, key []byte, limit int) (_ []byte,
 		if k == nil {
 			return dst, ErrNotFound
 		}
-		out, err = findInBlock(dst, val, k, key, part.blockMax, limit)
-		return out, err
+		return findInBlock(dst, val, k, key, part.blockMax, limit)
 	}
 	if val == nil || !bytes.Equal(k, key) {
 		return dst, ErrNotFound
 	}
-	out, err = c.dec.decode(dst, val, part.sdict, limit)
-	return out, err
+	return c.dec.decode(dst, val, part.sdict, limit)
 }
 
 // acquire returns an idle read transaction of the partition, or begins

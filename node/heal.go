@@ -161,7 +161,7 @@ func (d *db) runHeal(ctx context.Context, job *healJob) error {
 	n.metrics.healed.WithLabelValues(d.name).Add(float64(len(job.parts)))
 	n.metrics.healLoads.WithLabelValues(d.name).Inc()
 	if d.active.Load() == v {
-		n.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
+		n.metrics.activeVersion(d.name, v.name, v.data)
 	}
 	n.heldChanged() // the advertiser publishes the new partitions
 	log.Info("partitions healed", "seconds", elapsed.Seconds(), "held", len(m.Partitions), "of", m.NumPartitions)

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spangledb/spangle/blocks"
 )
 
 // metrics are the node's Prometheus metrics.
@@ -15,6 +17,7 @@ type metrics struct {
 	streamed      *prometheus.CounterVec // db
 	records       *prometheus.GaugeVec   // db
 	bytes         *prometheus.GaugeVec   // db
+	indexBytes    *prometheus.GaugeVec   // db
 	active        *prometheus.GaugeVec   // db, version
 	refreshErrors prometheus.Counter
 	corrupt       *prometheus.CounterVec // db, where (open, serving)
@@ -75,6 +78,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"db"}),
 		bytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_version_bytes", Help: "Bytes of keys and values held locally in the db's active version.",
+		}, []string{"db"}),
+		indexBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "spangle_version_index_bytes", Help: "Memory of the db's active version's in-memory indexes of s2-blocks blocks by first key (about 16 bytes a block besides its first key).",
 		}, []string{"db"}),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_active_version", Help: "1 for the db's active version.",
@@ -153,16 +159,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.streamed, m.records, m.bytes, m.active, m.refreshErrors, m.corrupt, m.removed,
+		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.streamed, m.records, m.bytes, m.indexBytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
 			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.peerCopyRest, m.refusals, m.deltaBuilds, m.digestChecks)
 	}
 	return m
 }
 
-func (m *metrics) activeVersion(db, version string, records, bytes int64) {
-	m.records.WithLabelValues(db).Set(float64(records))
-	m.bytes.WithLabelValues(db).Set(float64(bytes))
+func (m *metrics) activeVersion(db, version string, v *blocks.Version) {
+	mf := v.Manifest()
+	m.records.WithLabelValues(db).Set(float64(mf.Records))
+	m.bytes.WithLabelValues(db).Set(float64(mf.Bytes))
+	m.indexBytes.WithLabelValues(db).Set(float64(v.IndexBytes()))
 	// The db's series exist from its first version on, for dashboards.
 	m.sourceRead.WithLabelValues(db)
 	m.peerCopy.WithLabelValues(db, copyOK)
@@ -178,7 +186,7 @@ func (m *metrics) activeVersion(db, version string, records, bytes int64) {
 }
 
 func (m *metrics) forgetDB(db string) {
-	for _, v := range []*prometheus.GaugeVec{m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.healing} {
+	for _, v := range []*prometheus.GaugeVec{m.buildProgress, m.buildRecords, m.buildDuration, m.records, m.bytes, m.indexBytes, m.healing} {
 		v.DeleteLabelValues(db)
 	}
 	m.mu.Lock()

@@ -180,7 +180,7 @@ func (d *db) activateVersion(v *version) {
 		// one's files are gone already; its lookups finish, or retry here.
 		d.set(next)
 		discardStale()
-		d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
+		d.node.metrics.activeVersion(d.name, v.name, v.data)
 		d.node.log.Info("repaired version active", "db", d.name, "version", v.name)
 		d.stopHeal(old)
 		if err := old.data.Close(); err != nil {
@@ -197,7 +197,7 @@ func (d *db) activateVersion(v *version) {
 	if old != nil && clustered {
 		d.armRetire(time.Now())
 	}
-	d.node.metrics.activeVersion(d.name, v.name, m.Records, m.Bytes)
+	d.node.metrics.activeVersion(d.name, v.name, v.data)
 	d.node.log.Info("version active", "db", d.name, "version", v.name)
 	if old == nil {
 		return

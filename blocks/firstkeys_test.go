@@ -1,0 +1,165 @@
+package blocks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// openWithoutIndex opens db/version of s a second time, its partitions
+// read through bbolt's walk as before the index of first keys.
+func openWithoutIndex(t *testing.T, s *Store, db, version string) *Version {
+	t.Helper()
+	v, err := s.Open(db, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	for _, part := range v.contents.Load().parts {
+		if part != nil {
+			part.index = nil
+		}
+	}
+	return v
+}
+
+// sameGet fails t unless v and w answer Get(p, key) alike.
+func sameGet(t *testing.T, v, w *Version, p int, key []byte) {
+	t.Helper()
+	a, errA := v.Get(p, key)
+	b, errB := w.Get(p, key)
+	if !bytes.Equal(a, b) || (errA == nil) != (errB == nil) || errA != nil && !errors.Is(errA, ErrNotFound) || errB != nil && !errors.Is(errB, ErrNotFound) {
+		t.Fatalf("Get(%d, %q): %.20q, %v through the index; %.20q, %v through bbolt", p, key, a, errA, b, errB)
+	}
+}
+
+// TestBlockIndex: every key of an s2-blocks partition reads the same
+// through the index of blocks by first key as through bbolt's walk, and
+// so does every key before, between and after them (ErrNotFound): a
+// large record in a block of its own and an empty value too. The
+// index's bytes are what IndexBytes says, about 16 a block besides the
+// first keys.
+func TestBlockIndex(t *testing.T) {
+	dir := t.TempDir()
+	var recs []record
+	for i := range 20000 {
+		k := fmt.Appendf(nil, "key-%06d", 2*i) // odd numbers are missing
+		v := fmt.Appendf(nil, `{"id":%d,"name":"user %d","tags":["alpha","bravo"]}`, i, i%97)
+		switch i {
+		case 10:
+			v = bytes.Repeat([]byte("large "), 2*BlockSize)
+		case 11:
+			v = []byte{}
+		}
+		recs = append(recs, record{k, v})
+	}
+	writeSeqFile(t, filepath.Join(dir, "part-00000"), recs)
+	s := openTestStore(t, t.TempDir(), Options{})
+	v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: sourceFiles(t, dir, []string{"part-00000"}),
+		Compression: CompressionS2Blocks})
+	x := v.contents.Load().parts[0].index
+	if x == nil || len(x.lens) < 50 {
+		t.Fatalf("index %v: want one of every block", x)
+	}
+	w := openWithoutIndex(t, s, "db", "v1")
+	for i := range 2*len(recs) + 1 {
+		sameGet(t, v, w, 0, fmt.Appendf(nil, "key-%06d", i))
+	}
+	for _, k := range []string{"", "a", "key-", "key-000020a", "key-039998\x00", "zzz"} {
+		sameGet(t, v, w, 0, []byte(k))
+	}
+	blocks := int64(len(x.lens))
+	if got, want := v.IndexBytes(), blocks*(16+10)+4; got != want {
+		t.Errorf("IndexBytes = %d, want %d (%d blocks of 16 bytes and a 10-byte first key, and 4)", got, want, blocks)
+	}
+}
+
+// TestBlockIndexEmptyPartitions: partitions without records have an
+// empty index, and every key of the others reads.
+func TestBlockIndexEmptyPartitions(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 20, perFile: 1, seed: 3})
+	s := openTestStore(t, t.TempDir(), Options{})
+	v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: CompressionS2Blocks})
+	checkVersion(t, v, d)
+	empty := 0
+	for p, part := range v.contents.Load().parts {
+		if part.index == nil {
+			t.Fatalf("partition %d: no index", p)
+		}
+		if len(part.index.lens) == 0 {
+			empty++
+			if _, err := v.Get(p, []byte("k")); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Get of an empty partition: %v, want ErrNotFound", err)
+			}
+		}
+	}
+	if empty == 0 {
+		t.Fatal("no empty partition: the test needs one")
+	}
+}
+
+// TestGetCutShort: a partition file truncated beneath its memory map
+// while the version serves gives ErrCorrupt for the keys whose bytes are
+// gone, in either layout, instead of a SIGBUS ending the process (it did
+// before getAppend turned faults into panics: the test binary dies).
+func TestGetCutShort(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 1, perFile: 5000, seed: 5, repetitive: true})
+	for _, comp := range []Compression{CompressionNone, CompressionS2Blocks} {
+		t.Run(string(comp), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTestStore(t, dir, Options{})
+			v := build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: comp})
+			if err := os.Truncate(filepath.Join(dir, "dbs", "db", "v1", partitionFile(0)), 3*4096); err != nil {
+				t.Fatal(err)
+			}
+			corrupt := 0
+			for k := range d.want {
+				switch _, err := v.Get(0, []byte(k)); {
+				case errors.Is(err, ErrCorrupt):
+					corrupt++
+				case err != nil && !errors.Is(err, ErrNotFound):
+					t.Fatalf("Get(%x) = %v, want a value, ErrNotFound or ErrCorrupt", k, err)
+				}
+			}
+			if corrupt == 0 {
+				t.Fatal("no lookup met the missing pages")
+			}
+			t.Logf("%d of %d lookups ErrCorrupt", corrupt, len(d.want))
+		})
+	}
+}
+
+// TestBlockIndexDamagedPages: an s2-blocks partition with pages
+// overwritten before it opens (checksums skipped) opens, with or without
+// an index (the walk gives up on what it does not expect), and its
+// lookups answer, are ErrNotFound or ErrCorrupt: never a panic.
+func TestBlockIndexDamagedPages(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 2, perFile: 4000, seed: 9})
+	dir := t.TempDir()
+	s := openTestStore(t, dir, Options{SkipVerify: true})
+	build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: CompressionS2Blocks}).Close()
+	for p := range 2 {
+		corruptPages(t, filepath.Join(dir, "dbs", "db", "v1", partitionFile(p)), 3)
+	}
+	v, err := s.Open("db", "v1")
+	if err != nil {
+		t.Fatalf("open with SkipVerify: %v", err)
+	}
+	defer v.Close()
+	corrupt := 0
+	for k := range d.want {
+		p, _, _ := (sequinsPartitioner{}).Partition([]byte(k), d.n)
+		switch _, err := v.Get(p, []byte(k)); {
+		case errors.Is(err, ErrCorrupt):
+			corrupt++
+		case err != nil && !errors.Is(err, ErrNotFound):
+			t.Fatalf("Get: %v, want nil, ErrNotFound or ErrCorrupt", err)
+		}
+	}
+	if corrupt == 0 {
+		t.Fatal("no lookup met the damaged pages")
+	}
+}
