@@ -40,8 +40,8 @@ func sameGet(t *testing.T, v, w *Version, p int, key []byte) {
 // through the index of blocks by first key as through bbolt's walk, and
 // so does every key before, between and after them (ErrNotFound): a
 // large record in a block of its own and an empty value too. The
-// index's bytes are what IndexBytes says, about 16 a block besides the
-// first keys.
+// index's bytes are what IndexBytes says: 16 a block besides the first
+// keys and a bit.
 func TestBlockIndex(t *testing.T) {
 	dir := t.TempDir()
 	var recs []record
@@ -72,8 +72,8 @@ func TestBlockIndex(t *testing.T) {
 		sameGet(t, v, w, 0, []byte(k))
 	}
 	blocks := int64(len(x.lens))
-	if got, want := v.IndexBytes(), blocks*(16+10)+4; got != want {
-		t.Errorf("IndexBytes = %d, want %d (%d blocks of 16 bytes and a 10-byte first key, and 4)", got, want, blocks)
+	if got, want := v.IndexBytes(), blocks*(16+10)+4+8*((blocks+63)/64); got != want {
+		t.Errorf("IndexBytes = %d, want %d (%d blocks of 16 bytes, a 10-byte first key and a bit)", got, want, blocks)
 	}
 }
 
@@ -161,5 +161,81 @@ func TestBlockIndexDamagedPages(t *testing.T) {
 	}
 	if corrupt == 0 {
 		t.Fatal("no lookup met the damaged pages")
+	}
+}
+
+// flipInBlock changes a byte near the end of block i of partition 0 of
+// v in its file (in the last record's value: with random values, in an
+// S2 literal, so the block still decodes and only its CRC tells).
+func flipInBlock(t *testing.T, dir string, v *Version, i int) {
+	t.Helper()
+	x := v.contents.Load().parts[0].index
+	f, err := os.OpenFile(filepath.Join(dir, "dbs", "db", "v1", partitionFile(0)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := int64(x.offs[i]) + int64(x.lens[i]) - 20
+	b := []byte{0}
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x01
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBlockCRCOnce: a Get checks a block's CRC on its first read after
+// the version opened, and not again: a block damaged before its first
+// read is ErrCorrupt on that read and every later one; a block damaged
+// after its first read (the file changed beneath a serving version) is
+// not caught until the version is opened again. Without the once, the
+// read after the late damage is ErrCorrupt and the test fails.
+func TestBlockCRCOnce(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 1, perFile: 3000, seed: 11})
+	dir := t.TempDir()
+	s := openTestStore(t, dir, Options{SkipVerify: true}) // the file changes below
+	build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: CompressionS2Blocks}).Close()
+	v, err := s.Open("db", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	x := v.contents.Load().parts[0].index
+	if len(x.lens) < 4 {
+		t.Fatalf("%d blocks: the test needs more", len(x.lens))
+	}
+	early, late := 1, 2
+	earlyKey, lateKey := bytes.Clone(x.first(early)), bytes.Clone(x.first(late))
+
+	flipInBlock(t, dir, v, early)
+	for range 2 {
+		if _, err := v.Get(0, earlyKey); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Get of a block damaged before its first read = %v, want ErrCorrupt", err)
+		}
+	}
+	if x.isChecked(early) {
+		t.Error("a damaged block marked checked")
+	}
+
+	want := d.want[string(lateKey)]
+	if got, err := v.Get(0, lateKey); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get = %x, %v; want %x", got, err, want)
+	}
+	if !x.isChecked(late) {
+		t.Fatal("a block read whole not marked checked")
+	}
+	flipInBlock(t, dir, v, late)
+	if got, err := v.Get(0, lateKey); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get of a checked block damaged after = %x, %v; want its first record's value (the CRC is not checked again)", got, err)
+	}
+	w, err := s.Open("db", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Get(0, lateKey); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Get after opening again = %v, want ErrCorrupt", err)
 	}
 }

@@ -492,6 +492,11 @@ func (it *Iter) Err() error { return it.err }
 // its S2 data, its decoded size (at most blockMax: a damaged size
 // allocates nothing) and whether its keys share prefixes.
 func blockPayload(v []byte, blockMax int) (src []byte, n int, prefixed bool, err error) {
+	return blockBody(v, blockMax, true)
+}
+
+// blockBody is blockPayload checking the CRC only if checkCRC.
+func blockBody(v []byte, blockMax int, checkCRC bool) (src []byte, n int, prefixed bool, err error) {
 	if len(v) == 0 || (v[0] != tagPrefixRecords && v[0] != tagRecords) {
 		return nil, 0, false, fmt.Errorf("%w: %w: not a block of records", ErrCorrupt, errBadValue)
 	}
@@ -501,7 +506,7 @@ func blockPayload(v []byte, blockMax int) (src []byte, n int, prefixed bool, err
 			return nil, 0, false, fmt.Errorf("%w: %w: a block of %d bytes", ErrCorrupt, errBadValue, len(v))
 		}
 		sum := binary.LittleEndian.Uint32(v)
-		if v = v[blockHeader-1:]; crc32.Checksum(v, castagnoli) != sum {
+		if v = v[blockHeader-1:]; checkCRC && crc32.Checksum(v, castagnoli) != sum {
 			return nil, 0, false, fmt.Errorf("%w: %w: a block's CRC does not match its bytes", ErrCorrupt, errBadValue)
 		}
 	}
