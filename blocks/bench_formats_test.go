@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -257,10 +258,13 @@ var fastEncoding = flag.Bool("fast-encoding", false, "BenchmarkBuildFormats: bui
 //	go test -run '^$' -bench BuildFormats -benchtime 3x -count 3 ./blocks/
 //
 // With -args -fast-encoding each is built with S2's default block
-// encoding too (…/fast-encoding), paired in the same run.
+// encoding too (…/fast-encoding), paired in the same run. Each run logs
+// the paired ratios of SequenceFiles' seconds and CPU per build to each
+// other format's.
 func BenchmarkBuildFormats(b *testing.B) {
 	const records = 2_000_000
 	root := b.TempDir()
+	took := map[string][][2]float64{} // by sub-benchmark, a run each (-count): seconds and CPU-s per build
 	for _, bc := range []struct {
 		name  string
 		write func(testing.TB, string, int) []string
@@ -288,15 +292,34 @@ func BenchmarkBuildFormats(b *testing.B) {
 					blockEncode = s2.Encode
 					defer func() { blockEncode = s2.EncodeBetter }()
 				}
-				buildFormat(b, dir, names, records)
+				wall, cpu := buildFormat(b, dir, names, records)
+				took[name] = append(took[name], [2]float64{wall, cpu})
+				logRatios(b, took, name, bc.name)
 			})
 		}
 	}
 }
 
+// logRatios logs the paired ratios of the run of sub-benchmark name just
+// ended (format f, with the default encoding when name is not f) with the
+// same run (-count) of SequenceFiles' and, for the default encoding, of
+// f's with the better one: seconds and CPU per build.
+func logRatios(b *testing.B, took map[string][][2]float64, name, f string) {
+	runs := took[name]
+	i, t := len(runs)-1, runs[len(runs)-1]
+	ref := "sequencefile" + strings.TrimPrefix(name, f)
+	if r := took[ref]; name != ref && len(r) > i {
+		b.Logf("%s over %s: %.2fx the seconds, %.2fx the CPU", ref, name, r[i][0]/t[0], r[i][1]/t[1])
+	}
+	if r := took[f]; name != f && len(r) > i {
+		b.Logf("%s over %s: %.2fx the seconds, %.2fx the CPU", name, f, t[0]/r[i][0], t[1]/r[i][1])
+	}
+}
+
 // buildFormat builds the files names of dir, records in all, as
-// BenchmarkBuildFormats says.
-func buildFormat(b *testing.B, dir string, names []string, records int64) {
+// BenchmarkBuildFormats says, and returns the seconds and CPU-seconds per
+// build.
+func buildFormat(b *testing.B, dir string, names []string, records int64) (wall, cpuPer float64) {
 	files := sourceFiles(b, dir, names)
 	s, err := OpenStore(b.TempDir(), Options{Logger: benchLogger()})
 	if err != nil {
@@ -334,4 +357,5 @@ func buildFormat(b *testing.B, dir string, names []string, records int64) {
 	// busy (the machine's load takes its share too).
 	b.ReportMetric(cpu.Seconds()/b.Elapsed().Seconds(), "cores")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	return b.Elapsed().Seconds() / float64(b.N), cpu.Seconds() / float64(b.N)
 }
