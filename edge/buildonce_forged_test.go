@@ -50,6 +50,24 @@ func startBuilderApart(t *testing.T) *builderApart {
 	return c
 }
 
+// waitForBuilder has nodes look for d/v1 and waits until each waits
+// for its builder (build once).
+func waitForBuilder(t *testing.T, nodes []*healNode) {
+	t.Helper()
+	for _, n := range nodes {
+		n.Refresh()
+	}
+	for _, n := range nodes {
+		edgetest.WaitFor(t, n.ID()+" waits for the builder", func() error {
+			vs, ok := n.Status().DBs["d"].Versions["v1"]
+			if !ok || vs.Build == nil || vs.Build.WaitingForBuilder == "" {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+}
+
 // TestBuildOnceForgedFailure: a NATS login that may write node entries
 // (an attacker holding a node login) rewrites d/v1's builder's entry
 // with a BuildFailed claim for d/v1, while the two other nodes wait for
@@ -65,18 +83,7 @@ func TestBuildOnceForgedFailure(t *testing.T) {
 	c := startBuilderApart(t)
 	builder, peers := c.builder, c.peers
 	writeOnceVersion(t, c.root)
-	for _, n := range peers {
-		n.Refresh()
-	}
-	for _, n := range peers {
-		edgetest.WaitFor(t, n.ID()+" waits for the builder", func() error {
-			vs, ok := n.Status().DBs["d"].Versions["v1"]
-			if !ok || vs.Build == nil || vs.Build.WaitingForBuilder == "" {
-				return fmt.Errorf("not yet")
-			}
-			return nil
-		})
-	}
+	waitForBuilder(t, peers)
 
 	// The attacker's own connection: it reads the builder's entry and
 	// writes it back claiming the failure, again whenever the builder

@@ -145,18 +145,7 @@ func TestBuildOnceNextBuilderWaits(t *testing.T) {
 	})
 	nodes, first := all[:3], all[3]
 	writeOnceVersion(t, root)
-	for _, n := range nodes {
-		n.Refresh()
-	}
-	for _, n := range nodes {
-		edgetest.WaitFor(t, n.ID()+" waits for the builder", func() error {
-			vs, ok := n.Status().DBs["d"].Versions["v1"]
-			if !ok || vs.Build == nil || vs.Build.WaitingForBuilder == "" {
-				return fmt.Errorf("not yet")
-			}
-			return nil
-		})
-	}
+	waitForBuilder(t, nodes)
 	// Half of build_once_wait spent on the first builder: a timer, the
 	// scenario's clock, not a wait for a condition.
 	time.Sleep(wait / 2)
