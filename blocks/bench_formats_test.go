@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
 	"github.com/parquet-go/parquet-go"
 
@@ -289,8 +288,7 @@ func BenchmarkBuildFormats(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				if fast {
-					blockEncode = s2.Encode
-					defer func() { blockEncode = s2.EncodeBetter }()
+					useFastEncoding(b)
 				}
 				wall, cpu := buildFormat(b, dir, names, records)
 				took[name] = append(took[name], [2]float64{wall, cpu})

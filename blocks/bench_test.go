@@ -114,8 +114,7 @@ func BenchmarkBuild(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			if bc.fast {
-				blockEncode = s2.Encode
-				defer func() { blockEncode = s2.EncodeBetter }()
+				useFastEncoding(b)
 			}
 			repetitive := bc.comp != CompressionNone
 			id := fmt.Sprintf("%d-%v", bc.records, repetitive)
@@ -143,6 +142,13 @@ func BenchmarkBuild(b *testing.B) {
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
+}
+
+// useFastEncoding makes blockPacker use S2's default encoding instead of
+// its better one until b ends.
+func useFastEncoding(b *testing.B) {
+	blockEncode = s2.Encode
+	b.Cleanup(func() { blockEncode = s2.EncodeBetter })
 }
 
 // loopVersions runs b.Loop, each round making version v<round> of db in s

@@ -164,8 +164,8 @@ func (b *blockPacker) flush() (key, block []byte) {
 }
 
 // blockEncode compresses a block: S2's better encoding (blockPacker says
-// why). BenchmarkBuild's fast-encoding case measures s2.Encode in its
-// place.
+// why). The fast-encoding cases of BenchmarkBuild and
+// BenchmarkBuildFormats measure s2.Encode in its place.
 var blockEncode = s2.EncodeBetter
 
 // blockHeader is the size of a tagPrefixRecords block's tag and CRC.
