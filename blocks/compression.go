@@ -116,6 +116,9 @@ type blockPacker struct {
 	last  []byte // the block's last key so far
 	raw   []byte // its records
 	out   []byte // the stored block: tagPrefixRecords and S2
+	// fast: S2's default encoding instead of its better one (a delta's
+	// blocks packed again: see delta_blocks.go).
+	fast bool
 }
 
 // add appends a record. When the block is full before it, add returns the
@@ -157,7 +160,11 @@ func (b *blockPacker) flush() (key, block []byte) {
 	}
 	b.out = b.out[:blockHeader+n]
 	b.out[0] = tagPrefixRecords
-	enc := blockEncode(b.out[blockHeader:], b.raw) // fits: n bytes were set aside
+	encode := blockEncode
+	if b.fast {
+		encode = s2.Encode
+	}
+	enc := encode(b.out[blockHeader:], b.raw) // fits: n bytes were set aside
 	binary.LittleEndian.PutUint32(b.out[1:], crc32.Checksum(enc, castagnoli))
 	b.raw = b.raw[:0]
 	return b.first, b.out[:blockHeader+len(enc)]

@@ -120,8 +120,8 @@ func (b *builder) writeBlockMerge(ctx context.Context, pb *partBuf, m *blockMerg
 	if err != nil {
 		return nil, info, err
 	}
+	packer := blockPacker{fast: true}
 	var (
-		packer         blockPacker
 		removed, added Digester
 		removedBytes   int64
 		addedBytes     int64
