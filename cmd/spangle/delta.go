@@ -413,40 +413,44 @@ func writeDelta(ctx context.Context, out string, version, base *blocks.Version) 
 
 // prepareDelta writes dir's _DIGEST (base ""), or the delta of dir over
 // base into a temporary directory, and returns the directory to publish.
-func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base, cache string, df datasetFlags) (string, func(), error) {
-	cleanup := func() {}
+// keep, called once the version is announced, keeps in the cache the
+// index of the version a delta's fast path read (the next --base's: a
+// publish that fails leaves the base's); cleanup removes what is
+// temporary, and must be called last.
+func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base, cache string, df datasetFlags) (_ string, cleanup func(), keep func() error, _ error) {
+	cleanup, keep = func() {}, func() error { return nil }
 	if base != "" && (!source.ValidName(base) || base >= version) {
-		return "", cleanup, usagef("--base %q: want the name of an older version", base)
+		return "", cleanup, keep, usagef("--base %q: want the name of an older version", base)
 	}
 	ls, err := openLocalStore(ctx, df, cache)
 	if err != nil {
-		return "", cleanup, err
+		return "", cleanup, keep, err
 	}
 	defer ls.close()
 	if base == "" {
 		if ls.keep {
 			vd, x, _, _, err := ls.scanDir(ctx, db, version, dir)
 			if err == nil {
-				if err := ls.keepIndex(db, version, x); err != nil {
-					return "", cleanup, err
+				if err := ls.keepIndex(db, x); err != nil {
+					return "", cleanup, keep, err
 				}
-				return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
+				return dir, cleanup, keep, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
 			}
 			if !errors.Is(err, errSlowPath) {
-				return "", cleanup, err
+				return "", cleanup, keep, err
 			}
 		}
 		v, _, err := ls.buildDir(ctx, db, version, dir)
 		if err != nil {
-			return "", cleanup, err
+			return "", cleanup, keep, err
 		}
 		defer v.Close()
 		vd, err := blocks.DigestOf(v.Manifest())
 		if err != nil {
-			return "", cleanup, err
+			return "", cleanup, keep, err
 		}
 		ls.keepSlow(db, version, v)
-		return dir, cleanup, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
+		return dir, cleanup, keep, os.WriteFile(filepath.Join(dir, blocks.DigestFileName), vd.Marshal(), 0o644)
 	}
 	// The base is refused at once if it is not in the bucket; then both
 	// are built at once (the base's download beside the dataset's build).
@@ -455,19 +459,25 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 		if err == nil {
 			err = fmt.Errorf("%s/%s is not in the bucket (no _SUCCESS)", db, base)
 		}
-		return "", cleanup, fmt.Errorf("base %s refused: %w", base, err)
+		return "", cleanup, keep, fmt.Errorf("base %s refused: %w", base, err)
 	}
 	out, err := os.MkdirTemp("", "spangle-delta-out-")
 	if err != nil {
-		return "", cleanup, err
+		return "", cleanup, keep, err
 	}
 	cleanup = func() { os.RemoveAll(out) }
-	if rep, full, err := ls.fastDelta(ctx, out, db, version, base, dir); !errors.Is(err, errSlowPath) {
+	if rep, full, k, err := ls.fastDelta(ctx, out, db, version, base, dir); !errors.Is(err, errSlowPath) {
 		if err == nil {
 			fmt.Fprintf(stderr, "base %s/%s read from the cache %s (its index: the dataset read once, not built)\n", db, base, cache)
 			printDelta(stderr, db, version, base, rep, full)
+			idx := deltaIndexPath(ls.dir, db)
+			cleanup = func() {
+				os.RemoveAll(out)
+				os.Remove(idx + ".tmp") // not kept: the publish failed
+			}
+			keep = k
 		}
-		return out, cleanup, err
+		return out, cleanup, keep, err
 	}
 	var (
 		bv, v *blocks.Version
@@ -495,15 +505,15 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 		}
 	}
 	if err != nil {
-		return "", cleanup, err
+		return "", cleanup, keep, err
 	}
 	rep, err := writeDelta(ctx, out, v, bv)
 	if err != nil {
-		return "", cleanup, err
+		return "", cleanup, keep, err
 	}
 	ls.keepSlow(db, version, v) // the next --base
 	printDelta(stderr, db, version, base, rep, full)
-	return out, cleanup, nil
+	return out, cleanup, keep, nil
 }
 
 func printDelta(w io.Writer, db, version, base string, rep deltaReport, full int64) {

@@ -29,7 +29,7 @@ var errSlowPath = errors.New("fast path not taken")
 // presharded, under a built-in partitioner: anything else is
 // errSlowPath, as is a duplicate key (the build decides which wins) or a
 // record the build would refuse (it says why). Files are read by
-// GOMAXPROCS workers at once.
+// scanWorkers at once.
 func (ls *localStore) scanDir(ctx context.Context, db, version, dir string) (*blocks.VersionDigest, *deltaIndex, []int, int64, error) {
 	if *ls.df.presharded || strings.HasPrefix(ls.part.Identity(), "wasm:") ||
 		(*ls.df.format != "auto" && *ls.df.format != string(blocks.FormatSequenceFile)) {
@@ -97,13 +97,18 @@ const (
 	recordFraming = 16
 )
 
-// eachFileRecord reads every SequenceFile of files, GOMAXPROCS at once:
+// scanWorkers is how many goroutines read a dataset's files at once,
+// and sort its index: one per core the process may use (GOMAXPROCS).
+// Each holds a read buffer of 256 KiB; the records are not kept.
+func scanWorkers() int { return runtime.GOMAXPROCS(0) }
+
+// eachFileRecord reads every SequenceFile of files, scanWorkers at once:
 // open(i) returns the function given file i's records in order.
 // A file of another format is errSlowPath. The workers' read buffers
 // are used again from file to file (new memory is page faults).
 func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i int) func(k, v []byte) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	workers := runtime.GOMAXPROCS(0)
+	workers := scanWorkers()
 	g.SetLimit(workers)
 	readers := make(chan *bufio.Reader, workers) // a worker takes one, or nil: none made yet
 	for range workers {
@@ -154,12 +159,24 @@ func eachFileRecord(ctx context.Context, files []blocks.SourceFile, open func(i 
 }
 
 // fastDelta writes into out the delta of DIR over the base whose index
-// the cache holds (see deltaIndex), and keeps DIR's index as the next
-// base's. It reads DIR once for its digest and index, walks the two
-// indexes in key hash order (a key in both changed if its record's hash
-// did) and reads DIR again for the records added or changed only.
-// errSlowPath if it cannot.
-func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName, dir string) (deltaReport, int64, error) {
+// the cache holds (see deltaIndex), and DIR's index beside the base's;
+// keep, called once the delta is published, makes it the next base's
+// (until then the base's serves a publish tried again). It reads DIR
+// once for its digest and index, walks the two indexes in key hash order
+// (a key in both changed if its record's hash did) and reads DIR again
+// for the records added or changed only. errSlowPath if it cannot.
+func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName, dir string) (_ deltaReport, full int64, keep func() error, _ error) {
+	rep, full, err := ls.writeFastDelta(ctx, out, db, version, baseName, dir)
+	if err != nil {
+		return rep, 0, nil, err
+	}
+	ls.dropBuilt(db)
+	return rep, full, func() error { return keepTemp(deltaIndexPath(ls.dir, db)) }, nil
+}
+
+// writeFastDelta is fastDelta but for what keep does: DIR's index is
+// written to the index's path.tmp.
+func (ls *localStore) writeFastDelta(ctx context.Context, out, db, version, baseName, dir string) (deltaReport, int64, error) {
 	var rep deltaReport
 	if !ls.keep {
 		return rep, 0, errSlowPath
@@ -234,8 +251,7 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 	if err := dw.Close(); err != nil {
 		return rep, 0, err
 	}
-	// The new index is written beside the upserts (x is only read now),
-	// and replaces the base's once the delta is written.
+	// The new index is written beside the upserts (x is only read now).
 	idx := deltaIndexPath(ls.dir, db)
 	written := make(chan error, 1)
 	go func() { written <- x.writeTemp(idx) }()
@@ -247,7 +263,7 @@ func (ls *localStore) fastDelta(ctx context.Context, out, db, version, baseName,
 		os.Remove(idx + ".tmp")
 		return rep, 0, cmp.Or(err, werr)
 	}
-	return rep, full, ls.keepWritten(db, version)
+	return rep, full, nil
 }
 
 // writeUpserts writes out/part-00000: the records of DIR marked in
@@ -300,22 +316,25 @@ func (ls *localStore) writeUpserts(ctx context.Context, out, dir string, counts 
 	return ubw.Flush()
 }
 
-// keepIndex keeps x as the cache's index of db (version), and drops the
-// versions of db the cache built: the index serves the next --base.
-func (ls *localStore) keepIndex(db, version string, x *deltaIndex) error {
-	if err := x.writeTemp(deltaIndexPath(ls.dir, db)); err != nil {
+// keepIndex keeps x as the cache's index of db, and drops the versions
+// of db the cache built: the index serves the next --base.
+func (ls *localStore) keepIndex(db string, x *deltaIndex) error {
+	idx := deltaIndexPath(ls.dir, db)
+	if err := x.writeTemp(idx); err != nil {
 		return err
 	}
-	return ls.keepWritten(db, version)
+	ls.dropBuilt(db)
+	return keepTemp(idx)
 }
 
-// keepWritten is keepIndex once the index is written (writeTemp).
-func (ls *localStore) keepWritten(db, version string) error {
-	ls.keepOnly(db, version)
-	ls.Remove(db, version) //nolint:errcheck // the cache only
-	idx := deltaIndexPath(ls.dir, db)
-	return os.Rename(idx+".tmp", idx)
+// dropBuilt removes every version of db from the cache: its index serves
+// the next --base.
+func (ls *localStore) dropBuilt(db string) {
+	ls.keepOnly(db, "")
 }
+
+// keepTemp makes the index written to path.tmp the one at path.
+func keepTemp(path string) error { return os.Rename(path+".tmp", path) }
 
 // finishDelta writes a delta's _DIGEST and _BASE, and adds its files'
 // sizes to rep.

@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/spangledb/spangle/blocks"
@@ -73,7 +76,8 @@ func dump(t *testing.T, v *blocks.Version) []string {
 // records upserted, the same number deleted, the same _DIGEST byte for
 // byte; the version a node builds from it over the base is the full
 // build of DIR record by record, and its digest is the _DIGEST. A
-// chain of two deltas goes through the index the first one kept. A
+// chain of two deltas goes through the index the first one kept (once
+// published: until then the base's serves a publish tried again). A
 // value rewritten unchanged is not upserted.
 func TestFastDeltaLikeSlow(t *testing.T) {
 	ctx := context.Background()
@@ -96,7 +100,7 @@ func TestFastDeltaLikeSlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fast.keepIndex("d", "v1", x); err != nil {
+	if err := fast.keepIndex("d", x); err != nil {
 		t.Fatal(err)
 	}
 	prev, _, err := slow.buildDir(ctx, "d", "v1", filepath.Join(work, "d", "v1"))
@@ -127,9 +131,17 @@ func TestFastDeltaLikeSlow(t *testing.T) {
 		dir := filepath.Join(work, "d", version)
 		nodetest.WriteVersion(t, work, "d", version, 4, recs)
 		outFast, outSlow := filepath.Join(work, "fast-"+version), filepath.Join(work, "slow-"+version)
-		frep, _, err := fast.fastDelta(ctx, outFast, "d", version, base, dir)
+		frep, _, keep, err := fast.fastDelta(ctx, outFast, "d", version, base, dir)
 		if err != nil {
 			t.Fatalf("%s: fast path: %v", version, err)
+		}
+		// Not kept yet (not published): a publish tried again finds the
+		// base's index.
+		if _, _, _, err := fast.fastDelta(ctx, outFast+"-again", "d", version, base, dir); err != nil {
+			t.Fatalf("%s: the fast path tried again before keep: %v", version, err)
+		}
+		if err := keep(); err != nil {
+			t.Fatal(err)
 		}
 		next, _, err := slow.buildDir(ctx, "d", version, dir)
 		if err != nil {
@@ -220,14 +232,14 @@ func TestFastDeltaFallsBack(t *testing.T) {
 	}
 	defer ls.close()
 	out := filepath.Join(work, "out")
-	if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
+	if _, _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
 		t.Fatalf("no index: %v", err)
 	}
 	_, x, _, _, err := ls.scanDir(ctx, "d", "v1", filepath.Join(work, "d", "v1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ls.keepIndex("d", "v1", x); err != nil {
+	if err := ls.keepIndex("d", x); err != nil {
 		t.Fatal(err)
 	}
 	// A damaged index, or one of format 1 (keys in hash order), is none.
@@ -246,7 +258,7 @@ func TestFastDeltaFallsBack(t *testing.T) {
 		if err := os.WriteFile(idx, damage(bytes.Clone(good)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
+		if _, _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -261,12 +273,12 @@ func TestFastDeltaFallsBack(t *testing.T) {
 		root := t.TempDir()
 		nodetest.WriteVersion(t, root, "d", "v2", 2, rs)
 		dir := filepath.Join(root, "d", "v2")
-		if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", dir); !errors.Is(err, errSlowPath) {
+		if _, _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", dir); !errors.Is(err, errSlowPath) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	*df.presharded = true
-	if _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
+	if _, _, _, err := ls.fastDelta(ctx, out, "d", "v2", "v1", filepath.Join(work, "d", "v1")); !errors.Is(err, errSlowPath) {
 		t.Errorf("presharded: %v", err)
 	}
 }
@@ -338,6 +350,38 @@ func TestIndexDuplicateHash(t *testing.T) {
 			if _, ok := finishAll(deltaIndexHeader{}, []*indexBuilder{&ibs[0], &ibs[1]}); ok {
 				t.Errorf("%v split at %d: a shared hash not found", khs, split)
 			}
+		}
+	}
+}
+
+// TestIndexSorted: the entries of builders of unequal sizes (one
+// empty), their hashes spread over every bucket or crowded into a few
+// top bits, come out sorted by key hash, each with its record hash and
+// its place in the order read, as a plain sort puts them.
+func TestIndexSorted(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		mask uint64 // bits kept at 0
+		div  int    // of the builders' sizes
+	}{{0, 1}, {0xffe0_0000_0000_0000, 1}, {0xffff_e000_0000_0000, 100}} { // every bucket; one; one of its inner ones
+		mask := c.mask
+		var ibs [5]indexBuilder
+		var want []indexEntry
+		for f, size := range []int{30_000, 0, 100, 70_000, 5_000} {
+			for range size / c.div {
+				e := indexEntry{kh: r.Uint64() &^ mask, rh: r.Uint64(), ord: uint32(len(want))}
+				ibs[f].hashes = append(ibs[f].hashes, recordHashes{e.kh, e.rh})
+				ibs[f].klen = append(ibs[f].klen, 0)
+				want = append(want, e)
+			}
+		}
+		slices.SortFunc(want, func(a, b indexEntry) int { return cmp.Compare(a.kh, b.kh) })
+		x, ok := finishAll(deltaIndexHeader{}, []*indexBuilder{&ibs[0], &ibs[1], &ibs[2], &ibs[3], &ibs[4]})
+		if !ok {
+			t.Fatalf("mask %x: a shared hash found", mask)
+		}
+		if !slices.Equal(x.ents, want) {
+			t.Fatalf("mask %x: entries not in order", mask)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -115,10 +117,15 @@ func (ib *indexBuilder) finish(h deltaIndexHeader) (*deltaIndex, bool) {
 // sort from the builders into the index), then each of those buckets by
 // the next sortInnerBits (through a scratch buffer the size of the
 // largest: one array of entries in all), then put in order where they
-// share those bits (the hashes are uniform: a few at a time).
+// share those bits (the hashes are uniform: a few at a time). Each step
+// runs on scanWorkers goroutines: the builders' entries counted and
+// placed a builder at a time (each builder's entries of a bucket have
+// their own place in it), the buckets sorted a run of sortChunk at a
+// time (none shares a key hash with another).
 const (
 	sortBits      = 11
 	sortInnerBits = 8
+	sortChunk     = 64 // buckets
 )
 
 // finishAll is finish over the entries of ibs, in that order (an
@@ -135,39 +142,63 @@ func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 		n += len(ib.hashes)
 		keyBytes += len(ib.keys)
 	}
-	var bounds [1<<sortBits + 1]uint32
-	for _, ib := range ibs {
-		for _, e := range ib.hashes {
-			bounds[e.kh>>(64-sortBits)+1]++
+	// next[f][d]: where builder f's next entry of bucket d goes.
+	next := make([][1 << sortBits]uint32, len(ibs))
+	eachOf(len(ibs), func(f int) {
+		for _, e := range ibs[f].hashes {
+			next[f][e.kh>>(64-sortBits)]++
 		}
-	}
+	})
+	var bounds [1<<sortBits + 1]uint32 // bucket d is ents[bounds[d]:bounds[d+1]]
 	largest := uint32(0)
-	for d := 1; d < len(bounds); d++ {
-		largest = max(largest, bounds[d])
-		bounds[d] += bounds[d-1]
+	for d := range 1 << sortBits {
+		at := bounds[d]
+		for f := range next {
+			c := next[f][d]
+			next[f][d] = at
+			at += c
+		}
+		bounds[d+1] = at
+		largest = max(largest, at-bounds[d])
 	}
 	ents := make([]indexEntry, n)
-	next := bounds
-	for f, ib := range ibs {
-		for i, e := range ib.hashes {
+	eachOf(len(ibs), func(f int) {
+		at := &next[f]
+		for i, e := range ibs[f].hashes {
 			d := e.kh >> (64 - sortBits)
-			ents[next[d]] = indexEntry{e.kh, e.rh, first[f] + uint32(i)}
-			next[d]++
+			ents[at[d]] = indexEntry{e.kh, e.rh, first[f] + uint32(i)}
+			at[d]++
 		}
+	})
+	var shared atomic.Bool // two entries of one key hash
+	scratch := make(chan []indexEntry, scanWorkers())
+	for range cap(scratch) {
+		scratch <- nil
 	}
-	scratch := make([]indexEntry, largest)
-	for d := range 1 << sortBits {
-		sortBucket(ents[bounds[d]:bounds[d+1]], scratch)
-	}
-	for i := 1; i < n; i++ { // entries sharing their top bits
-		for j := i; j > 0 && ents[j].kh < ents[j-1].kh; j-- {
-			ents[j], ents[j-1] = ents[j-1], ents[j]
+	eachOf((1<<sortBits)/sortChunk, func(c int) {
+		buf := <-scratch
+		if buf == nil {
+			buf = make([]indexEntry, largest)
 		}
-	}
-	for i := 1; i < n; i++ {
-		if ents[i-1].kh == ents[i].kh {
-			return nil, false
+		defer func() { scratch <- buf }()
+		s := ents[bounds[c*sortChunk]:bounds[(c+1)*sortChunk]]
+		for d := c * sortChunk; d < (c+1)*sortChunk; d++ {
+			sortBucket(ents[bounds[d]:bounds[d+1]], buf)
 		}
+		for i := 1; i < len(s); i++ { // entries sharing their top bits
+			for j := i; j > 0 && s[j].kh < s[j-1].kh; j-- {
+				s[j], s[j-1] = s[j-1], s[j]
+			}
+		}
+		for i := 1; i < len(s); i++ {
+			if s[i-1].kh == s[i].kh {
+				shared.Store(true)
+				return
+			}
+		}
+	})
+	if shared.Load() {
+		return nil, false
 	}
 	x := &deltaIndex{deltaIndexHeader: h, ents: ents}
 	for _, ib := range ibs {
@@ -176,6 +207,22 @@ func finishAll(h deltaIndexHeader, ibs []*indexBuilder) (*deltaIndex, bool) {
 	}
 	x.Format, x.Entries, x.KeyBytes = deltaIndexFormat, n, keyBytes
 	return x, true
+}
+
+// eachOf calls fn(i) for every i below n, on scanWorkers goroutines.
+func eachOf(n int, fn func(i int)) {
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(scanWorkers(), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // sortBucket sorts s, entries sharing their key hash's top sortBits, by

@@ -154,13 +154,14 @@ func publish(args []string, stderr io.Writer) error {
 		return withdrawAnnouncement(ctx, versions, *db, *ver, *opTimeout)
 	}
 
+	keep := func() error { return nil }
 	if *base != "" || *digest {
-		out, cleanup, err := prepareDelta(ctx, stderr, obs, dir, *db, *ver, *base, *cache, df)
+		out, cleanup, k, err := prepareDelta(ctx, stderr, obs, dir, *db, *ver, *base, *cache, df)
 		defer cleanup()
 		if err != nil {
 			return err
 		}
-		dir = out
+		dir, keep = out, k
 	}
 	pr := newPublishProgress(stderr, isTerminal(stderr), *db+"/"+*ver, *interval)
 	rep, err := objstore.Publish(ctx, obs, dir, *db, *ver, objstore.PublishOptions{
@@ -187,6 +188,11 @@ func publish(args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "published %s/%s to %s: %d files, %d uploaded, %d skipped, %d bytes uploaded in %s (%s/s), %d retries\n",
 		*db, *ver, *to, rep.Files, rep.Uploaded, rep.Skipped, rep.BytesUploaded, took.Round(time.Millisecond),
 		humanBytes(float64(rep.BytesUploaded)/max(took.Seconds(), 1e-9)), rep.Retries)
+	// The cache's index moves on once the version is out (its nodes
+	// build it meanwhile): a publish that failed leaves the base's.
+	if err := keep(); err != nil {
+		fmt.Fprintf(stderr, "the cache %s keeps no index of %s/%s (%v): the next --base over it builds the base\n", *cache, *db, *ver, err)
+	}
 	return nil
 }
 
