@@ -195,7 +195,11 @@ func (ls *localStore) writeFastDelta(ctx context.Context, out, db, version, base
 	}()
 	vd, x, counts, full, err := ls.scanDir(ctx, db, version, dir)
 	if lerr := <-loaded; lerr == nil {
-		defer base.close()
+		defer func() {
+			if base != nil {
+				base.close()
+			}
+		}()
 	} else if err == nil {
 		err = errSlowPath
 	}
@@ -251,10 +255,15 @@ func (ls *localStore) writeFastDelta(ctx context.Context, out, db, version, base
 	if err := dw.Close(); err != nil {
 		return rep, 0, err
 	}
-	// The new index is written beside the upserts (x is only read now).
+	// The base's index is released (unmapped), and the new one written,
+	// beside the upserts (x is only read now).
 	idx := deltaIndexPath(ls.dir, db)
 	written := make(chan error, 1)
-	go func() { written <- x.writeTemp(idx) }()
+	go func(base *baseIndex) {
+		base.close()
+		written <- x.writeTemp(idx)
+	}(base)
+	base = nil
 	err = ls.writeUpserts(ctx, out, dir, counts, upsert)
 	if err == nil {
 		err = finishDelta(out, baseName, vd, &rep)
