@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -418,6 +419,7 @@ func writeDelta(ctx context.Context, out string, version, base *blocks.Version) 
 // publish that fails leaves the base's); cleanup removes what is
 // temporary, and must be called last.
 func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base, cache string, df datasetFlags) (_ string, cleanup func(), keep func() error, _ error) {
+	start := time.Now()
 	cleanup, keep = func() {}, func() error { return nil }
 	if base != "" && (!source.ValidName(base) || base >= version) {
 		return "", cleanup, keep, usagef("--base %q: want the name of an older version", base)
@@ -469,7 +471,7 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 	if rep, full, k, err := ls.fastDelta(ctx, out, db, version, base, dir); !errors.Is(err, errSlowPath) {
 		if err == nil {
 			fmt.Fprintf(stderr, "base %s/%s read from the cache %s (its index: the dataset read once, not built)\n", db, base, cache)
-			printDelta(stderr, db, version, base, rep, full)
+			printDelta(stderr, db, version, base, rep, full, time.Since(start))
 			idx := deltaIndexPath(ls.dir, db)
 			cleanup = func() {
 				os.RemoveAll(out)
@@ -512,13 +514,14 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 		return "", cleanup, keep, err
 	}
 	ls.keepSlow(db, version, v) // the next --base
-	printDelta(stderr, db, version, base, rep, full)
+	printDelta(stderr, db, version, base, rep, full, time.Since(start))
 	return out, cleanup, keep, nil
 }
 
-func printDelta(w io.Writer, db, version, base string, rep deltaReport, full int64) {
-	fmt.Fprintf(w, "delta of %s/%s over %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%)\n",
-		db, version, base, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)))
+// printDelta says what the delta holds and how long it took to compute.
+func printDelta(w io.Writer, db, version, base string, rep deltaReport, full int64, took time.Duration) {
+	fmt.Fprintf(w, "delta of %s/%s over %s: %d records added or changed, %d deleted: %d bytes, against %d bytes full (%.2f %%), computed in %s\n",
+		db, version, base, rep.Upserts, rep.Deletes, rep.Bytes, full, 100*float64(rep.Bytes)/float64(max(full, 1)), took.Round(time.Millisecond))
 }
 
 // keepSlow keeps in the cache version v of db, built, and its index
