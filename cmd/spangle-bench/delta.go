@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -62,13 +64,25 @@ type deltaResult struct {
 
 // deltaRun is one publish and what it took.
 type deltaRun struct {
-	Version      string  `json:"version"`
-	Uploaded     int64   `json:"bytes_uploaded"`
-	PublishSecs  float64 `json:"publish_seconds"` // the publish process, start to exit
-	PublisherCPU float64 `json:"publisher_cpu_seconds"`
-	ServeSecs    float64 `json:"publish_to_serving_seconds"` // start of the publish to every node serving
-	NodeCPUSecs  float64 `json:"node_cpu_seconds"`           // all nodes, over ServeSecs, less their idle CPU
-	NodeCPURaw   float64 `json:"node_cpu_raw_seconds"`       // the same, idle CPU included
+	Version      string        `json:"version"`
+	Uploaded     int64         `json:"bytes_uploaded"`
+	PublishSecs  float64       `json:"publish_seconds"` // the publish process, start to exit
+	PublisherCPU float64       `json:"publisher_cpu_seconds"`
+	ServeSecs    float64       `json:"publish_to_serving_seconds"` // start of the publish to every node serving
+	NodeCPUSecs  float64       `json:"node_cpu_seconds"`           // all nodes, over ServeSecs, less their idle CPU
+	NodeCPURaw   float64       `json:"node_cpu_raw_seconds"`       // the same, idle CPU included
+	Timeline     deltaTimeline `json:"timeline"`
+}
+
+// deltaTimeline is where a publish's time to serving went: seconds from
+// its start, or taken, as the publisher's output and the nodes' logs
+// say (0: not said).
+type deltaTimeline struct {
+	Computed float64 `json:"delta_computed_seconds"` // the publisher's delta or digest took ("computed in")
+	Uploaded float64 `json:"uploaded_seconds"`       // its upload and announcement took ("uploaded in")
+	Seen     float64 `json:"nodes_seen_seconds"`     // the first node's first line naming the version
+	Build    float64 `json:"node_build_seconds"`     // the longest build of it on a node ("blocks: built")
+	Active   float64 `json:"nodes_active_seconds"`   // the last node's "version active"
 }
 
 // The next dataset: record i of the main one is deleted when i%1000 ==
@@ -130,7 +144,51 @@ func writeNextDataset(dir string, p genParams) (updated, added, deleted int64, e
 	return updated, added, deleted, os.WriteFile(filepath.Join(dir, "_SUCCESS"), nil, 0o644)
 }
 
-var uploadedBytesRe = regexp.MustCompile(`, (\d+) bytes uploaded in`)
+var (
+	uploadedBytesRe = regexp.MustCompile(`, (\d+) bytes uploaded in (\S+) `)
+	computedRe      = regexp.MustCompile(`, computed in (\S+)\n`)
+)
+
+// timeline fills run's timeline from the publisher's output out and the
+// nodes' logs, for a publish started at start.
+func (run *deltaRun) timeline(out []byte, nodes []*clusterNode, start time.Time) {
+	tl := &run.Timeline
+	if m := computedRe.FindSubmatch(out); m != nil {
+		d, _ := time.ParseDuration(string(m[1]))
+		tl.Computed = d.Seconds()
+	}
+	if m := uploadedBytesRe.FindSubmatch(out); m != nil {
+		d, _ := time.ParseDuration(string(m[2]))
+		tl.Uploaded = d.Seconds()
+	}
+	for _, n := range nodes {
+		b, err := os.ReadFile(n.c.logPath)
+		if err != nil {
+			continue
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var e struct {
+				Time    time.Time `json:"time"`
+				Msg     string    `json:"msg"`
+				Version string    `json:"version"`
+				Seconds float64   `json:"seconds"`
+			}
+			if !bytes.Contains(line, []byte(`"version":"`+run.Version+`"`)) || json.Unmarshal(line, &e) != nil || e.Version != run.Version {
+				continue
+			}
+			at := e.Time.Sub(start).Seconds()
+			if tl.Seen == 0 || at < tl.Seen {
+				tl.Seen = at
+			}
+			switch e.Msg {
+			case "blocks: built":
+				tl.Build = max(tl.Build, e.Seconds)
+			case "version active":
+				tl.Active = max(tl.Active, at)
+			}
+		}
+	}
+}
 
 // runDelta is the delta scenario.
 func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
@@ -194,6 +252,7 @@ func runDelta(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return err
 		}
 		run.ServeSecs = time.Since(start).Seconds()
+		run.timeline(out, nodes, start)
 		cpu1, err := nodeCPU()
 		if err != nil {
 			return err

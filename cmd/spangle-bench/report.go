@@ -434,6 +434,17 @@ func (r *report) printDelta(w io.Writer) {
 		fmt.Fprintf(tw, "  delta (job's)/full\t%.4f\t\t\t%.3f\t%.3f\t\t\n", float64(d.Job.Uploaded)/float64(max(d.Full.Uploaded, 1)), d.JobTime, d.JobNodeCPU)
 		tw.Flush()
 		fmt.Fprintf(w, "  the job's delta: spangle delta NEW OLD took %.2f s, before its publish; node cpu is less the nodes' idle %.3f cpu-s/s\n", d.JobSecs, d.IdleCPU)
+		fmt.Fprintln(w, "  timeline, s (publisher: its output; nodes: their logs; from the publish's start unless taken):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "  	delta computed, took	uploaded, took	publisher exited	first node saw it	longest build, took	last node active	bench saw all serve	\n")
+		for _, row := range []struct {
+			name string
+			r    deltaRun
+		}{{"delta (--base)", d.Delta}, {"delta (job's)", d.Job}, {"full", d.Full}} {
+			t := row.r.Timeline
+			fmt.Fprintf(tw, "  %s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", row.name, t.Computed, t.Uploaded, row.r.PublishSecs, t.Seen, t.Build, t.Active, row.r.ServeSecs)
+		}
+		tw.Flush()
 		fmt.Fprintln(w, "  goals: bytes ≤ 0.03, publish to serving ≤ 0.25, node cpu ≤ 0.25")
 		fmt.Fprintln(w)
 	}
