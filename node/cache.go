@@ -73,6 +73,7 @@ type answerCache struct {
 	c        *otter.Cache[uint64, *cacheEntry]
 	counter  *stats.Counter
 	budget   int64 // Config.HotCacheBytes: the memory the cache may add
+	reserved int64 // bytes of the bound set aside for the filters (filterBytes)
 	maxEntry int   // larger entries are not cached
 	// epoch is incremented before every drop: an answer looked up before
 	// a drop and stored after it is removed again (put).
@@ -130,9 +131,16 @@ func newAnswerCache(budget int64) (*answerCache, error) {
 	// 100-byte values.
 	h.held.Store(&heldFilter{words: make([]atomic.Uint64, len(h.door))})
 	h.heldKeys = max(maxBytes/(cacheEntryOverhead+128), 1)
+	// The filters' bytes come out of the entries' bound: the doorkeeper,
+	// the filter of held keys and its remake (filterBytes), 48 KiB of
+	// the default cache's 1.1 MB; at least half the bound stays the
+	// entries' (a cache of under about 170 KiB goes past its bound by
+	// what its filters take over half of it).
+	h.reserved = 3 * 8 * int64(len(h.door))
+	entries := max(maxBytes-h.reserved, maxBytes/2)
 
 	c, err := otter.New(&otter.Options[uint64, *cacheEntry]{
-		MaximumWeight: uint64(maxBytes),
+		MaximumWeight: uint64(entries),
 		Weigher: func(_ uint64, e *cacheEntry) uint32 {
 			return uint32(cacheEntryOverhead + len(e.key) + len(e.value))
 		},
@@ -388,8 +396,9 @@ func (h *answerCache) dropCarrying(gone []*version, from, to *version, changed [
 
 // CacheStatus is the answer cache's state in the status.
 type CacheStatus struct {
-	// Bytes are the entries' own: keys, values and the per-entry
-	// overhead, estimated.
+	// Bytes are the entries' own (keys, values and the per-entry
+	// overhead, estimated) and the filters' (the doorkeeper, the filter
+	// of held keys).
 	Bytes int64 `json:"bytes"`
 	// MaxBytes bounds Bytes: Budget over the garbage collector's
 	// headroom (entryBound: 3.75 at GOGC 200).
@@ -404,8 +413,24 @@ func (h *answerCache) status() *CacheStatus {
 	if h == nil {
 		return nil
 	}
-	return &CacheStatus{Bytes: int64(h.c.WeightedSize()), MaxBytes: int64(h.c.GetMaximum()), Budget: h.budget,
+	return &CacheStatus{Bytes: h.bytes(), MaxBytes: h.maxBytes(), Budget: h.budget,
 		Entries: int64(h.c.EstimatedSize())}
+}
+
+// bytes are the entries' estimated bytes and the filters'.
+func (h *answerCache) bytes() int64 { return int64(h.c.WeightedSize()) + h.filterBytes() }
+
+// maxBytes bounds bytes: the entries' bound and the filters' share.
+func (h *answerCache) maxBytes() int64 { return int64(h.c.GetMaximum()) + h.reserved }
+
+// filterBytes are the bytes of the doorkeeper and of the filter of held
+// keys (two while it is made again).
+func (h *answerCache) filterBytes() int64 {
+	n := len(h.door) + len(h.held.Load().words)
+	if f := h.heldNext.Load(); f != nil {
+		n += len(f.words)
+	}
+	return 8 * int64(n)
 }
 
 // collectors returns the cache's metrics; none without a cache.
@@ -430,12 +455,12 @@ func (h *answerCache) collectors() []prometheus.Collector {
 			func() float64 { return float64(h.dropped.Load()) }),
 		counter("spangle_hot_cache_carried_total", "Entries of unchanged keys carried over to the version a switch made active (the switch's changed keys known: [purge] max_keys, one node).",
 			func() float64 { return float64(h.carried.Load()) }),
-		gauge("spangle_hot_cache_bytes", "Estimated bytes held by the hot cache's entries (keys, values and per-entry overhead).",
-			func() float64 { return float64(h.c.WeightedSize()) }),
+		gauge("spangle_hot_cache_bytes", "Estimated bytes held by the hot cache: its entries (keys, values and per-entry overhead) and its filters (the doorkeeper, the filter of held keys).",
+			func() float64 { return float64(h.bytes()) }),
 		gauge("spangle_hot_cache_entries", "Entries in the hot cache.",
 			func() float64 { return float64(h.c.EstimatedSize()) }),
 		gauge("spangle_hot_cache_max_bytes", "The bound of spangle_hot_cache_bytes: [storage] hot_cache over the garbage collector's headroom (3.75 at gc_percent 200).",
-			func() float64 { return float64(h.c.GetMaximum()) }),
+			func() float64 { return float64(h.maxBytes()) }),
 		gauge("spangle_hot_cache_budget_bytes", "The memory the hot cache may add to the process ([storage] hot_cache).",
 			func() float64 { return float64(h.budget) }),
 	}
