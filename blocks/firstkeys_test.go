@@ -40,7 +40,7 @@ func sameGet(t *testing.T, v, w *Version, p int, key []byte) {
 // through the index of blocks by first key as through bbolt's walk, and
 // so does every key before, between and after them (ErrNotFound): a
 // large record in a block of its own and an empty value too. The
-// index's bytes are what IndexBytes says: 16 a block besides the first
+// index's bytes are what IndexBytes says: 24 a block besides the first
 // keys and a bit.
 func TestBlockIndex(t *testing.T) {
 	dir := t.TempDir()
@@ -72,8 +72,8 @@ func TestBlockIndex(t *testing.T) {
 		sameGet(t, v, w, 0, []byte(k))
 	}
 	blocks := int64(len(x.lens))
-	if got, want := v.IndexBytes(), blocks*(16+10)+4+8*((blocks+63)/64); got != want {
-		t.Errorf("IndexBytes = %d, want %d (%d blocks of 16 bytes, a 10-byte first key and a bit)", got, want, blocks)
+	if got, want := v.IndexBytes(), blocks*(24+10)+4+8*((blocks+63)/64); got != want {
+		t.Errorf("IndexBytes = %d, want %d (%d blocks of 24 bytes, a 10-byte first key and a bit)", got, want, blocks)
 	}
 }
 

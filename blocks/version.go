@@ -202,7 +202,7 @@ func openPartition(path string, p int) (part *partition, err error) {
 func (v *Version) Manifest() *Manifest { return v.contents.Load().manifest }
 
 // IndexBytes is the memory of the version's indexes of blocks by first
-// key (CompressionS2Blocks): about 16 bytes a block besides its first
+// key (CompressionS2Blocks): 24 bytes a block besides its first
 // key, held while the version is open.
 func (v *Version) IndexBytes() int64 {
 	var n int64

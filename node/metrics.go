@@ -80,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_version_bytes", Help: "Bytes of keys and values held locally in the db's active version.",
 		}, []string{"db"}),
 		indexBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "spangle_version_index_bytes", Help: "Memory of the db's active version's in-memory indexes of s2-blocks blocks by first key (about 16 bytes a block besides its first key).",
+			Name: "spangle_version_index_bytes", Help: "Memory of the db's active version's in-memory indexes of s2-blocks blocks by first key (24 bytes a block besides its first key).",
 		}, []string{"db"}),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "spangle_active_version", Help: "1 for the db's active version.",
