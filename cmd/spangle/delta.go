@@ -418,7 +418,7 @@ func writeDelta(ctx context.Context, out string, version, base *blocks.Version) 
 // index of the version a delta's fast path read (the next --base's: a
 // publish that fails leaves the base's); cleanup removes what is
 // temporary, and must be called last.
-func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base, cache string, df datasetFlags) (_ string, cleanup func(), keep func() error, _ error) {
+func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectStore, dir, db, version, base, cache string, df datasetFlags) (_ string, cleanup func(), keep func() error, rerr error) {
 	start := time.Now()
 	cleanup, keep = func() {}, func() error { return nil }
 	if base != "" && (!source.ValidName(base) || base >= version) {
@@ -430,6 +430,11 @@ func prepareDelta(ctx context.Context, stderr io.Writer, obs jetstream.ObjectSto
 	}
 	defer ls.close()
 	if base == "" {
+		defer func() {
+			if rerr == nil {
+				fmt.Fprintf(stderr, "digest of %s/%s computed in %s\n", db, version, time.Since(start).Round(time.Millisecond))
+			}
+		}()
 		if ls.keep {
 			vd, x, _, _, err := ls.scanDir(ctx, db, version, dir)
 			if err == nil {
