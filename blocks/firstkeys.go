@@ -51,8 +51,9 @@ func buildBlockIndex(db *bolt.DB) (x *blockIndex) {
 	}()
 	data := db.Info().Data
 	x = &blockIndex{keyOffs: []uint32{0}}
+	var size uintptr
 	err := db.View(func(tx *bolt.Tx) error {
-		size := uintptr(tx.Size())
+		size = uintptr(tx.Size())
 		b := tx.Bucket(dataBucket)
 		if b == nil {
 			return errBadValue
@@ -84,6 +85,9 @@ func buildBlockIndex(db *bolt.DB) (x *blockIndex) {
 		}
 		return nil
 	})
+	if x.base != nil {
+		unmapPages(unsafe.Slice((*byte)(x.base), size))
+	}
 	if err != nil {
 		return nil
 	}

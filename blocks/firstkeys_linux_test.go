@@ -1,0 +1,57 @@
+package blocks
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// rssFile is the process's RssFile, in bytes.
+func rssFile(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	for line := range bytes.Lines(b) {
+		if f := bytes.Fields(line); len(f) == 3 && string(f[0]) == "RssFile:" {
+			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no RssFile")
+	return 0
+}
+
+// TestBlockIndexUnmapsPages: opening an s2-blocks version, whose index
+// walk reads every page of its files, leaves them out of the process's
+// resident set (they were all in it without unmapPages: the test fails).
+func TestBlockIndexUnmapsPages(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 1, perFile: 100_000, seed: 13})
+	dir := t.TempDir()
+	s := openTestStore(t, dir, Options{})
+	build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: CompressionS2Blocks}).Close()
+	st, err := os.Stat(filepath.Join(dir, "dbs", "db", "v1", partitionFile(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rssFile(t)
+	v, err := s.Open("db", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	grew := rssFile(t) - before
+	if v.contents.Load().parts[0].index == nil {
+		t.Fatal("no index")
+	}
+	if grew > st.Size()/4 {
+		t.Errorf("opening a %d-byte partition file made the RSS %d bytes larger", st.Size(), grew)
+	}
+	t.Logf("file %d bytes, RssFile %+d", st.Size(), grew)
+}
