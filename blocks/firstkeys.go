@@ -25,7 +25,8 @@ import (
 // version's read lock. Flat arrays, no Go pointers per block: 24 bytes
 // a block besides its first key (size).
 type blockIndex struct {
-	pre     []uint64       // block i's first key's first 8 bytes, big-endian (prefix8)
+	common  []byte         // the prefix every block's first key shares
+	pre     []uint64       // prefix8 of block i's first key past common
 	keys    []byte         // the blocks' first keys, end to end, in key order
 	keyOffs []uint32       // block i's first key is keys[keyOffs[i]:keyOffs[i+1]]
 	offs    []uint64       // block i's stored bytes start at offs[i] in the file
@@ -76,7 +77,6 @@ func buildBlockIndex(db *bolt.DB) (x *blockIndex) {
 			if len(x.keys)+len(k) > math.MaxUint32 {
 				return errBadValue
 			}
-			x.pre = append(x.pre, prefix8(k))
 			x.keys = append(x.keys, k...)
 			x.keyOffs = append(x.keyOffs, uint32(len(x.keys)))
 			x.offs = append(x.offs, uint64(start-data))
@@ -93,23 +93,45 @@ func buildBlockIndex(db *bolt.DB) (x *blockIndex) {
 	}
 	// Exact sizes: the appends' spare room would stay for the version's
 	// life.
-	x.pre, x.keys, x.keyOffs, x.offs, x.lens = clip(x.pre), clip(x.keys), clip(x.keyOffs), clip(x.offs), clip(x.lens)
+	x.keys, x.keyOffs, x.offs, x.lens = clip(x.keys), clip(x.keyOffs), clip(x.offs), clip(x.lens)
+	if n := len(x.lens); n > 0 {
+		a, b := x.first(0), x.first(n-1) // the keys between share what these two do
+		i := 0
+		for i < len(a) && i < len(b) && a[i] == b[i] {
+			i++
+		}
+		x.common = clip(a[:i])
+	}
+	x.pre = make([]uint64, len(x.lens))
+	for i := range x.pre {
+		x.pre[i] = prefix8(x.first(i)[len(x.common):])
+	}
 	x.checked = make([]atomic.Uint64, (len(x.lens)+63)/64)
 	return x
 }
 
 // find returns the block holding key, if any: the last one whose first
 // key is not after key; -1 when key is before the first block. It
-// compares the keys' first 8 bytes as integers, read from one array,
-// and the whole keys only where those are equal, so that fewer of the
-// search's probes miss the CPU's caches.
+// compares the 8 bytes of the keys past the prefix all first keys share
+// (the bench's keys, hex record numbers, share their first 10) as
+// integers, read from one array, and the keys' rest only where those
+// are equal, so that fewer of the search's probes miss the CPU's
+// caches.
 func (x *blockIndex) find(key []byte) int {
-	kp := prefix8(key)
+	c := x.common
+	if len(key) < len(c) || !bytes.Equal(key[:len(c)], c) {
+		if bytes.Compare(key, c) < 0 {
+			return -1 // before every first key
+		}
+		return len(x.pre) - 1 // after every first key
+	}
+	rest := key[len(c):]
+	kp := prefix8(rest)
 	lo, hi := 0, len(x.pre)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		// A smaller prefix is a smaller key, a larger one a larger key.
-		if p := x.pre[m]; p < kp || p == kp && bytes.Compare(x.first(m), key) <= 0 {
+		if p := x.pre[m]; p < kp || p == kp && bytes.Compare(x.first(m)[len(c):], rest) <= 0 {
 			lo = m + 1
 		} else {
 			hi = m
@@ -142,7 +164,7 @@ func (x *blockIndex) size() int64 {
 	if x == nil {
 		return 0
 	}
-	return int64(8*cap(x.pre) + cap(x.keys) + 4*cap(x.keyOffs) + 8*cap(x.offs) + 4*cap(x.lens) + 8*len(x.checked))
+	return int64(cap(x.common) + 8*cap(x.pre) + cap(x.keys) + 4*cap(x.keyOffs) + 8*cap(x.offs) + 4*cap(x.lens) + 8*len(x.checked))
 }
 
 // get appends to dst the value of key, found through the index.

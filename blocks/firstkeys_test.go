@@ -68,12 +68,12 @@ func TestBlockIndex(t *testing.T) {
 	for i := range 2*len(recs) + 1 {
 		sameGet(t, v, w, 0, fmt.Appendf(nil, "key-%06d", i))
 	}
-	for _, k := range []string{"", "a", "key-", "key-000020a", "key-039998\x00", "zzz"} {
+	for _, k := range []string{"", "a", "key-", "key-0", "key-000020a", "key-039998\x00", "key-1", "kez", "zzz"} {
 		sameGet(t, v, w, 0, []byte(k))
 	}
 	blocks := int64(len(x.lens))
-	if got, want := v.IndexBytes(), blocks*(24+10)+4+8*((blocks+63)/64); got != want {
-		t.Errorf("IndexBytes = %d, want %d (%d blocks of 24 bytes, a 10-byte first key and a bit)", got, want, blocks)
+	if got, want := v.IndexBytes(), blocks*(24+10)+4+8*((blocks+63)/64)+int64(len(x.common)); got != want {
+		t.Errorf("IndexBytes = %d, want %d (%d blocks of 24 bytes, a 10-byte first key and a bit; the common prefix %q)", got, want, blocks, x.common)
 	}
 }
 
