@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -54,4 +55,34 @@ func TestBlockIndexUnmapsPages(t *testing.T) {
 		t.Errorf("opening a %d-byte partition file made the RSS %d bytes larger", st.Size(), grew)
 	}
 	t.Logf("file %d bytes, RssFile %+d", st.Size(), grew)
+}
+
+// TestBlockIndexOffHeap: an s2-blocks version's index of first keys is
+// not on the Go heap (the heap's live bytes grow by much less than
+// IndexBytes when it opens), so the collector neither scans it nor lets
+// the heap grow by twice its size more. Without place, the heap grows by
+// the index and more.
+func TestBlockIndexOffHeap(t *testing.T) {
+	d := makeDataset(t, datasetOpts{files: 1, perFile: 300_000, seed: 17, keyLen: 24})
+	dir := t.TempDir()
+	s := openTestStore(t, dir, Options{})
+	build(t, s, BuildSpec{DB: "db", Version: "v1", Files: d.files(t), Compression: CompressionS2Blocks}).Close()
+	live := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := live()
+	v, err := s.Open("db", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	grew := live() - before
+	if v.IndexBytes() < 200<<10 || grew > v.IndexBytes()/2 {
+		t.Errorf("an index of %d bytes; the live heap grew by %d", v.IndexBytes(), grew)
+	}
+	t.Logf("index %d bytes, live heap %+d", v.IndexBytes(), grew)
+	runtime.KeepAlive(v)
 }

@@ -399,8 +399,10 @@ func closeAll(parts []*partition) error {
 	return errors.Join(errs...)
 }
 
-// close ends the partition's reused read transactions and closes its file.
+// close ends the partition's reused read transactions, frees its index
+// and closes its file.
 func (part *partition) close() error {
+	part.index.free()
 	for {
 		select {
 		case rt := <-part.idle:
