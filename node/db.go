@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -594,9 +593,9 @@ func (d *db) build(name string) error {
 	} else {
 		d.activate(state, bv)
 	}
-	// A build leaves its sort buffers to the garbage collector: hand the
-	// memory back to the OS now rather than serving with a build-sized heap.
-	debug.FreeOSMemory()
+	// A build leaves its sort buffers to the garbage collector: they go
+	// back to the OS beside the loop (memory.go), which moves on.
+	n.mem.ask()
 	return nil
 }
 

@@ -50,6 +50,7 @@ type Node struct {
 	removeAt atomic.Int64
 	wg       sync.WaitGroup // every goroutine the node starts
 	staging  stagedBuilds   // versions built in full for the peers (build once, peercopy_once.go)
+	mem      *memoryRelease // the heap builds leave, back to the OS (memory.go)
 
 	cursorKey []byte         // Config.CursorKey; nil: cursorDefaultKey
 	positions *listPositions // listings' positions between pages
@@ -115,6 +116,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 		refreshCh: make(chan struct{}, 1),
 		readyCh:   make(chan struct{}),
+		mem:       newMemoryRelease(),
 		drainCh:   make(chan struct{}),
 
 		entryChanged: make(chan struct{}, 1),
@@ -183,6 +185,11 @@ func (n *Node) start() error {
 			n.adv.run(n.ctx)
 		}()
 	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.mem.run(n.ctx)
+	}()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
