@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 )
 
@@ -237,5 +242,47 @@ func TestBlockCRCOnce(t *testing.T) {
 	defer w.Close()
 	if _, err := w.Get(0, lateKey); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Get after opening again = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestBlockIndexFind: the index's search (8-byte integers past the
+// shared prefix, whole keys where those are equal) finds the last first
+// key not after the key, as a plain search of the sorted keys does, for
+// first keys of any lengths sharing prefixes of any lengths, and keys
+// before, among and after them.
+func TestBlockIndexFind(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	randKey := func(prefix string) []byte {
+		k := []byte(prefix)
+		for range r.IntN(14) {
+			k = append(k, "ab\x00\xff"[r.IntN(4)])
+		}
+		return k
+	}
+	for round := range 300 {
+		prefix := strings.Repeat("p", r.IntN(12))
+		set := map[string]bool{}
+		for range r.IntN(40) {
+			set[string(randKey(prefix))] = true
+		}
+		firsts := slices.Sorted(maps.Keys(set))
+		x := &blockIndex{keyOffs: []uint32{0}}
+		for _, k := range firsts {
+			x.keys = append(x.keys, k...)
+			x.keyOffs = append(x.keyOffs, uint32(len(x.keys)))
+			x.offs, x.lens = append(x.offs, 0), append(x.lens, 0)
+		}
+		x.place()
+		probes := append([][]byte{nil, []byte(prefix), []byte("o"), []byte("q")}, randKey(prefix), randKey(""), randKey(prefix[:len(prefix)/2]))
+		for _, k := range firsts {
+			probes = append(probes, []byte(k), append([]byte(k), 0), []byte(k[:len(k)/2]))
+		}
+		for _, key := range probes {
+			want := sort.Search(len(firsts), func(i int) bool { return firsts[i] > string(key) }) - 1
+			if got := x.find(key); got != want {
+				t.Fatalf("round %d: find(%q) = %d, want %d, among %q (shared %q)", round, key, got, want, firsts, x.common)
+			}
+		}
+		x.free()
 	}
 }
