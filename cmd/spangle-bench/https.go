@@ -110,6 +110,6 @@ func runHTTPS(ctx context.Context, b *bench) (res scenarioResult, err error) {
 			return res, err
 		}
 	}
-	servingRSS(srv.c.pid(), &res)
+	b.servingRSS(srv.c.pid(), "", &res)
 	return res, nil
 }

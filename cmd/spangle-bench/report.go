@@ -43,10 +43,11 @@ type scenarioResult struct {
 	// partitions' page cache), of ServingRSSMiB.
 	ServingAnonMiB float64         `json:"serving_rss_anon_mib,omitempty"`
 	ServingFileMiB float64         `json:"serving_rss_file_mib,omitempty"`
-	Cluster        *clusterResult  `json:"cluster,omitempty"`  // the cluster scenario's own figures
-	Publish        *publishResult  `json:"publish,omitempty"`  // the publish scenario's
-	PeerCopy       *peerCopyResult `json:"peercopy,omitempty"` // the peercopy scenario's
-	Delta          *deltaResult    `json:"delta,omitempty"`    // the delta scenario's
+	ServingMem     *memSplit       `json:"serving_mem,omitempty"` // where ServingRSSMiB goes
+	Cluster        *clusterResult  `json:"cluster,omitempty"`     // the cluster scenario's own figures
+	Publish        *publishResult  `json:"publish,omitempty"`     // the publish scenario's
+	PeerCopy       *peerCopyResult `json:"peercopy,omitempty"`    // the peercopy scenario's
+	Delta          *deltaResult    `json:"delta,omitempty"`       // the delta scenario's
 	Problems       []string        `json:"problems,omitempty"`
 	Notes          []string        `json:"notes,omitempty"` // worth saying, but not failures
 }
@@ -230,6 +231,7 @@ func (r *report) print(w io.Writer) {
 		}
 	}
 	r.printBuilds(w, width)
+	r.printMem(w, width)
 	busy := r.printLoads(w, width)
 	r.printSequins(w)
 	r.printCluster(w)
@@ -266,6 +268,31 @@ func (r *report) printBuilds(w io.Writer, width int) {
 		if b := s.Build; b != nil {
 			fmt.Fprintf(tw, "%-*s\t%d\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t  %s\n", width, s.Name, b.Records, b.Seconds, b.RecordsPerSec, b.ServingSeconds, b.PeakRSSMiB, s.ServingRSSMiB, s.ServingAnonMiB, s.ServingFileMiB, roundsText(b.ServingRounds))
 		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+// printMem writes where each serving process's RSS goes (memSplit), if
+// any scenario measured it.
+func (r *report) printMem(w io.Writer, width int) {
+	if !slices.ContainsFunc(r.Scenarios, func(s scenarioResult) bool { return s.ServingMem != nil }) {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s	RSS MiB	binary	data files	libs	anon	Go heap	idle kept	stacks	runtime	outside Go	index	cache	  largest anon\n", width, "serving memory")
+	for _, s := range r.Scenarios {
+		m := s.ServingMem
+		if m == nil {
+			continue
+		}
+		largest := make([]string, len(m.AnonLargestMiB))
+		for i, v := range m.AnonLargestMiB {
+			largest[i] = fmt.Sprintf("%.1f", v)
+		}
+		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t  %s\n", width, s.Name, s.ServingRSSMiB,
+			m.BinaryMiB, m.DataFilesMiB, m.LibsMiB, m.AnonMiB, m.GoHeapMiB, m.GoHeapIdleMiB, m.GoStacksMiB, m.GoRuntimeMiB, m.OutsideGoMiB, m.IndexMiB, m.HotCacheMiB,
+			strings.Join(largest, " "))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

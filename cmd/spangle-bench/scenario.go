@@ -169,7 +169,7 @@ func runSpangleWith(ctx context.Context, b *bench, name, compression, extra stri
 			return res, err
 		}
 	}
-	servingRSS(c.pid(), &res)
+	b.servingRSS(c.pid(), "http://"+addr+"/metrics", &res)
 	return res, nil
 }
 
@@ -361,7 +361,7 @@ func runHeaders(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := b.load(ctx, &res, h.url, h.c); err != nil {
 		return res, err
 	}
-	servingRSS(h.c.pid(), &res)
+	b.servingRSS(h.c.pid(), "", &res)
 	return res, nil
 }
 
@@ -384,7 +384,7 @@ func runBaseline(ctx context.Context, b *bench) (res scenarioResult, err error) 
 			}
 		}
 	}
-	servingRSS(b.base.c.pid(), &res)
+	b.servingRSS(b.base.c.pid(), "", &res)
 	return res, nil
 }
 
@@ -581,9 +581,10 @@ func waitActive(ctx context.Context, c *child, addr string, p genParams, timeout
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
-// servingRSS records a serving process's RSS, and its anonymous and
-// file-backed parts, in res.
-func servingRSS(pid int, res *scenarioResult) {
+// servingRSS records a serving process's RSS, its anonymous and
+// file-backed parts, and where they go (smaps, and spangle's /metrics at
+// metricsURL unless it is empty), in res.
+func (b *bench) servingRSS(pid int, metricsURL string, res *scenarioResult) {
 	if rss, err := memKiB(pid, "VmRSS"); err == nil {
 		res.ServingRSSMiB = mib(rss)
 	}
@@ -593,6 +594,17 @@ func servingRSS(pid int, res *scenarioResult) {
 	if file, err := memKiB(pid, "RssFile"); err == nil {
 		res.ServingFileMiB = mib(file)
 	}
+	m, err := smapsSplit(pid, b.cfg.Work, res.Name)
+	if err != nil {
+		res.Notes = append(res.Notes, "no smaps: "+err.Error())
+		return
+	}
+	if metricsURL != "" {
+		if err := m.goMem(metricsURL); err != nil {
+			res.Notes = append(res.Notes, "no runtime figures: "+err.Error())
+		}
+	}
+	res.ServingMem = &m
 }
 
 // settle puts the dataset in the same state for every scenario: written

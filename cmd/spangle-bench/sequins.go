@@ -53,7 +53,7 @@ func runSequins(ctx context.Context, b *bench) (res scenarioResult, err error) {
 	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
 		return res, err
 	}
-	servingRSS(c.pid(), &res)
+	b.servingRSS(c.pid(), "", &res)
 	return res, nil
 }
 
