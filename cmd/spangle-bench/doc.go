@@ -55,8 +55,9 @@
 // (YCSB's "zipfian"; zipfScript), ranks spread over the keyspace, each
 // load paired with a baseline load of the same script: the rows named
 // "<scenario> zipf". --hot-cache sets spangle's [storage] hot_cache in
-// both. Every row gives the paired baseline load's p50 and p99 beside
-// its own.
+// both; --spangle-toml appends tables to the spangle scenario's config
+// (`--spangle-toml '[runtime]\ngc_percent = 100'`). Every row gives the
+// paired baseline load's p50 and p99 beside its own.
 //
 // The pieces, a file each: run.go is the run subcommand; gen.go writes the
 // dataset; scenario.go holds the list of scenarios (start something, load

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,27 +115,38 @@ func readSmaps(smaps []byte, exe string) memSplit {
 	return m
 }
 
-// goMem fills m's runtime figures from spangle's /metrics at url.
+// goMem fills m's runtime figures from one scrape of spangle's /metrics
+// at url.
 func (m *memSplit) goMem(url string) error {
-	get := func(name string) float64 {
-		v, err := scrapeCounter(url, name)
-		if err != nil {
-			return 0
-		}
-		return v / (1 << 20)
-	}
-	if _, err := scrapeCounter(url, "go_memstats_sys_bytes"); err != nil {
+	resp, err := http.Get(url)
+	if err != nil {
 		return err
 	}
-	sys, released := get("go_memstats_sys_bytes"), get("go_memstats_heap_released_bytes")
-	heapSys, stackSys := get("go_memstats_heap_sys_bytes"), get("go_memstats_stack_sys_bytes")
-	m.GoHeapMiB = get("go_memstats_heap_inuse_bytes")
-	m.GoHeapIdleMiB = get("go_memstats_heap_idle_bytes") - released
-	m.GoStacksMiB = get("go_memstats_stack_inuse_bytes")
-	m.GoRuntimeMiB = sys - heapSys - stackSys
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	vals := map[string]float64{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(line, "#") {
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+				vals[f[0]] = v / (1 << 20)
+			}
+		}
+	}
+	sys, ok := vals["go_memstats_sys_bytes"]
+	if !ok {
+		return fmt.Errorf("%s has no go_memstats_sys_bytes", url)
+	}
+	released := vals["go_memstats_heap_released_bytes"]
+	m.GoHeapMiB = vals["go_memstats_heap_inuse_bytes"]
+	m.GoHeapIdleMiB = vals["go_memstats_heap_idle_bytes"] - released
+	m.GoStacksMiB = vals["go_memstats_stack_inuse_bytes"]
+	m.GoRuntimeMiB = sys - vals["go_memstats_heap_sys_bytes"] - vals["go_memstats_stack_sys_bytes"]
 	m.OutsideGoMiB = m.AnonMiB - (sys - released)
-	m.IndexMiB = get("spangle_version_index_bytes")
-	m.HotCacheMiB = get("spangle_hot_cache_bytes")
+	m.IndexMiB = vals["spangle_version_index_bytes"]
+	m.HotCacheMiB = vals["spangle_hot_cache_bytes"]
 	return nil
 }
 

@@ -28,6 +28,7 @@ type runConfig struct {
 	Conns        []int         // connection counts; default 1,50
 	Zipf         bool          // also load spangle (and https) with Zipf-distributed keys; default true
 	HotCache     string        // spangle's [storage] hot_cache in the spangle and https scenarios; default "": spangle's default
+	SpangleTOML  string        // appended to the spangle scenario's config: tables other than [storage]
 	BuildTimeout time.Duration // from start to ACTIVE; default 10m
 	JSON         string        // also write the results there; default none
 	Scenarios    []string      // which scenarios run, in scenarios' order; default all
@@ -77,6 +78,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured load before each scenario's loads; 0 skips it")
 	fs.Var((*intList)(&c.Conns), "conns", "comma-separated connection `counts`")
 	fs.StringVar(&c.HotCache, "hot-cache", "", "spangle's [storage] hot_cache `size` in the spangle and https scenarios (\"0\": off; empty: spangle's default)")
+	fs.StringVar(&c.SpangleTOML, "spangle-toml", "", "TOML appended to the spangle scenario's config, tables other than [storage] (such as `'[runtime]\\ngc_percent = 100'`; \\n is a line break)")
 	fs.BoolVar(&c.Zipf, "zipf", true, fmt.Sprintf("also load the spangle and https scenarios with keys of a Zipf distribution (exponent %g), paired with the baseline as the uniform loads", zipfTheta))
 	fs.DurationVar(&c.BuildTimeout, "build-timeout", 10*time.Minute, "how long spangle may take to make the version ACTIVE")
 	fs.StringVar(&c.JSON, "json", "", "also write the results as JSON to `file`")

@@ -87,7 +87,7 @@ func scenarioNames() []string {
 // its values compressed as b.compression says, then loads it with GETs of
 // random keys.
 func runSpangle(ctx context.Context, b *bench) (res scenarioResult, err error) {
-	return runSpangleWith(ctx, b, "spangle", b.compression, "", b.cfg.Zipf)
+	return runSpangleWith(ctx, b, "spangle", b.compression, strings.ReplaceAll(b.cfg.SpangleTOML, `\n`, "\n"), b.cfg.Zipf)
 }
 
 // accessLogName is the scenario of spangle with its access log on.
@@ -156,7 +156,7 @@ func runSpangleWith(ctx context.Context, b *bench, name, compression, extra stri
 	if err := b.load(ctx, &res, "http://"+addr+"/", c); err != nil {
 		return res, err
 	}
-	if extra != "" {
+	if name == accessLogName {
 		dropped, err := scrapeCounter("http://"+addr+"/metrics", "spangle_access_log_dropped_total")
 		if err != nil {
 			res.Problems = append(res.Problems, err.Error())
