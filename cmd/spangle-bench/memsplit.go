@@ -129,10 +129,13 @@ func (m *memSplit) goMem(url string) error {
 	}
 	vals := map[string]float64{}
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(line, "#") {
-			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-				vals[f[0]] = v / (1 << 20)
-			}
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], "{")
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			vals[name] += v / (1 << 20) // summed over labels, as scrapeCounter does
 		}
 	}
 	sys, ok := vals["go_memstats_sys_bytes"]

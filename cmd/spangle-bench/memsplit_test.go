@@ -1,7 +1,11 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"reflect"
 	"runtime"
 	"testing"
 )
@@ -72,5 +76,32 @@ func TestSmapsSplitSelf(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/smaps-self.txt"); err != nil {
 		t.Errorf("no copy of smaps: %v", err)
+	}
+}
+
+// TestGoMem reads the runtime's and spangle's figures from one scrape of
+// an exposition served over loopback, labelled samples summed.
+func TestGoMem(t *testing.T) {
+	const exposition = `# HELP go_memstats_sys_bytes x
+go_memstats_sys_bytes 4.194304e+07
+go_memstats_heap_sys_bytes 3.145728e+07
+go_memstats_heap_inuse_bytes 2.097152e+07
+go_memstats_heap_idle_bytes 1.048576e+07
+go_memstats_heap_released_bytes 8.388608e+06
+go_memstats_stack_sys_bytes 2.097152e+06
+go_memstats_stack_inuse_bytes 1.048576e+06
+spangle_version_index_bytes{db="a"} 1.048576e+06
+spangle_version_index_bytes{db="b"} 1.048576e+06
+spangle_hot_cache_bytes 524288
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, exposition) }))
+	defer srv.Close()
+	m := memSplit{AnonMiB: 40}
+	if err := m.goMem(srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	want := memSplit{AnonMiB: 40, GoHeapMiB: 20, GoHeapIdleMiB: 2, GoStacksMiB: 1, GoRuntimeMiB: 8, OutsideGoMiB: 40 - (40 - 8), IndexMiB: 2, HotCacheMiB: 0.5}
+	if !reflect.DeepEqual(m, want) {
+		t.Errorf("goMem = %+v, want %+v", m, want)
 	}
 }
