@@ -4,7 +4,7 @@
 // because the machines it runs on are small and noisy.
 //
 //	spangle-bench run [--spangle bin/spangle] [--work DIR] [--records N] [--duration 5s] [--rounds 3] [--start-rounds 3] [--conns 1,50]
-//	                  [--scenarios spangle,sequins,cluster,publish,peercopy,delta,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--json FILE]
+//	                  [--scenarios spangle,sequins,cluster,publish,peercopy,delta,https,headers,baseline] [--zipf] [--hot-cache SIZE] [--spangle-toml TOML] [--json FILE]
 //	spangle-bench gen --out DIR [--db bench] [--version 1] [--records N] [--files 16] [--key-size 16] [--value-size 100]
 //	spangle-bench baseline --bind 127.0.0.1:PORT
 //
@@ -24,6 +24,13 @@
 // per request, which varies less than throughput on a busy machine, and
 // the share of the CPUs used by other processes meanwhile, which says
 // whether a figure was disturbed.
+//
+// After its loads each serving process's RSS is split (memsplit.go): the
+// binary's, the data files' and the libraries' resident pages and the
+// anonymous ones, from /proc/PID/smaps (a copy, smaps-NAME.txt, stays in
+// the work dir), and, for spangle, the Go heap, stacks, the runtime's
+// own, the index of first keys and the answer cache from its /metrics:
+// the "serving memory" table.
 //
 // The scenarios: spangle (one node builds the dataset, wrk loads it);
 // cluster (three nodes on a smaller dataset, wrk against one of them with
