@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // memoryRelease hands the heap a build leaves to the garbage collector
@@ -16,10 +19,13 @@ import (
 type memoryRelease struct {
 	ch   chan struct{} // buffered 1: a release asked for, not begun
 	free func()        // debug.FreeOSMemory; a test holds it
+	// seconds observes each release's duration
+	// (spangle_memory_release_seconds).
+	seconds prometheus.Observer
 }
 
-func newMemoryRelease() *memoryRelease {
-	return &memoryRelease{ch: make(chan struct{}, 1), free: debug.FreeOSMemory}
+func newMemoryRelease(seconds prometheus.Observer) *memoryRelease {
+	return &memoryRelease{ch: make(chan struct{}, 1), free: debug.FreeOSMemory, seconds: seconds}
 }
 
 // ask asks for a release without waiting: one asked for while another
@@ -39,7 +45,9 @@ func (m *memoryRelease) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.ch:
+			start := time.Now()
 			m.free()
+			m.seconds.Observe(time.Since(start).Seconds())
 		}
 	}
 }

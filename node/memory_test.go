@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spangledb/spangle/node/nodetest"
 )
 
@@ -64,4 +66,23 @@ func TestMemoryReleaseBesideLoop(t *testing.T) {
 	if r, err := tn.get(t, "d", "key-3"); err != nil || string(r.Value) != "v3:3" {
 		t.Fatalf("key-3: %q %v, want v3:3", r.Value, err)
 	}
+}
+
+// TestMemoryReleaseMetric: each build's memory release is observed in
+// spangle_memory_release_seconds.
+func TestMemoryReleaseMetric(t *testing.T) {
+	root := t.TempDir()
+	writeVersion(t, root, "d", "v1", 2, 10)
+	reg := prometheus.NewRegistry()
+	n := newTestNode(t, root, func(c *Config) { c.Registerer = reg })
+	waitFor(t, "v1 active", func() bool { return n.activeVersion("d") == "v1" })
+	waitFor(t, "a release observed", func() bool {
+		return nodetest.Metric(t, reg, "spangle_memory_release_seconds") >= 1
+	})
+	writeVersion(t, root, "d", "v2", 2, 10)
+	n.Refresh()
+	waitFor(t, "v2 active", func() bool { return n.activeVersion("d") == "v2" })
+	waitFor(t, "two releases observed", func() bool {
+		return nodetest.Metric(t, reg, "spangle_memory_release_seconds") >= 2
+	})
 }

@@ -51,6 +51,9 @@ type metrics struct {
 	deltaBuilds  *prometheus.CounterVec // db
 	digestChecks *prometheus.CounterVec // db, result (ok, mismatch, absent)
 
+	// The memory release after a build (memory.go).
+	memRelease prometheus.Histogram
+
 	mu             sync.Mutex        // guards activeVersions
 	activeVersions map[string]string // db → version labelled in active
 }
@@ -156,12 +159,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "spangle_digest_checks_total",
 			Help: "Versions checked against their _DIGEST before activation (and each base built on the way to a delta), by db and result: ok, mismatch (the version failed), absent (no _DIGEST: not checked).",
 		}, []string{"db", "result"}),
+		memRelease: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "spangle_memory_release_seconds",
+			Help:    "Duration of the memory release after a build (a forced collection, then free pages given back to the OS), run beside the dbs' loops.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}),
 		activeVersions: map[string]string{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.builds, m.buildProgress, m.buildRecords, m.buildDuration, m.streamed, m.records, m.bytes, m.indexBytes, m.active, m.refreshErrors, m.corrupt, m.removed,
 			m.healed, m.healLoads, m.healFailures, m.healing, m.listPartitions, m.listContinued, m.listPositionBytes,
-			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.peerCopyRest, m.refusals, m.deltaBuilds, m.digestChecks)
+			m.sourceRead, m.peerCopy, m.peerCopyMismatch, m.peerCopyResumed, m.buildOnce, m.peerCopyRest, m.refusals, m.deltaBuilds, m.digestChecks, m.memRelease)
 	}
 	return m
 }

@@ -116,7 +116,6 @@ func New(cfg Config) (*Node, error) {
 		}),
 		refreshCh: make(chan struct{}, 1),
 		readyCh:   make(chan struct{}),
-		mem:       newMemoryRelease(),
 		drainCh:   make(chan struct{}),
 
 		entryChanged: make(chan struct{}, 1),
@@ -124,6 +123,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.CursorKey != "" {
 		n.cursorKey = []byte(cfg.CursorKey)
 	}
+	n.mem = newMemoryRelease(n.metrics.memRelease)
 	n.positions = newListPositions(int(cfg.ListPositionBytes))
 	if n.cache, err = newAnswerCache(cfg.HotCacheBytes); err != nil {
 		return nil, fmt.Errorf("%w: hot cache: %v", ErrConfig, err)

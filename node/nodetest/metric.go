@@ -6,7 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metric returns the value of the counter or gauge name{labels…} in reg
+// Metric returns the value of the counter or gauge name{labels…} in reg,
+// or a histogram's count of observations
 // (label names and values alternate; labels not named may have any
 // value), 0 if absent.
 func Metric(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) float64 {
@@ -32,6 +33,9 @@ func Metric(t testing.TB, reg prometheus.Gatherer, name string, labels ...string
 			}
 			if m.Gauge != nil {
 				return m.GetGauge().GetValue()
+			}
+			if m.Histogram != nil {
+				return float64(m.GetHistogram().GetSampleCount())
 			}
 			return m.GetCounter().GetValue()
 		}
