@@ -332,6 +332,7 @@ func (s *Server) handOver(c *fasthttp.RequestCtx, pc *prefixConn) {
 			_ = hj.Close()
 			return
 		}
+		pc.tail = readTail{} // net/http's from now on
 		// Drain the reader fasthttp hijacked with (it holds what it read
 		// past the request) without waiting on the connection: a read
 		// deadline in the past.

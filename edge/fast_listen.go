@@ -51,12 +51,13 @@ func (s *Server) fastConfig(cfg Config) *fasthttp.Server {
 		},
 		ConnState: s.fastConnState,
 		// net/http's bounds: the header timeout until a request's header
-		// is read (its body gets ReadTimeout), MaxHeaderBytes plus the
-		// 4 KiB net/http allows beyond it, a batch's body at most.
+		// is read (its body gets ReadTimeout), a batch's body at most. A
+		// header section longer than the read buffer goes to net/http,
+		// which reads it up to MaxHeaderBytes (fastError).
 		ReadTimeout:    cfg.ReadHeaderTimeout,
 		WriteTimeout:   cfg.WriteTimeout,
 		IdleTimeout:    cfg.IdleTimeout,
-		ReadBufferSize: cfg.MaxHeaderBytes + 4096,
+		ReadBufferSize: fastReadBuffer,
 		// net/http sends neither, and adds no Content-Type to a response
 		// without one.
 		NoDefaultServerHeader: true,
@@ -80,15 +81,28 @@ type fastLogger struct{}
 func (fastLogger) Printf(string, ...any) {}
 
 // fastError answers a request fasthttp could not read, as net/http
-// answers one: 431 for a header section over MaxHeaderBytes, 413 for a
-// body over MaxBatchBytes, 400 otherwise. fasthttp closes the connection
-// after it.
+// answers one: 413 for a body over MaxBatchBytes, 408 past the header
+// timeout, 400 otherwise. fasthttp closes the connection after it.
+//
+// A header section longer than the read buffer (ErrSmallBuffer) is
+// net/http's to read instead, up to MaxHeaderBytes (431 past it): the
+// connection is detached from fasthttp, which has read the buffer's
+// worth of the request (its last bytes read, kept by the prefixConn's
+// tail) and released the buffer, and dispatch hands it over once
+// ServeConn returns. fasthttp flushed any answer held back for an
+// earlier pipelined request before it read this one.
 func (s *Server) fastError(c *fasthttp.RequestCtx, err error) {
-	s.fastRefused.Inc()
 	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		if pc := asPrefixConn(c.Conn()); pc != nil && pc.tail.full() {
+			pc.detached.Store(true) // fasthttp's answer is dropped, its Close kept
+			return
+		}
+	}
+	s.fastRefused.Inc()
 	status, text := 400, "400 Bad Request"
 	switch {
-	case errors.As(err, &small):
+	case errors.As(err, &small): // no tail: cannot be
 		status, text = 431, "431 Request Header Fields Too Large"
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		status, text = 413, "413 Request Entity Too Large"
@@ -163,7 +177,7 @@ func (s *Server) newDoors(cfg Config, reg prometheus.Registerer) error {
 	s.connsBy.WithLabelValues("net/http")
 	if s.fastHandovers, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "spangle_http_handovers_total",
-		Help: "HTTP/1.1 connections the fast path handed to net/http with a request it does not answer (anything but a key GET or HEAD); net/http serves them from then on.",
+		Help: "HTTP/1.1 connections the fast path handed to net/http with a request it does not answer (anything but a key GET or HEAD, or one whose header section is longer than the fast path's 4 KiB read buffer); net/http serves them from then on.",
 	})); err != nil {
 		return err
 	}
@@ -241,6 +255,22 @@ func (s *Server) dispatch(c net.Conn) {
 	delete(s.fastConns, fast)
 	s.connsMu.Unlock()
 	s.fastDone.Done()
+	if fast != nil && fast.detached.Load() {
+		s.handOverLong(fast)
+	}
+}
+
+// handOverLong gives net/http pc, whose request's header section was
+// longer than the fast path's read buffer (fastError): net/http reads
+// the request from its beginning, the tail fasthttp read, then what
+// pc's prefix holds still, then the connection.
+func (s *Server) handOverLong(pc *prefixConn) {
+	s.fastHandovers.Inc()
+	req := pc.tail.bytes()
+	pc.tail = readTail{}
+	pc.buf = append(req, pc.buf...)
+	pc.detached.Store(false)
+	s.httpQ.give(pc)
 }
 
 // track adds c to the connections being dispatched (add), or moves it
@@ -286,7 +316,7 @@ func (s *Server) sniff(c net.Conn) (net.Conn, bool) {
 	// The first read: the request (or the HTTP/2 preface) is read into
 	// the prefix here, and served from it.
 	_ = conn.SetReadDeadline(time.Now().Add(s.http.ReadHeaderTimeout))
-	p := &prefixConn{Conn: conn, buf: make([]byte, 0, 1024)}
+	p := &prefixConn{Conn: conn, buf: make([]byte, 0, 1024), tail: readTail{buf: make([]byte, s.fast.ReadBufferSize)}}
 	p.gone.pc, p.gone.base = p, s.fastCtx
 	var served net.Conn = p
 	if s.tls {
@@ -463,21 +493,48 @@ func (queueAddr) String() string  { return "queue" }
 // prefixConn is a connection whose first bytes were read already: Read
 // returns them first. Both servers serve it (the fast path as a
 // prefixTLSConn over TLS); net/http sees the bytes above TLS and sets no
-// Request.TLS (handedTLS says it instead).
+// Request.TLS (handedTLS says it instead). While the fast path serves
+// it, its tail keeps the last bytes Read returned (fastError).
 type prefixConn struct {
 	net.Conn
-	buf   []byte
-	gone  goneWatch    // the fast path's request context (fast_gone.go)
-	state atomic.Int32 // the fast path's fasthttp.ConnState
+	buf      []byte
+	tail     readTail     // the fast path's; empty once handed over
+	gone     goneWatch    // the fast path's request context (fast_gone.go)
+	state    atomic.Int32 // the fast path's fasthttp.ConnState
+	detached atomic.Bool  // net/http is to read it (fastError): Write drops, Close keeps
 }
 
-func (c *prefixConn) Read(p []byte) (int, error) {
+func (c *prefixConn) Read(p []byte) (n int, err error) {
 	if len(c.buf) > 0 {
-		n := copy(p, c.buf)
+		n = copy(p, c.buf)
 		c.buf = c.buf[n:]
-		return n, nil
+		if len(c.buf) == 0 {
+			c.buf = nil // the prefix's array is not kept
+		}
+	} else {
+		n, err = c.Conn.Read(p)
 	}
-	return c.Conn.Read(p)
+	if c.tail.buf != nil {
+		c.tail.add(p[:n])
+	}
+	return n, err
+}
+
+// Write drops fasthttp's answer to a request net/http is to read
+// (detached).
+func (c *prefixConn) Write(p []byte) (int, error) {
+	if c.detached.Load() {
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// Close keeps a detached connection open for net/http.
+func (c *prefixConn) Close() error {
+	if c.detached.Load() {
+		return nil
+	}
+	return c.Conn.Close()
 }
 
 // CloseWrite half-closes the connection, when it can (limitConnCW,
