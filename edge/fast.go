@@ -253,6 +253,8 @@ func (s *Server) refuseFast(c *fasthttp.RequestCtx, msg string) {
 //
 //   - a bare LF ending a field line (§2.2);
 //   - obs-fold, a line continued on the next one (§5.2);
+//   - two Content-Lengths (fasthttp refuses them, net/http does not
+//     when equal: readLong's requests);
 //   - Content-Length with Transfer-Encoding (§6.1), or a
 //     Transfer-Encoding that is not "chunked" alone (§6.3);
 //   - other control characters in a value (RFC 9110 §5.5).
@@ -284,6 +286,9 @@ func badFraming(raw []byte) (msg string, conds bool) {
 		case len(name) >= 3 && asciiEqualFold(name[:3], "If-"):
 			conds = true
 		case asciiEqualFold(name, "Content-Length"):
+			if cl {
+				return "more than one Content-Length\n", conds // fasthttp refuses it too; readLong does not ask it
+			}
 			cl = true
 		case asciiEqualFold(name, "Transfer-Encoding"):
 			if te || !asciiEqualFold(bytes.Trim(value, " \t"), "chunked") {

@@ -89,8 +89,9 @@ func (fastLogger) Printf(string, ...any) {}
 // connection is detached from fasthttp, which has read the buffer's
 // worth of the request (its last bytes read, kept by the prefixConn's
 // tail) and released the buffer, and dispatch hands it over once
-// ServeConn returns. fasthttp flushed any answer held back for an
-// earlier pipelined request before it read this one.
+// ServeConn returns, its framing checked (readLong). fasthttp flushed
+// any answer held back for an earlier pipelined request before it read
+// this one.
 func (s *Server) fastError(c *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	if errors.As(err, &small) {
@@ -251,26 +252,18 @@ func (s *Server) dispatch(c net.Conn) {
 	}
 	s.connsBy.WithLabelValues("fast").Inc()
 	_ = s.fast.ServeConn(conn) // closes conn, unless handed over
+	// A header section longer than the read buffer (fastError): read
+	// and checked while Shutdown can still close the connection, then
+	// net/http's.
+	long := fast != nil && fast.detached.Swap(false) && s.readLong(fast)
 	s.connsMu.Lock()
 	delete(s.fastConns, fast)
 	s.connsMu.Unlock()
 	s.fastDone.Done()
-	if fast != nil && fast.detached.Load() {
-		s.handOverLong(fast)
+	if long {
+		s.fastHandovers.Inc()
+		s.httpQ.give(fast)
 	}
-}
-
-// handOverLong gives net/http pc, whose request's header section was
-// longer than the fast path's read buffer (fastError): net/http reads
-// the request from its beginning, the tail fasthttp read, then what
-// pc's prefix holds still, then the connection.
-func (s *Server) handOverLong(pc *prefixConn) {
-	s.fastHandovers.Inc()
-	req := pc.tail.bytes()
-	pc.tail = readTail{}
-	pc.buf = append(req, pc.buf...)
-	pc.detached.Store(false)
-	s.httpQ.give(pc)
 }
 
 // track adds c to the connections being dispatched (add), or moves it
