@@ -3,10 +3,15 @@ package edge_test
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spangledb/spangle/edge"
 )
 
 // The fast path reads header sections through a 4 KiB buffer: a longer
@@ -124,5 +129,43 @@ func TestFastPathLongHeaderSmuggling(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFastPathLongHeaderSlowloris: a header section longer than the
+// read buffer, its first 5000 bytes sent at once and the rest a byte at
+// a time, is cut off under the header timeout (once on the fast path,
+// once more while readLong reads it), not served.
+func TestFastPathLongHeaderSlowloris(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	ts := startServer(t, wireBackend(), func(c *edge.Config) { c.ReadHeaderTimeout = timeout })
+	start := time.Now()
+	conn := dialWire(t, ts.addr, nil)
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /k/u HTTP/1.1\r\nHost: x\r\nX-Pad: "+strings.Repeat("p", 5000)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	for {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("server did not close a slow connection")
+		}
+		if _, err := conn.Write([]byte{'p'}); err != nil {
+			break // closed
+		}
+		// A read that times out: still open, send the next byte.
+		_ = conn.SetReadDeadline(time.Now().Add(2 * timeout / 5))
+		n, err := conn.Read(buf)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			continue
+		}
+		if n > 0 && !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 4") {
+			t.Fatalf("unexpected answer %q", buf[:n])
+		}
+		break
+	}
+	if elapsed := time.Since(start); elapsed < timeout {
+		t.Errorf("closed after %v, before ReadHeaderTimeout %v", elapsed, timeout)
 	}
 }
