@@ -11,7 +11,7 @@ import (
 // ReadBufferSize), held by each of its connections for the connection's
 // life: net/http reads header sections through 4 KiB too. A request
 // whose header section is longer is handed to net/http (fastError,
-// handOverLong), which reads it up to max_header_bytes.
+// readLong), which reads it up to max_header_bytes.
 const fastReadBuffer = 4096
 
 // readTail keeps the last len(buf) bytes a prefixConn's Read returned.
