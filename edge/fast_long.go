@@ -3,7 +3,9 @@ package edge
 import (
 	"bytes"
 	"io"
+	"net/http"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -83,14 +85,27 @@ func (s *Server) readLong(pc *prefixConn) bool {
 	if end >= 0 {
 		_, fields, _ := bytes.Cut(bytes.TrimLeft(b[:end], "\r\n"), []byte{'\n'})
 		if msg, _ := badFraming(fields); msg != "" {
-			s.fastRefused.Inc()
-			_, _ = io.WriteString(pc.Conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: "+msg)
-			_ = pc.CloseWrite()
-			_ = pc.Close()
+			s.refuseLong(pc, msg)
 			return false
 		}
 	}
 	return true
+}
+
+// refuseLong answers 400 to a header section readLong read and
+// badFraming refuses, with the fields refuseFast's answer has (fasthttp
+// no longer holds the connection to write it), and closes pc.
+func (s *Server) refuseLong(pc *prefixConn, msg string) {
+	s.fastRefused.Inc()
+	body := "400 Bad Request: " + msg
+	_, _ = io.WriteString(pc.Conn, "HTTP/1.1 400 Bad Request\r\n"+
+		"Date: "+time.Now().UTC().Format(http.TimeFormat)+"\r\n"+
+		hdrContentType+": "+valText[0]+"\r\n"+
+		hdrNoSniff+": "+valNoSniff[0]+"\r\n"+
+		hdrContentLength+": "+strconv.Itoa(len(body))+"\r\n"+
+		"Connection: close\r\n\r\n"+body)
+	_ = pc.CloseWrite()
+	_ = pc.Close()
 }
 
 // sectionEnd returns the length of b's request up to the empty line

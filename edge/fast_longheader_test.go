@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,33 @@ func TestFastPathLongHeaderSlowloris(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed < timeout {
 		t.Errorf("closed after %v, before ReadHeaderTimeout %v", elapsed, timeout)
+	}
+}
+
+// TestFastPathLongHeaderRefusedAlike: a request badFraming refuses is
+// answered alike whether its header section fits the read buffer
+// (refuseFast) or is longer (readLong): the same status, fields (a Date
+// in both) and body. (Two Content-Lengths differ: fasthttp refuses a
+// short one itself, with a bare 400.)
+func TestFastPathLongHeaderRefusedAlike(t *testing.T) {
+	ts := startServer(t, echoBackend{})
+	pad := "X-Pad: " + strings.Repeat("p", 5000) + "\r\n"
+	for _, name := range []string{"obs-fold", "bare LF", "TE with CL"} {
+		raw := smugglingCases[name]
+		line, rest, _ := strings.Cut(raw, "\r\n")
+		short := exchange(t, ts.addr, nil, raw)
+		long := exchange(t, ts.addr, nil, line+"\r\n"+pad+rest)
+		if len(short) != 1 || len(long) != 1 {
+			t.Fatalf("%s: %d and %d answers, want one each", name, len(short), len(long))
+		}
+		s, l := short[0], long[0]
+		if s.header.Get("Date") == "" || l.header.Get("Date") == "" {
+			t.Errorf("%s: Date %q and %q, want one in each", name, s.header.Get("Date"), l.header.Get("Date"))
+		}
+		s.header.Del("Date") // HTTP-dates: readAnswers checked them
+		l.header.Del("Date")
+		if s.status != l.status || s.body != l.body || !reflect.DeepEqual(s.header, l.header) {
+			t.Errorf("%s: short header answered %d %v %q, long %d %v %q", name, s.status, s.header, s.body, l.status, l.header, l.body)
+		}
 	}
 }
